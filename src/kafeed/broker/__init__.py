@@ -1,0 +1,22 @@
+"""A local Apache Kafka cluster managed from Python."""
+
+from kafeed.broker.cluster import (
+    ClusterStatus,
+    LocalCluster,
+    NodeStatus,
+    default_data_dir,
+    free_port_block,
+)
+from kafeed.broker.fetch import KAFKA_VERSION, KafkaLibs, kafeed_home, resolve_libs
+
+__all__ = [
+    "KAFKA_VERSION",
+    "ClusterStatus",
+    "KafkaLibs",
+    "LocalCluster",
+    "NodeStatus",
+    "default_data_dir",
+    "free_port_block",
+    "kafeed_home",
+    "resolve_libs",
+]

@@ -1,0 +1,424 @@
+"""Start, stop and inspect a local Apache Kafka cluster (KRaft, 1 or 3 nodes).
+
+A cluster lives in one data directory: ``cluster.json`` records its id, node
+count, ports and process ids; ``node-N/`` holds each node's configuration,
+log segments and server log. Several clusters run side by side in different
+data directories.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kafeed.broker.fetch import KafkaLibs, kafeed_home, resolve_libs
+from kafeed.broker.render import LOG4J2, NodeSpec, node_specs, server_properties
+from kafeed.errors import BrokerError, ConfigError
+
+log = logging.getLogger("kafeed")
+
+STATE_FILE = "cluster.json"
+STATE_VERSION = 1
+
+
+def default_data_dir() -> Path:
+    return kafeed_home() / "clusters" / "default"
+
+
+@dataclass(frozen=True)
+class NodeStatus:
+    node_id: int
+    port: int
+    pid: int | None
+    alive: bool
+    log_dir: str
+    disk_used_bytes: int
+
+
+@dataclass(frozen=True)
+class ClusterStatus:
+    data_dir: str
+    bootstrap: str
+    nodes: list[NodeStatus]
+    controller_id: int | None = None
+    topics: list[str] = field(default_factory=list)
+    disk_free_bytes: int = 0
+
+    @property
+    def nodes_up(self) -> int:
+        return sum(n.alive for n in self.nodes)
+
+    def as_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["nodes_up"] = self.nodes_up
+        return out
+
+
+def _pid_alive(pid: int | None, marker: str) -> bool:
+    """True when ``pid`` runs and its command line mentions ``marker`` (guards pid reuse)."""
+    if pid is None:
+        return False
+    try:  # reap it if it is our own exited child
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            cmdline = fh.read().decode(errors="replace")
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            state = fh.read().rsplit(b")", 1)[-1].split()[0]
+    except OSError:
+        return False
+    return marker in cmdline and state != b"Z"
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _dir_size(path: Path) -> int:
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                # Blocks, not apparent size: Kafka preallocates sparse index files.
+                total += os.stat(os.path.join(root, name)).st_blocks * 512
+            except OSError:
+                pass
+    return total
+
+
+def free_port_block(count: int, *, start: int = 20000, stop: int = 60000) -> int:
+    """A port ``p`` such that ``p .. p+count-1`` are all free on 127.0.0.1 now."""
+    import random
+
+    rng = random.Random()
+    for _ in range(500):
+        base = rng.randrange(start, stop - count)
+        if all(_port_free(base + i) for i in range(count)):
+            return base
+    raise BrokerError(f"Found no {count} consecutive free ports between {start} and {stop}.")
+
+
+def _new_cluster_id() -> str:
+    # Kafka's Uuid text form: url-safe base64 of 16 random bytes, no padding,
+    # never starting with '-' (it would read as a command-line flag).
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
+
+
+def _tail(path: Path, lines: int = 20) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log written)"
+
+
+class LocalCluster:
+    """A local Kafka cluster kept in ``data_dir``.
+
+    ``nodes`` and ``port`` apply when the cluster is first created; later starts
+    reuse what ``cluster.json`` recorded (a different explicit value is refused).
+    """
+
+    def __init__(
+        self,
+        data_dir: Path | None = None,
+        *,
+        nodes: int | None = None,
+        port: int | None = None,
+        heap_mb: int = 512,
+        kafka_home: Path | None = None,
+    ) -> None:
+        self.data_dir = (data_dir or default_data_dir()).resolve()
+        self._nodes_arg = nodes
+        self._port_arg = port
+        self.heap_mb = heap_mb
+        self.kafka_home = kafka_home
+        if nodes is not None and nodes not in (1, 3):
+            raise ConfigError(f"--nodes must be 1 or 3, not {nodes}.")
+
+    # -- recorded state ------------------------------------------------------
+
+    @property
+    def state_path(self) -> Path:
+        return self.data_dir / STATE_FILE
+
+    def _read_state(self) -> dict[str, Any] | None:
+        try:
+            state: dict[str, Any] = json.loads(self.state_path.read_text())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as exc:
+            raise BrokerError(f"{self.state_path} is unreadable: {exc}.") from exc
+        if state.get("version") != STATE_VERSION:
+            raise BrokerError(f"{self.state_path} has an unknown version.")
+        return state
+
+    def _write_state(self, state: dict[str, Any]) -> None:
+        tmp = self.state_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(state, indent=2))
+        os.replace(tmp, self.state_path)
+
+    def _specs(self, state: dict[str, Any]) -> list[NodeSpec]:
+        return node_specs(self.data_dir, int(state["nodes"]), int(state["port"]))
+
+    @property
+    def bootstrap(self) -> str:
+        state = self._read_state()
+        if state is None:
+            nodes, port = self._nodes_arg or 1, self._port_arg or 9092
+        else:
+            nodes, port = int(state["nodes"]), int(state["port"])
+        return ",".join(f"127.0.0.1:{s.port}" for s in node_specs(self.data_dir, nodes, port))
+
+    # -- lifecycle -----------------------------------------------------------
+
+    def is_running(self) -> bool:
+        state = self._read_state()
+        return state is not None and any(
+            _pid_alive(pid, str(self.data_dir)) for pid in state.get("pids", {}).values()
+        )
+
+    def start(self, *, timeout: float = 90.0) -> bool:
+        """Start every node; return False when the cluster was already running."""
+        state = self._read_state()
+        if state is not None:
+            self._check_args(state)
+        if state is not None and self.is_running():
+            dead = [
+                spec for spec in self._specs(state)
+                if not _pid_alive(state["pids"].get(str(spec.node_id)), str(self.data_dir))
+            ]
+            if not dead:
+                return False
+            libs = resolve_libs(kafka_home=self.kafka_home)
+            for spec in dead:
+                state["pids"][str(spec.node_id)] = self._spawn(libs, spec)
+            self._write_state(state)
+            self._wait_ready(state, timeout)
+            return True
+        libs = resolve_libs(kafka_home=self.kafka_home)
+        if state is None:
+            state = self._create(libs)
+        specs = self._specs(state)
+        busy = [p for s in specs for p in (s.port, s.controller_port) if not _port_free(p)]
+        if busy:
+            raise BrokerError(
+                f"Port {busy[0]} on 127.0.0.1 is already in use, so the broker cannot listen.",
+                hint="Stop whatever holds it or pick another --port (only on first start).",
+            )
+        state["pids"] = {str(s.node_id): self._spawn(libs, s) for s in specs}
+        self._write_state(state)
+        try:
+            self._wait_ready(state, timeout)
+        except BrokerError:
+            self.stop(timeout=5)
+            raise
+        return True
+
+    def _check_args(self, state: dict[str, Any]) -> None:
+        if self._nodes_arg is not None and self._nodes_arg != int(state["nodes"]):
+            raise ConfigError(
+                f"{self.data_dir} holds a {state['nodes']}-node cluster, not {self._nodes_arg}.",
+                hint="Use another --data-dir, or `kafeed broker stop --purge` it first.",
+            )
+        if self._port_arg is not None and self._port_arg != int(state["port"]):
+            raise ConfigError(
+                f"{self.data_dir} holds a cluster on port {state['port']}, not {self._port_arg}.",
+                hint="Use another --data-dir, or `kafeed broker stop --purge` it first.",
+            )
+
+    def _create(self, libs: KafkaLibs) -> dict[str, Any]:
+        nodes, port = self._nodes_arg or 1, self._port_arg or 9092
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        cluster_id = _new_cluster_id()
+        specs = node_specs(self.data_dir, nodes, port)
+        procs = []
+        for spec in specs:
+            (spec.directory / "logs").mkdir(parents=True, exist_ok=True)
+            spec.properties_file.write_text(server_properties(spec, specs))
+            (spec.directory / "log4j2.properties").write_text(LOG4J2)
+            cmd = [libs.java, "-Xmx256m", "-cp", libs.classpath, "kafka.tools.StorageTool",
+                   "format", "-t", cluster_id, "-c", str(spec.properties_file)]
+            if nodes == 1:
+                cmd.append("--standalone")
+            procs.append((spec, subprocess.Popen(cmd, stdout=subprocess.PIPE,
+                                                 stderr=subprocess.STDOUT, text=True)))
+        for spec, proc in procs:
+            out, _ = proc.communicate(timeout=120)
+            if proc.returncode != 0:
+                raise BrokerError(
+                    f"Formatting storage of node {spec.node_id} failed:\n{out.strip()[-2000:]}"
+                )
+        state: dict[str, Any] = {
+            "version": STATE_VERSION,
+            "cluster_id": cluster_id,
+            "nodes": nodes,
+            "port": port,
+            "pids": {},
+        }
+        self._write_state(state)
+        log.info("formatted a %d-node cluster %s in %s", nodes, cluster_id, self.data_dir)
+        return state
+
+    def _spawn(self, libs: KafkaLibs, spec: NodeSpec) -> int:
+        logs = spec.directory / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        heap = self.heap_mb
+        cmd = [
+            libs.java, f"-Xmx{heap}m", f"-Xms{min(heap, 128)}m", "-XX:+UseG1GC",
+            "-XX:MaxGCPauseMillis=20", "-Djava.awt.headless=true",
+            f"-Dkafka.logs.dir={logs}",
+            f"-Dlog4j2.configurationFile={spec.directory / 'log4j2.properties'}",
+            "-cp", libs.classpath, "kafka.Kafka", str(spec.properties_file),
+        ]
+        # posix_spawn in a new session: the node outlives this process, and no
+        # Popen object is left behind to warn about a child still running.
+        out = str(logs / "stdout.log")
+        actions = [
+            (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+            (os.POSIX_SPAWN_OPEN, 1, out, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644),
+            (os.POSIX_SPAWN_DUP2, 1, 2),
+        ]
+        return os.posix_spawn(libs.java, cmd, dict(os.environ), file_actions=actions, setsid=True)
+
+    def _wait_ready(self, state: dict[str, Any], timeout: float) -> None:
+        from confluent_kafka.admin import AdminClient
+
+        specs = self._specs(state)
+        bootstrap = ",".join(f"127.0.0.1:{s.port}" for s in specs)
+        admin = AdminClient({"bootstrap.servers": bootstrap, "logger": _quiet_logger()})
+        deadline = time.monotonic() + timeout
+        while True:
+            for spec in specs:
+                pid = state["pids"].get(str(spec.node_id))
+                if not _pid_alive(pid, str(self.data_dir)):
+                    raise BrokerError(
+                        f"Kafka node {spec.node_id} exited while starting. Last lines of "
+                        f"{spec.output_file}:\n{_tail(spec.output_file)}\n"
+                        f"{_tail(spec.directory / 'logs' / 'stdout.log', 10)}"
+                    )
+            try:
+                meta = admin.list_topics(timeout=2)
+                if len(meta.brokers) >= len(specs):
+                    return
+            except Exception:
+                pass
+            if time.monotonic() > deadline:
+                raise BrokerError(
+                    f"The local cluster did not answer within {timeout:.0f}s. Last lines of "
+                    f"{specs[0].output_file}:\n{_tail(specs[0].output_file)}"
+                )
+            time.sleep(0.3)
+
+    def stop(self, *, timeout: float = 30.0, purge: bool = False) -> list[int]:
+        """Stop every node (SIGTERM, then SIGKILL after ``timeout``); return stopped ids."""
+        state = self._read_state()
+        stopped: list[int] = []
+        if state is not None:
+            live = {
+                int(nid): pid for nid, pid in state.get("pids", {}).items()
+                if _pid_alive(pid, str(self.data_dir))
+            }
+            for pid in live.values():
+                os.kill(pid, signal.SIGTERM)
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline and any(
+                _pid_alive(pid, str(self.data_dir)) for pid in live.values()
+            ):
+                time.sleep(0.2)
+            for pid in live.values():
+                if _pid_alive(pid, str(self.data_dir)):
+                    log.warning("node pid %d did not stop in %.0fs; killing it", pid, timeout)
+                    os.kill(pid, signal.SIGKILL)
+            stopped = sorted(live)
+            state["pids"] = {}
+            self._write_state(state)
+        if purge and self.data_dir.exists():
+            shutil.rmtree(self.data_dir)
+        return stopped
+
+    def kill_node(self, node_id: int) -> None:
+        """SIGKILL one node (fault tests)."""
+        state = self._read_state()
+        pid = None if state is None else state["pids"].get(str(node_id))
+        if not _pid_alive(pid, str(self.data_dir)):
+            raise BrokerError(f"Node {node_id} of {self.data_dir} is not running.")
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while _pid_alive(pid, str(self.data_dir)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+    def status(self, *, timeout: float = 5.0) -> ClusterStatus:
+        state = self._read_state()
+        if state is None:
+            raise BrokerError(
+                f"No local cluster in {self.data_dir}.",
+                hint="Start one with `kafeed broker start`.",
+            )
+        specs = self._specs(state)
+        nodes = [
+            NodeStatus(
+                node_id=s.node_id,
+                port=s.port,
+                pid=state["pids"].get(str(s.node_id)),
+                alive=_pid_alive(state["pids"].get(str(s.node_id)), str(self.data_dir)),
+                log_dir=str(s.log_dir),
+                disk_used_bytes=_dir_size(s.log_dir),
+            )
+            for s in specs
+        ]
+        bootstrap = ",".join(f"127.0.0.1:{s.port}" for s in specs)
+        controller: int | None = None
+        topics: list[str] = []
+        if any(n.alive for n in nodes):
+            controller, topics = _cluster_view(bootstrap, timeout)
+        return ClusterStatus(
+            data_dir=str(self.data_dir),
+            bootstrap=bootstrap,
+            nodes=nodes,
+            controller_id=controller,
+            topics=topics,
+            disk_free_bytes=shutil.disk_usage(self.data_dir).free,
+        )
+
+
+def _quiet_logger() -> logging.Logger:
+    # librdkafka logs connection refusals while a node boots; route them to
+    # the library logger at debug level instead of stderr.
+    return logging.getLogger("kafeed.librdkafka")
+
+
+def _cluster_view(bootstrap: str, timeout: float) -> tuple[int | None, list[str]]:
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "logger": _quiet_logger()})
+    try:
+        meta = admin.list_topics(timeout=timeout)
+        desc = admin.describe_cluster(request_timeout=timeout).result(timeout=timeout)
+    except Exception:
+        return None, []
+    controller = desc.controller.id if desc.controller is not None else None
+    topics = sorted(t for t in meta.topics if not t.startswith("__"))
+    return controller, topics

@@ -1,0 +1,138 @@
+"""Resolve the jars of a local Apache Kafka broker.
+
+The jars come from Maven Central through ``mvn`` and the pinned pom shipped
+beside this module, into ``$KAFEED_HOME/kafka-<version>/libs`` (default
+``~/.cache/kafeed``). An existing Kafka installation can be used instead:
+``KAFEED_KAFKA_HOME`` (or ``kafka_home=``) names a release directory whose
+``libs/`` holds the jars.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from kafeed.errors import BrokerError, ToolMissing
+
+log = logging.getLogger("kafeed")
+
+KAFKA_VERSION = "4.4.0"
+MIN_JAVA = 17
+_POM = "kafka-libs.pom.xml"
+
+
+def kafeed_home() -> Path:
+    """Where kafeed caches jars and keeps local clusters by default."""
+    return Path(os.environ.get("KAFEED_HOME") or Path.home() / ".cache" / "kafeed")
+
+
+@dataclass(frozen=True)
+class KafkaLibs:
+    """A directory of Kafka jars and the java binary that runs them."""
+
+    libs_dir: Path
+    java: str
+
+    @property
+    def classpath(self) -> str:
+        return str(self.libs_dir / "*")
+
+
+def find_java() -> str:
+    """Return the java executable, refusing one older than Java 17."""
+    java = shutil.which("java")
+    if java is None:
+        raise ToolMissing(
+            "Java was not found on PATH; the local Kafka broker needs Java 17 or newer.",
+            hint="Install it, e.g. `apt-get install openjdk-17-jre-headless`.",
+        )
+    out = subprocess.run([java, "-version"], capture_output=True, text=True, check=False)
+    match = re.search(r'version "(\d+)(?:\.(\d+))?', out.stderr + out.stdout)
+    if match is None:
+        raise ToolMissing(f"Could not read the Java version from `{java} -version`.")
+    major = int(match.group(1))
+    if major == 1 and match.group(2):  # "1.8" style
+        major = int(match.group(2))
+    if major < MIN_JAVA:
+        raise ToolMissing(
+            f"Java {major} found at {java}; Kafka {KAFKA_VERSION} needs Java {MIN_JAVA} or newer.",
+            hint="Install a newer JDK, e.g. `apt-get install openjdk-17-jre-headless`.",
+        )
+    return java
+
+
+def _pom_text() -> str:
+    return resources.files("kafeed.broker").joinpath(_POM).read_text(encoding="utf-8")
+
+
+def cache_dir() -> Path:
+    return kafeed_home() / f"kafka-{KAFKA_VERSION}"
+
+
+def _marker_value() -> str:
+    return hashlib.sha256(_pom_text().encode()).hexdigest()
+
+
+def resolve_libs(*, kafka_home: Path | None = None, fetch: bool = True) -> KafkaLibs:
+    """Locate (and, when ``fetch``, download) the broker jars; instant once cached."""
+    java = find_java()
+    home = kafka_home or (Path(os.environ["KAFEED_KAFKA_HOME"]) if os.environ.get(
+        "KAFEED_KAFKA_HOME") else None)
+    if home is not None:
+        libs = home / "libs"
+        if not any(libs.glob("kafka_2.13-*.jar")):
+            raise BrokerError(
+                f"{libs} holds no kafka_2.13 jar; it is not a Kafka installation.",
+                hint="Point KAFEED_KAFKA_HOME at an unpacked Kafka release, or unset it.",
+            )
+        return KafkaLibs(libs, java)
+    libs = cache_dir() / "libs"
+    marker = cache_dir() / ".complete"
+    if marker.exists() and marker.read_text().strip() == _marker_value():
+        return KafkaLibs(libs, java)
+    if not fetch:
+        raise BrokerError(
+            f"Kafka {KAFKA_VERSION} jars are not cached in {cache_dir()}.",
+            hint="Run `kafeed broker fetch` first.",
+        )
+    _download(libs, marker)
+    return KafkaLibs(libs, java)
+
+
+def _download(libs: Path, marker: Path) -> None:
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise ToolMissing(
+            "Maven (`mvn`) was not found on PATH; it resolves the Kafka jars.",
+            hint="Install it (`apt-get install maven`) or set KAFEED_KAFKA_HOME "
+            "to an unpacked Kafka release.",
+        )
+    libs.parent.mkdir(parents=True, exist_ok=True)
+    log.info("resolving Kafka %s jars with Maven into %s", KAFKA_VERSION, libs)
+    with tempfile.TemporaryDirectory(dir=libs.parent) as tmp:
+        pom = Path(tmp) / "pom.xml"
+        pom.write_text(_pom_text(), encoding="utf-8")
+        staged = Path(tmp) / "libs"
+        proc = subprocess.run(
+            [mvn, "-q", "-B", "-f", str(pom), "dependency:copy-dependencies",
+             f"-DoutputDirectory={staged}"],
+            capture_output=True, text=True, check=False,
+        )
+        if proc.returncode != 0:
+            tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
+            raise BrokerError(
+                f"Maven could not resolve the Kafka jars (exit {proc.returncode}):\n{tail}",
+                hint="Check that Maven Central is reachable.",
+            )
+        if libs.exists():
+            shutil.rmtree(libs)
+        staged.rename(libs)
+    marker.write_text(_marker_value())

@@ -1,0 +1,99 @@
+"""Render the configuration files of a local KRaft node."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+LOG4J2 = """\
+status = warn
+appender.file.type = RollingFile
+appender.file.name = file
+appender.file.fileName = ${sys:kafka.logs.dir}/server.log
+appender.file.filePattern = ${sys:kafka.logs.dir}/server.log.%i
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+appender.file.policies.type = Policies
+appender.file.policies.size.type = SizeBasedTriggeringPolicy
+appender.file.policies.size.size = 20MB
+appender.file.strategy.type = DefaultRolloverStrategy
+appender.file.strategy.max = 2
+rootLogger.level = INFO
+rootLogger.appenderRef.file.ref = file
+logger.kafka.name = kafka
+logger.kafka.level = INFO
+logger.apache.name = org.apache.kafka
+logger.apache.level = INFO
+"""
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """One node of a local cluster: ids, ports and directories."""
+
+    node_id: int
+    port: int
+    controller_port: int
+    directory: Path
+
+    @property
+    def log_dir(self) -> Path:
+        return self.directory / "data"
+
+    @property
+    def properties_file(self) -> Path:
+        return self.directory / "server.properties"
+
+    @property
+    def output_file(self) -> Path:
+        return self.directory / "logs" / "server.log"
+
+
+def node_specs(root: Path, nodes: int, port: int) -> list[NodeSpec]:
+    """Node ``i`` listens on ``port + 2i`` (clients) and ``port + 2i + 1`` (controller)."""
+    return [
+        NodeSpec(i + 1, port + 2 * i, port + 2 * i + 1, root / f"node-{i + 1}")
+        for i in range(nodes)
+    ]
+
+
+def server_properties(node: NodeSpec, all_nodes: list[NodeSpec]) -> str:
+    """The combined broker+controller configuration for ``node``."""
+    replication = min(3, len(all_nodes))
+    min_isr = max(1, replication - 1)
+    lines = {
+        "process.roles": "broker,controller",
+        "node.id": str(node.node_id),
+        "listeners": f"PLAINTEXT://127.0.0.1:{node.port},CONTROLLER://127.0.0.1:{node.controller_port}",
+        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{node.port},"
+        f"CONTROLLER://127.0.0.1:{node.controller_port}",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "controller.listener.names": "CONTROLLER",
+        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        "log.dirs": str(node.log_dir),
+        "num.partitions": "1",
+        "default.replication.factor": str(replication),
+        "min.insync.replicas": "1",
+        "offsets.topic.replication.factor": str(replication),
+        "offsets.topic.num.partitions": "10",
+        "transaction.state.log.replication.factor": str(replication),
+        "transaction.state.log.min.isr": str(min_isr),
+        "transaction.state.log.num.partitions": "10",
+        "share.coordinator.state.topic.replication.factor": str(replication),
+        "share.coordinator.state.topic.min.isr": str(min_isr),
+        # Local clusters serve tests and demos: rebalance at once, few threads.
+        "group.initial.rebalance.delay.ms": "0",
+        "num.network.threads": "2",
+        "num.io.threads": "4",
+        "num.recovery.threads.per.data.dir": "1",
+        "log.segment.bytes": str(256 * 1024 * 1024),
+        "message.max.bytes": str(8 * 1024 * 1024),
+        "auto.create.topics.enable": "false",
+    }
+    if len(all_nodes) == 1:
+        lines["controller.quorum.bootstrap.servers"] = f"127.0.0.1:{node.controller_port}"
+    else:
+        lines["controller.quorum.voters"] = ",".join(
+            f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in all_nodes
+        )
+    return "".join(f"{k}={v}\n" for k, v in lines.items())

@@ -1,0 +1,99 @@
+"""`kafeed broker`: a local Apache Kafka cluster."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from kafeed.broker import KAFKA_VERSION, LocalCluster, resolve_libs
+from kafeed.cli.common import DataDirOpt, JsonOpt, console, human_bytes, out, print_json
+
+app = typer.Typer(help="Run a local Apache Kafka (KRaft) cluster.", no_args_is_help=True)
+
+KafkaHomeOpt = Annotated[
+    Path | None,
+    typer.Option("--kafka-home", help="Use an unpacked Kafka release instead of fetched jars. "
+                 "Env: KAFEED_KAFKA_HOME.", show_default=False),
+]
+
+
+@app.command()
+def fetch(kafka_home: KafkaHomeOpt = None, json_out: JsonOpt = False) -> None:
+    """Resolve the Kafka broker and tools jars from Maven Central (cached)."""
+    with console.status(f"Resolving Kafka {KAFKA_VERSION} jars..."):
+        libs = resolve_libs(kafka_home=kafka_home)
+    jars = len(list(libs.libs_dir.glob("*.jar")))
+    if json_out:
+        print_json({"kafka_version": KAFKA_VERSION, "libs_dir": str(libs.libs_dir), "jars": jars})
+    else:
+        out.print(f"Kafka {KAFKA_VERSION}: {jars} jars in {libs.libs_dir}")
+
+
+@app.command()
+def start(
+    nodes: Annotated[int | None, typer.Option(help="1, or 3 for fault tests [default: 1].",
+                                              show_default=False)] = None,
+    port: Annotated[int | None, typer.Option(help="Client port of node 1; node i uses "
+                                             "port+2(i-1), controllers the next port "
+                                             "[default: 9092].", show_default=False)] = None,
+    data_dir: DataDirOpt = None,
+    heap_mb: Annotated[int, typer.Option(help="JVM heap per node, MiB.")] = 512,
+    kafka_home: KafkaHomeOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Start a local cluster in the background (formats storage on first start)."""
+    cluster = LocalCluster(data_dir, nodes=nodes, port=port, heap_mb=heap_mb,
+                           kafka_home=kafka_home)
+    with console.status("Starting Kafka..."):
+        started = cluster.start()
+    if json_out:
+        print_json({"started": started, "already_running": not started,
+                    "bootstrap": cluster.bootstrap, "data_dir": str(cluster.data_dir)})
+        return
+    if started:
+        out.print(f"Kafka is up. Bootstrap servers: [bold]{cluster.bootstrap}[/bold]")
+    else:
+        out.print(f"Kafka is already running. Bootstrap servers: [bold]{cluster.bootstrap}[/bold]")
+
+
+@app.command()
+def stop(
+    data_dir: DataDirOpt = None,
+    timeout: Annotated[float, typer.Option(help="Seconds before a node is killed.")] = 30.0,
+    purge: Annotated[bool, typer.Option(help="Also delete the data directory.")] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Stop the local cluster gracefully (SIGTERM, then SIGKILL after --timeout)."""
+    cluster = LocalCluster(data_dir)
+    stopped = cluster.stop(timeout=timeout, purge=purge)
+    if json_out:
+        print_json({"stopped_nodes": stopped, "purged": purge})
+    elif stopped:
+        out.print(f"Stopped node(s) {', '.join(map(str, stopped))} of {cluster.data_dir}.")
+    else:
+        out.print(f"No node of {cluster.data_dir} was running.")
+
+
+@app.command()
+def status(data_dir: DataDirOpt = None, json_out: JsonOpt = False) -> None:
+    """Nodes, controller, topics and disk used per log dir."""
+    st = LocalCluster(data_dir).status()
+    if json_out:
+        print_json(st.as_dict())
+        return
+    table = Table(title=f"{st.data_dir}: {st.nodes_up} of {len(st.nodes)} node(s) up")
+    for col in ("node", "port", "pid", "state", "log dir", "disk used"):
+        table.add_column(col)
+    for n in st.nodes:
+        table.add_row(str(n.node_id), str(n.port), str(n.pid or "-"),
+                      "[green]up[/green]" if n.alive else "[red]down[/red]",
+                      n.log_dir, human_bytes(n.disk_used_bytes))
+    out.print(table)
+    out.print(f"bootstrap: {st.bootstrap}   controller: {st.controller_id}   "
+              f"free disk: {human_bytes(st.disk_free_bytes)}")
+    out.print(f"topics ({len(st.topics)}): {', '.join(st.topics) or '-'}")
+    if st.nodes_up < len(st.nodes):
+        raise typer.Exit(1 if st.nodes_up == 0 else 0)

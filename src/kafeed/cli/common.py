@@ -1,0 +1,66 @@
+"""What every command shares: connection options, output, error reporting."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from kafeed.config import ConnectionSettings, load_connection
+
+console = Console(stderr=True)
+out = Console()
+
+BootstrapOpt = Annotated[
+    str | None,
+    typer.Option("--bootstrap", "-b", help="Kafka bootstrap servers (host:port,...). "
+                 "Env: KAFEED_BOOTSTRAP.", show_default=False),
+]
+ConfigOpt = Annotated[
+    Path | None,
+    typer.Option("--config", help="TOML settings file. Env: KAFEED_CONFIG.", show_default=False),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+DataDirOpt = Annotated[
+    Path | None,
+    typer.Option("--data-dir", help="Local cluster directory [default: $KAFEED_HOME/clusters/default].",
+                 show_default=False),
+]
+
+
+def connection(bootstrap: str | None, config: Path | None) -> ConnectionSettings:
+    return load_connection(bootstrap=bootstrap, config_file=config)
+
+
+def print_json(data: Any) -> None:
+    out.print_json(json.dumps(data, default=str))
+
+
+def human_bytes(n: int | None) -> str:
+    if n is None:
+        return "n/a"
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"
+
+
+def setup_logging(verbose: bool) -> None:
+    level = logging.DEBUG if verbose else getattr(
+        logging, os.environ.get("KAFEED_LOG_LEVEL", "WARNING").upper(), logging.WARNING)
+    from rich.logging import RichHandler
+
+    handler = RichHandler(console=console, show_path=False, show_time=False)
+    lib = logging.getLogger("kafeed")
+    lib.handlers[:] = [handler]
+    lib.setLevel(level)
+    lib.propagate = False
+    # librdkafka's own chatter (connection refused while a node boots) only when verbose.
+    logging.getLogger("kafeed.librdkafka").setLevel(logging.DEBUG if verbose else logging.CRITICAL)

@@ -1,0 +1,120 @@
+"""`kafeed topic`: plan and administer topics on any cluster."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from kafeed.cli.common import (
+    BootstrapOpt,
+    ConfigOpt,
+    JsonOpt,
+    connection,
+    human_bytes,
+    out,
+    print_json,
+)
+from kafeed.topics import DEFAULT_PER_PARTITION_MBPS, Compression, TopicAdmin, plan_topic
+
+app = typer.Typer(help="Create, list, describe and delete topics.", no_args_is_help=True)
+
+
+@app.command()
+def create(
+    name: str,
+    partitions: Annotated[int | None, typer.Option(help="Number of partitions.",
+                                                   show_default=False)] = None,
+    throughput_mbps: Annotated[float | None, typer.Option(
+        help="Target MB/s; partitions = ceil(throughput / per-partition).", show_default=False)] = None,
+    per_partition_mbps: Annotated[float, typer.Option(
+        help="MB/s one partition sustains (see docs/topics.md).")] = DEFAULT_PER_PARTITION_MBPS,
+    replication: Annotated[int | None, typer.Option(
+        help="Replication factor [default: min(3, brokers)].", show_default=False)] = None,
+    min_isr: Annotated[int | None, typer.Option(
+        "--min-isr", help="min.insync.replicas [default: replication-1, at least 1].",
+        show_default=False)] = None,
+    compression: Annotated[Compression, typer.Option(help="Topic compression.")] = "zstd",
+    retention: Annotated[str | None, typer.Option(
+        help="Time (7d, 12h) or size (10GiB) or 'infinite'.", show_default=False)] = None,
+    compact: Annotated[bool, typer.Option(help="Log compaction instead of deletion.")] = False,
+    if_not_exists: Annotated[bool, typer.Option(help="Succeed if it already exists.")] = False,
+    bootstrap: BootstrapOpt = None,
+    config: ConfigOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Create a topic, sized from --partitions or from --throughput-mbps."""
+    admin = TopicAdmin(connection(bootstrap, config))
+    plan = plan_topic(
+        name, brokers=admin.broker_count(), partitions=partitions,
+        throughput_mbps=throughput_mbps, per_partition_mbps=per_partition_mbps,
+        replication=replication, min_insync_replicas=min_isr, compression=compression,
+        retention=retention, compact=compact,
+    )
+    created = admin.create(plan, exist_ok=if_not_exists)
+    if json_out:
+        print_json({"created": created, **plan.model_dump()})
+    else:
+        verb = "Created" if created else "Already exists:"
+        out.print(f"{verb} topic [bold]{plan.name}[/bold]: {plan.partitions} partition(s), "
+                  f"replication {plan.replication}, min ISR {plan.min_insync_replicas}, "
+                  f"compression {plan.compression}")
+
+
+@app.command("list")
+def list_(
+    internal: Annotated[bool, typer.Option(help="Include internal topics.")] = False,
+    bootstrap: BootstrapOpt = None,
+    config: ConfigOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """List topics."""
+    names = TopicAdmin(connection(bootstrap, config)).list(internal=internal)
+    if json_out:
+        print_json(names)
+    else:
+        for name in names:
+            out.print(name)
+
+
+@app.command()
+def describe(
+    name: str,
+    bootstrap: BootstrapOpt = None,
+    config: ConfigOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Partitions, leaders, ISR, sizes, high watermarks and non-default configs."""
+    info = TopicAdmin(connection(bootstrap, config)).describe(name)
+    if json_out:
+        print_json(info.as_dict())
+        return
+    table = Table(title=f"{info.name}: {len(info.partitions)} partition(s), "
+                  f"replication {info.replication}")
+    for col in ("partition", "leader", "replicas", "isr", "high watermark", "size"):
+        table.add_column(col, justify="right")
+    for p in info.partitions:
+        isr = ",".join(map(str, p.isr))
+        if len(p.isr) < len(p.replicas):
+            isr = f"[yellow]{isr}[/yellow]"
+        table.add_row(str(p.partition), str(p.leader), ",".join(map(str, p.replicas)), isr,
+                      str(p.high_watermark), human_bytes(p.size_bytes))
+    out.print(table)
+    for key, value in sorted(info.configs.items()):
+        out.print(f"  {key} = {value}")
+
+
+@app.command()
+def delete(
+    name: str,
+    bootstrap: BootstrapOpt = None,
+    config: ConfigOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Delete a topic."""
+    TopicAdmin(connection(bootstrap, config)).delete(name)
+    if json_out:
+        print_json({"deleted": name})
+    else:
+        out.print(f"Deleted topic {name}.")

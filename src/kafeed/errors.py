@@ -1,0 +1,107 @@
+"""kafeed's exceptions, one tree rooted at :class:`KafeedError`.
+
+::
+
+    KafeedError
+    ├── ConfigError          bad settings or arguments, caught before any work starts
+    ├── ToolMissing          java / mvn absent or too old for the local broker
+    ├── BrokerError          a local broker failed to start, stop or answer
+    ├── BrokerUnavailable    no Kafka cluster answers at the bootstrap servers
+    ├── KafkaOperationError  the cluster refused an operation (kept: librdkafka ``code``)
+    │   └── TopicError       topic create / describe / delete failed
+    ├── SchemaError          a record could not be decoded (names topic/partition/offset)
+    └── ResumeMismatch       a saved state does not fit the current settings
+
+Errors from librdkafka enter through :func:`translate_kafka_error`, which keeps
+the original ``KafkaError`` code on the wrapper so callers can branch on it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class KafeedError(Exception):
+    """Root of every error kafeed raises on purpose.
+
+    ``hint`` says what to do about it; the CLI prints message and hint.
+    ``code`` is librdkafka's error code when the error came from the client.
+    """
+
+    def __init__(self, message: str, *, hint: str | None = None, code: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+        self.code = code
+
+    def __str__(self) -> str:
+        return self.message if not self.hint else f"{self.message} {self.hint}"
+
+
+class ConfigError(KafeedError):
+    """Settings or arguments are invalid."""
+
+
+class ToolMissing(KafeedError):
+    """An external program the local broker needs is missing or too old."""
+
+
+class BrokerError(KafeedError):
+    """A local broker could not be started, stopped or inspected."""
+
+
+class BrokerUnavailable(KafeedError):
+    """No Kafka cluster answered at the configured bootstrap servers."""
+
+
+class KafkaOperationError(KafeedError):
+    """The cluster answered but refused or failed an operation."""
+
+
+class TopicError(KafkaOperationError):
+    """A topic operation failed."""
+
+
+class SchemaError(KafeedError):
+    """A record could not be decoded; the message names where it came from."""
+
+
+class ResumeMismatch(KafeedError):
+    """A saved state was taken under settings that differ from the current ones."""
+
+
+def translate_kafka_error(
+    exc: BaseException,
+    *,
+    action: str,
+    kind: type[KafkaOperationError] = KafkaOperationError,
+) -> KafeedError:
+    """Wrap a confluent-kafka exception (or its ``KafkaError``) as a kafeed error.
+
+    ``action`` completes the sentence "could not ..." (e.g. ``"create topic 'raw'"``);
+    errors that are not about reaching the cluster become ``kind``.
+    """
+    from confluent_kafka import KafkaError, KafkaException
+
+    err: Any = None
+    if isinstance(exc, KafkaException) and exc.args:
+        err = exc.args[0]
+    elif isinstance(exc, KafkaError):
+        err = exc
+    if not isinstance(err, KafkaError):
+        return kind(f"Could not {action}: {exc}.")
+    code = err.code()
+    reason = err.str()
+    transport = {
+        KafkaError._TRANSPORT,
+        KafkaError._ALL_BROKERS_DOWN,
+        KafkaError._TIMED_OUT,
+        KafkaError._RESOLVE,
+    }
+    if code in transport:
+        return BrokerUnavailable(
+            f"Could not {action}: no Kafka broker answered ({reason}).",
+            hint="Check --bootstrap, or start a local one with `kafeed broker start`.",
+            code=code,
+        )
+    return kind(f"Could not {action}: {reason}.", code=code)

@@ -1,0 +1,24 @@
+"""Topic planning and administration."""
+
+from kafeed.topics.admin import PartitionInfo, TopicAdmin, TopicInfo, admin_client
+from kafeed.topics.plan import (
+    DEFAULT_PER_PARTITION_MBPS,
+    Compression,
+    TopicPlan,
+    parse_retention,
+    partitions_for,
+    plan_topic,
+)
+
+__all__ = [
+    "DEFAULT_PER_PARTITION_MBPS",
+    "Compression",
+    "PartitionInfo",
+    "TopicAdmin",
+    "TopicInfo",
+    "TopicPlan",
+    "admin_client",
+    "parse_retention",
+    "partitions_for",
+    "plan_topic",
+]

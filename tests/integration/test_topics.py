@@ -1,0 +1,61 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kafeed.cli.main import main
+from kafeed.config import ConnectionSettings
+from kafeed.errors import TopicError
+from kafeed.topics import TopicAdmin
+
+
+def test_throughput_plan_on_real_broker(kafka: ConnectionSettings, admin: TopicAdmin,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(["topic", "create", "planned-100mbps", "--throughput-mbps", "100",
+               "--per-partition-mbps", "10", "--retention", "1d", "-b", kafka.bootstrap, "--json"])
+    assert rc == 0
+    created = json.loads(capsys.readouterr().out)
+    assert created["partitions"] == 10 and created["replication"] == 1
+    info = admin.describe("planned-100mbps")
+    assert len(info.partitions) == 10
+    assert info.configs["retention.ms"] == "86400000"
+    assert info.configs["compression.type"] == "zstd"
+
+
+def test_create_list_describe_delete(kafka: ConnectionSettings, make_topic, admin: TopicAdmin,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    name = make_topic(partitions=3)
+    assert name in admin.list()
+    assert main(["topic", "describe", name, "-b", kafka.bootstrap, "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert [p["partition"] for p in info["partitions"]] == [0, 1, 2]
+    assert all(p["leader"] == 1 and p["high_watermark"] == 0 for p in info["partitions"])
+    # creating again fails in one sentence, unless told it may exist
+    assert main(["topic", "create", name, "--partitions", "3", "-b", kafka.bootstrap]) == 1
+    assert "already exists" in capsys.readouterr().err
+    assert main(["topic", "create", name, "--partitions", "3", "--if-not-exists",
+                 "-b", kafka.bootstrap]) == 0
+    assert main(["topic", "delete", name, "-b", kafka.bootstrap]) == 0
+    with pytest.raises(TopicError, match="does not exist"):
+        admin.describe(name)
+
+
+def test_describe_sizes_and_watermarks(kafka: ConnectionSettings, make_topic,
+                                       admin: TopicAdmin) -> None:
+    from confluent_kafka import Producer
+
+    name = make_topic(partitions=2)
+    producer = Producer(kafka.client_config())
+    for i in range(100):
+        producer.produce(name, value=b"x" * 1000, partition=i % 2)
+    assert producer.flush(10) == 0
+    info = admin.describe(name)
+    assert [p.high_watermark for p in info.partitions] == [50, 50]
+    assert all((p.size_bytes or 0) > 0 for p in info.partitions)
+
+
+def test_unreachable_cluster_is_one_sentence(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["topic", "list", "-b", "127.0.0.1:1"]) == 1
+    err = capsys.readouterr().err
+    assert "no Kafka broker answered" in err and "Traceback" not in err

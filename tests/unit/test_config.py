@@ -1,0 +1,60 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kafeed.config import load_connection
+from kafeed.errors import ConfigError
+
+
+def test_precedence_flag_env_file(tmp_path: Path) -> None:
+    cfg = tmp_path / "k.toml"
+    cfg.write_text('[connection]\nbootstrap = "file:1"\nclient_id = "from-file"\n')
+    env = {"KAFEED_BOOTSTRAP": "env:2"}
+    assert load_connection(config_file=cfg, env={}).bootstrap == "file:1"
+    assert load_connection(config_file=cfg, env=env).bootstrap == "env:2"
+    s = load_connection(bootstrap="flag:3", config_file=cfg, env=env)
+    assert (s.bootstrap, s.client_id) == ("flag:3", "from-file")
+
+
+def test_config_file_from_env(tmp_path: Path) -> None:
+    cfg = tmp_path / "k.toml"
+    cfg.write_text('[connection]\nbootstrap = "h:9"\n')
+    assert load_connection(env={"KAFEED_CONFIG": str(cfg)}).bootstrap == "h:9"
+
+
+def test_secret_never_printed() -> None:
+    s = load_connection(env={"KAFEED_SECURITY_PROTOCOL": "SASL_SSL",
+                             "KAFEED_SASL_MECHANISM": "SCRAM-SHA-512",
+                             "KAFEED_SASL_USERNAME": "alice",
+                             "KAFEED_SASL_PASSWORD": "hunter2"})
+    assert "hunter2" not in repr(s) and "hunter2" not in str(s.model_dump())
+    assert s.client_config()["sasl.password"] == "hunter2"
+
+
+def test_sasl_needs_credentials() -> None:
+    with pytest.raises(ConfigError, match="sasl_mechanism"):
+        load_connection(env={"KAFEED_SECURITY_PROTOCOL": "SASL_SSL"})
+
+
+@pytest.mark.parametrize("bad", ["", "nohost", "host:port", ":9092"])
+def test_bad_bootstrap(bad: str) -> None:
+    with pytest.raises(ConfigError, match="bootstrap"):
+        load_connection(bootstrap=bad or ",", env={})
+
+
+def test_missing_and_broken_files(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_connection(config_file=tmp_path / "nope.toml", env={})
+    broken = tmp_path / "b.toml"
+    broken.write_text("[connection\n")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_connection(config_file=broken, env={})
+
+
+def test_unknown_key_refused(tmp_path: Path) -> None:
+    cfg = tmp_path / "k.toml"
+    cfg.write_text('[connection]\nbootstrapp = "x:1"\n')
+    with pytest.raises(ConfigError, match="bootstrapp"):
+        load_connection(config_file=cfg, env={})
