@@ -9,6 +9,7 @@ a TOML settings file (``--config`` or ``KAFEED_CONFIG``), then defaults.
 
 from __future__ import annotations
 
+import logging
 import os
 import tomllib
 from collections.abc import Mapping
@@ -72,6 +73,8 @@ class ConnectionSettings(BaseModel):
     def client_config(self) -> dict[str, Any]:
         """The librdkafka properties for this connection (secrets included: do not log)."""
         conf: dict[str, Any] = {
+            # librdkafka's log lines go through logging, not straight to stderr.
+            "logger": logging.getLogger("kafeed.librdkafka"),
             "bootstrap.servers": self.bootstrap,
             "security.protocol": self.security_protocol,
             "client.id": self.client_id,

@@ -30,7 +30,8 @@ def test_secret_never_printed() -> None:
                              "KAFEED_SASL_USERNAME": "alice",
                              "KAFEED_SASL_PASSWORD": "hunter2"})
     assert "hunter2" not in repr(s) and "hunter2" not in str(s.model_dump())
-    assert s.client_config()["sasl.password"] == "hunter2"
+    conf = s.client_config()
+    assert conf["sasl.password"] == "hunter2" and conf["sasl.mechanism"] == "SCRAM-SHA-512"
 
 
 def test_sasl_needs_credentials() -> None:
