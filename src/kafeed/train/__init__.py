@@ -1,0 +1,1 @@
+"""Reference trainers, atomic checkpoints and lineage."""

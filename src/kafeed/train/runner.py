@@ -1,0 +1,266 @@
+"""The training loop shared by the reference trainers.
+
+It owns what every trainer needs and none should write twice: distributed
+setup, resume from the newest valid checkpoint, periodic and SIGTERM
+checkpoints (model, optimizer, schedule, RNG, step, loader state), mirroring
+loader offsets to the consumer group after each checkpoint, live progress
+(step, loss, tokens/s, data-wait share, consumer lag) and a metrics log.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import signal
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+
+from kafeed.train.checkpoint import CheckpointManager
+
+log = logging.getLogger("kafeed")
+
+
+class BatchSource(Protocol):
+    """What the runner needs from a loader (kafeed's StreamLoader is one)."""
+
+    def __iter__(self) -> Iterator[Any]: ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+@dataclass
+class RunResult:
+    steps: int
+    start_step: int
+    first_loss: float | None
+    final_loss: float | None
+    tokens: int
+    seconds: float
+    data_wait_seconds: float
+    checkpoint: str | None
+    resumed_from: str | None
+    stopped_by_signal: bool
+    losses: list[float] = field(default_factory=list)
+
+    @property
+    def data_wait_share(self) -> float:
+        return self.data_wait_seconds / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def tokens_per_second(self) -> float:
+        return self.tokens / self.seconds if self.seconds > 0 else 0.0
+
+
+def rng_state() -> dict[str, Any]:
+    state = {"torch": torch.get_rng_state(), "python": random.getstate(),
+             "numpy": np.random.get_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    torch.set_rng_state(state["torch"])
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+class _SignalFlag:
+    """Turns SIGTERM/SIGINT into a flag the loop checks after each step."""
+
+    def __init__(self) -> None:
+        self.raised: int | None = None
+        self._old: dict[int, Any] = {}
+
+    def __enter__(self) -> _SignalFlag:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            self._old[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def _handle(self, signum: int, _frame: FrameType | None) -> None:
+        self.raised = signum
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+
+
+@dataclass
+class Runner:
+    """Run ``step_fn`` over batches from ``loader`` with checkpoints and progress.
+
+    ``step_fn(batch) -> (loss, tokens)`` does forward, backward and optimizer step.
+    ``extra_state`` holds further stateful objects (optimizer, schedule) saved
+    with the model; ``manifest_fn(loader_state)`` adds JSON fields (lineage).
+    """
+
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    scheduler: Any
+    loader: BatchSource
+    step_fn: Callable[[Any], tuple[float, int]]
+    checkpoints: CheckpointManager | None
+    checkpoint_every: int
+    total_steps: int
+    log_every: int = 10
+    run_dir: Path | None = None
+    rank: int = 0
+    world_size: int = 1
+    gather_loader_state: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    after_checkpoint: Callable[[dict[str, Any]], None] | None = None
+    manifest_fn: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    lag_fn: Callable[[], int | None] | None = None
+    progress: Callable[[str], None] = print
+    config: dict[str, Any] = field(default_factory=dict)
+
+    step: int = 0
+
+    def resume(self) -> str | None:
+        """Restore everything from the newest valid checkpoint; its path, or None."""
+        if self.checkpoints is None:
+            return None
+        ckpt = self.checkpoints.load_latest()
+        if ckpt is None:
+            return None
+        payload = ckpt.payload
+        self.model.load_state_dict(payload["model"])
+        self.optimizer.load_state_dict(payload["optimizer"])
+        if self.scheduler is not None and payload.get("scheduler") is not None:
+            self.scheduler.load_state_dict(payload["scheduler"])
+        set_rng_state(payload["rng"])
+        self.loader.load_state_dict(payload["loader"])
+        self.step = int(payload["step"])
+        log.info("resumed from %s at step %d", ckpt.path, self.step)
+        return str(ckpt.path)
+
+    def _loader_state(self) -> dict[str, Any]:
+        state = self.loader.state_dict()
+        return self.gather_loader_state(state) if self.gather_loader_state else state
+
+    def save(self) -> str | None:
+        loader_state = self._loader_state()  # collective under DDP: every rank calls it
+        path = None
+        if self.rank == 0 and self.checkpoints is not None:
+            payload = {
+                "model": self.model.state_dict(),
+                "optimizer": self.optimizer.state_dict(),
+                "scheduler": self.scheduler.state_dict() if self.scheduler is not None else None,
+                "rng": rng_state(),
+                "step": self.step,
+                "loader": loader_state,
+                "config": self.config,
+            }
+            manifest = {"loader": loader_state, "config": self.config}
+            if self.manifest_fn is not None:
+                manifest.update(self.manifest_fn(loader_state))
+            path = str(self.checkpoints.save(self.step, payload, manifest=manifest))
+        if self.after_checkpoint is not None:
+            self.after_checkpoint(loader_state)
+        return path
+
+    def run(self) -> RunResult:
+        start_step = self.step
+        losses: list[float] = []
+        tokens = 0
+        wait = 0.0
+        last_ckpt: str | None = None
+        metrics = _MetricsLog(self.run_dir if self.rank == 0 else None)
+        t0 = time.monotonic()
+        window_t, window_tokens, window_wait = t0, 0, 0.0
+        stopped = False
+        self.model.train()
+        with _SignalFlag() as flag:
+            batches = iter(self.loader)
+            while self.step < self.total_steps:
+                w0 = time.monotonic()
+                try:
+                    batch = next(batches)
+                except StopIteration:
+                    break
+                waited = time.monotonic() - w0
+                loss, ntok = self.step_fn(batch)
+                self.step += 1
+                wait += waited
+                window_wait += waited
+                tokens += ntok
+                window_tokens += ntok
+                losses.append(loss)
+                if self.step % self.log_every == 0 or self.step == self.total_steps:
+                    now = time.monotonic()
+                    span = max(now - window_t, 1e-9)
+                    lag = self.lag_fn() if self.lag_fn is not None else None
+                    figures = {"step": self.step, "loss": round(loss, 4),
+                               "tokens_per_s": round(window_tokens / span * self.world_size, 1),
+                               "data_wait_share": round(window_wait / span, 3),
+                               "lag": lag, "time": time.time()}
+                    if self.rank == 0:
+                        self.progress(
+                            f"step {self.step:>6}/{self.total_steps}  loss {loss:.4f}  "
+                            f"tokens/s {figures['tokens_per_s']:>9,.0f}  "
+                            f"data-wait {figures['data_wait_share']:.1%}  lag {lag if lag is not None else '-'}")
+                    metrics.write(figures)
+                    window_t, window_tokens, window_wait = now, 0, 0.0
+                if self.checkpoint_every and self.step % self.checkpoint_every == 0:
+                    last_ckpt = self.save() or last_ckpt
+                if flag.raised is not None:
+                    stopped = True
+                    break
+            if stopped or (self.checkpoint_every and self.step % self.checkpoint_every):
+                last_ckpt = self.save() or last_ckpt
+        metrics.close()
+        return RunResult(
+            steps=self.step, start_step=start_step,
+            first_loss=losses[0] if losses else None, final_loss=losses[-1] if losses else None,
+            tokens=tokens * self.world_size, seconds=time.monotonic() - t0, data_wait_seconds=wait,
+            checkpoint=last_ckpt, resumed_from=None, stopped_by_signal=stopped, losses=losses,
+        )
+
+
+class _MetricsLog:
+    """Appends the periodic figures to RUN_DIR/metrics.jsonl for `kafeed report`."""
+
+    def __init__(self, run_dir: Path | None) -> None:
+        self._fh = None
+        if run_dir is not None:
+            run_dir.mkdir(parents=True, exist_ok=True)
+            self._fh = open(run_dir / "metrics.jsonl", "a", encoding="utf-8")  # noqa: SIM115
+
+    def write(self, figures: dict[str, Any]) -> None:
+        if self._fh is not None:
+            self._fh.write(json.dumps({"stage": "train", **figures}) + "\n")
+            self._fh.flush()
+
+    def close(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+
+
+def distributed_context() -> tuple[int, int]:
+    """Initialise torch.distributed under torchrun (gloo on CPU, NCCL on GPU); (rank, world)."""
+    import torch.distributed as dist
+
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world <= 1:
+        return 0, 1
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    return dist.get_rank(), dist.get_world_size()
