@@ -143,14 +143,17 @@ def build_classifier(num_labels: int, *, pretrained: bool = True,
 
     Returns the model and a description (which encoder, its source) for the run summary.
     """
+    import importlib.util
+
     model_dir = minilm_dir() if pretrained else None
-    if model_dir is not None:
-        try:
-            from transformers import BertConfig, BertModel
-        except ImportError:
-            model_dir = None
+    if model_dir is not None and importlib.util.find_spec("transformers") is None:
+        model_dir = None
     if model_dir is not None:
         from transformers import BertModel
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.set_verbosity_error()
+        hf_logging.disable_progress_bar()
 
         encoder = BertModel.from_pretrained(str(model_dir), add_pooling_layer=False)
         hidden = int(encoder.config.hidden_size)

@@ -208,6 +208,7 @@ class Runner:
                     now = time.monotonic()
                     span = max(now - window_t, 1e-9)
                     lag = self.lag_fn() if self.lag_fn is not None else None
+                    shown_lag = "-" if lag is None else f"{lag:,}"
                     figures = {"step": self.step, "loss": round(loss, 4),
                                "tokens_per_s": round(window_tokens / span * self.world_size, 1),
                                "data_wait_share": round(window_wait / span, 3),
@@ -216,7 +217,7 @@ class Runner:
                         self.progress(
                             f"step {self.step:>6}/{self.total_steps}  loss {loss:.4f}  "
                             f"tokens/s {figures['tokens_per_s']:>9,.0f}  "
-                            f"data-wait {figures['data_wait_share']:.1%}  lag {lag if lag is not None else '-'}")
+                            f"data-wait {figures['data_wait_share']:.1%}  lag {shown_lag}")
                     metrics.write(figures)
                     window_t, window_tokens, window_wait = now, 0, 0.0
                 if self.checkpoint_every and self.step % self.checkpoint_every == 0:
