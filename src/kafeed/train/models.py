@@ -152,8 +152,8 @@ def build_classifier(num_labels: int, *, pretrained: bool = True,
         from transformers import BertModel
         from transformers.utils import logging as hf_logging
 
-        hf_logging.set_verbosity_error()
-        hf_logging.disable_progress_bar()
+        hf_logging.set_verbosity_error()  # type: ignore[no-untyped-call]
+        hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
 
         encoder = BertModel.from_pretrained(str(model_dir), add_pooling_layer=False)
         hidden = int(encoder.config.hidden_size)
