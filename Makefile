@@ -7,7 +7,7 @@ UV := $(VENV)/bin/uv
 KAFEED := $(VENV)/bin/kafeed
 EXTRAS ?= dev
 
-.PHONY: setup fetch test test-all demo lint typecheck clean
+.PHONY: setup system-deps fetch test test-all demo lint clean
 
 setup: $(VENV)/.installed-$(EXTRAS)
 
@@ -21,7 +21,14 @@ $(VENV)/.installed-$(EXTRAS): pyproject.toml
 fetch: setup
 	$(KAFEED) broker fetch
 
-test: fetch lint
+# Debian's Prometheus server, for the scrape test; best effort: without it that
+# one test skips and says why.
+system-deps:
+	@command -v prometheus >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
+	  && (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null) \
+	  || echo "prometheus not installed: its scrape test will be skipped"; }
+
+test: fetch lint system-deps
 	$(PY) -m pytest -q
 
 test-all: fetch
