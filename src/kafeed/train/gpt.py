@@ -1,0 +1,89 @@
+"""`kafeed train --model gpt`: a small GPT from scratch on packed token windows."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from kafeed.config import ConnectionSettings
+from kafeed.train.checkpoint import CheckpointManager
+from kafeed.train.models import GPTConfig, TinyGPT, cosine_lr, parameter_count
+from kafeed.train.options import TrainOptions
+from kafeed.train.runner import RunResult, Runner, distributed_context, seed_everything
+from kafeed.train.wiring import LoaderWiring, tokenizer_info
+
+log = logging.getLogger("kafeed")
+
+
+def train_gpt(options: TrainOptions, connection: ConnectionSettings, *,
+              progress: Callable[[str], None] = print) -> tuple[RunResult, dict[str, Any]]:
+    """Train :class:`TinyGPT` on ``options.topic``; returns the run result and a description."""
+    from kafeed.loader import KafkaTokenDataset, StreamLoader
+
+    rank, world = distributed_context()
+    seed_everything(options.seed)
+    tok = tokenizer_info(options.tokenizer)
+    dataset = KafkaTokenDataset(
+        options.topic, seq_len=options.seq_len, connection=connection,
+        end=None if options.stream else "latest", shuffle_buffer=options.shuffle_buffer,
+        seed=options.seed, eos_id=tok.eos_id, tokenizer=tok.fingerprint,
+        rank=rank if world > 1 else None, world_size=world if world > 1 else None,
+    )
+    loader = StreamLoader(dataset, batch_size=options.batch_size, num_workers=options.num_workers)
+    cfg = GPTConfig(vocab_size=tok.vocab_size, seq_len=options.seq_len, d_model=options.d_model,
+                    n_layers=options.n_layers, n_heads=options.n_heads)
+    model: torch.nn.Module = TinyGPT(cfg)
+    core = model
+    if world > 1:
+        model = torch.nn.parallel.DistributedDataParallel(model)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=options.lr, weight_decay=options.weight_decay)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: cosine_lr(s, warmup=options.warmup, total=options.steps))
+
+    def step_fn(batch: dict[str, torch.Tensor]) -> tuple[float, int]:
+        window = batch["tokens"]
+        loss = core.loss(window) if world == 1 else _ddp_loss(model, window)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        scheduler.step()
+        return float(loss.detach()), int(window.shape[0] * (window.shape[1] - 1))
+
+    wiring = LoaderWiring(loader, connection, options, rank=rank, world=world)
+    runner = Runner(
+        model=core, optimizer=optimizer, scheduler=scheduler, loader=loader, step_fn=step_fn,
+        checkpoints=CheckpointManager(options.checkpoint_dir, keep=options.keep),
+        checkpoint_every=options.checkpoint_every, total_steps=options.steps,
+        log_every=options.log_every, run_dir=options.run_dir, rank=rank, world_size=world,
+        gather_loader_state=wiring.gather if world > 1 else None,
+        after_checkpoint=wiring.mirror_offsets, manifest_fn=wiring.manifest, lag_fn=wiring.lag,
+        progress=progress, config={"model": "gpt", **options.model_dump(mode="json"),
+                                   "gpt": cfg.model_dump(), "tokenizer_fingerprint": tok.fingerprint},
+    )
+    resumed = runner.resume() if options.resume else None
+    wiring.begin(resumed_manifest=runner_manifest(runner, resumed))
+    result = runner.run()
+    result.resumed_from = resumed
+    describe = {"parameters": parameter_count(core), "vocab_size": tok.vocab_size,
+                "tokenizer": tok.fingerprint, "loader_stats": wiring.stats()}
+    return result, describe
+
+
+def _ddp_loss(model: torch.nn.Module, window: torch.Tensor) -> torch.Tensor:
+    import torch.nn.functional as F
+
+    logits = model(window[:, :-1])
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), window[:, 1:].reshape(-1))
+
+
+def runner_manifest(runner: Runner, resumed: str | None) -> dict[str, Any] | None:
+    if resumed is None or runner.checkpoints is None:
+        return None
+    from kafeed.train.checkpoint import read_manifest, resolve_manifest
+    from pathlib import Path
+
+    return read_manifest(resolve_manifest(Path(resumed)))

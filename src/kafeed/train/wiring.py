@@ -1,0 +1,167 @@
+"""Glue between a trainer and kafeed's loader: lineage, offset mirror, lag, DDP state.
+
+Lineage answers "which data went into this model?": per partition, the offset
+ranges delivered to the optimizer, computed from the loader state in each
+checkpoint (everything from the run's start offset up to ``next``, plus offsets
+delivered beyond it) and the number of documents fully trained on.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from kafeed.config import ConnectionSettings
+from kafeed.errors import KafeedError
+from kafeed.train.options import TrainOptions
+
+log = logging.getLogger("kafeed")
+
+LINEAGE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class TokenizerInfo:
+    vocab_size: int
+    eos_id: int
+    fingerprint: str
+
+
+def tokenizer_info(spec: str) -> TokenizerInfo:
+    """Vocabulary, end-of-document id and fingerprint of prepare's tokenizer ``spec``."""
+    from kafeed.prepare.settings import TokenizerSettings
+    from kafeed.prepare.tokenize import load_tokenizer
+
+    tok = load_tokenizer(TokenizerSettings(name=spec))
+    if tok.eos_id is None:
+        raise KafeedError(f"Tokenizer {spec!r} has no end-of-document token.")
+    return TokenizerInfo(vocab_size=tok.vocab_size, eos_id=tok.eos_id, fingerprint=tok.fingerprint)
+
+
+def _ranges(start: int, next_offset: int, delivered: list[int]) -> list[list[int]]:
+    """Half-open offset ranges covering [start, next) and each delivered offset beyond."""
+    spans: list[list[int]] = [[start, next_offset]] if next_offset > start else []
+    for off in sorted(delivered):
+        if spans and spans[-1][1] == off:
+            spans[-1][1] = off + 1
+        else:
+            spans.append([off, off + 1])
+    return spans
+
+
+def lineage_of(state: dict[str, Any], starts: dict[str, int]) -> dict[str, Any]:
+    """Lineage of a (merged) loader state, given each partition's first offset of the run."""
+    partitions: dict[str, Any] = {}
+    documents = 0
+    partial = 0
+    tokens = 0
+    for reader in state.get("readers", {}).values():
+        for key, entry in reader["partitions"].items():
+            start = starts.get(key, 0)
+            partitions[key] = {"ranges": _ranges(start, int(entry["next"]), list(entry["delivered"])),
+                               "next": int(entry["next"]), "start": start}
+        in_flight = len(reader["buffer"]) + len(reader["carry"])
+        documents += int(reader["stats"]["records"]) - in_flight
+        partial += sum(1 for _k, _o, emitted in reader["carry"] if emitted)
+        tokens += int(reader["stats"].get("tokens", 0))
+    return {"version": LINEAGE_VERSION, "partitions": dict(sorted(partitions.items())),
+            "documents": documents, "documents_partly_trained": partial, "starts": starts}
+
+
+class LoaderWiring:
+    """Per-run helpers the runner calls around checkpoints and progress lines."""
+
+    def __init__(self, loader: Any, connection: ConnectionSettings, options: TrainOptions, *,
+                 rank: int, world: int) -> None:
+        self.loader = loader
+        self.connection = connection
+        self.options = options
+        self.rank = rank
+        self.world = world
+        self.starts: dict[str, int] = {}
+        self._lag_at = 0.0
+        self._lag: int | None = None
+        self._admin: Any = None
+
+    def begin(self, *, resumed_manifest: dict[str, Any] | None) -> None:
+        """Record where this run starts reading, or carry it over from the resumed checkpoint."""
+        if resumed_manifest is not None and "lineage" in resumed_manifest:
+            self.starts = dict(resumed_manifest["lineage"]["starts"])
+            return
+        self.starts = self._low_watermarks()
+
+    def _low_watermarks(self) -> dict[str, int]:
+        from confluent_kafka import TopicPartition
+        from confluent_kafka.admin import OffsetSpec
+
+        from kafeed.topics.admin import admin_client
+
+        try:
+            admin = admin_client(self.connection)
+            meta = admin.list_topics(topic=self.options.topic, timeout=10).topics[self.options.topic]
+            req = {TopicPartition(self.options.topic, p): OffsetSpec.earliest() for p in meta.partitions}
+            res = admin.list_offsets(req, request_timeout=10)
+            return {f"{tp.topic}:{tp.partition}": f.result(timeout=10).offset for tp, f in res.items()}
+        except Exception as exc:  # noqa: BLE001 - lineage then starts at offset 0
+            log.warning("could not read the start offsets of %s for lineage: %s", self.options.topic, exc)
+            return {}
+
+    def gather(self, state: dict[str, Any]) -> dict[str, Any]:
+        """All ranks' loader states merged into one (a collective: every rank calls it)."""
+        import torch.distributed as dist
+
+        from kafeed.loader import merge_states
+
+        states: list[Any] = [None] * self.world
+        dist.all_gather_object(states, state)
+        return merge_states(states)
+
+    def manifest(self, state: dict[str, Any]) -> dict[str, Any]:
+        return {"lineage": lineage_of(state, self.starts)}
+
+    def mirror_offsets(self, _state: dict[str, Any]) -> None:
+        """After a checkpoint: commit this rank's positions to the group, for lag monitoring."""
+        try:
+            self.loader.commit_offsets(self.options.group)
+        except KafeedError as exc:
+            log.warning("could not mirror loader offsets to group %s: %s", self.options.group, exc)
+
+    def lag(self) -> int | None:
+        """Records between this rank's positions and the high watermarks (every 5 s at most)."""
+        now = time.monotonic()
+        if now - self._lag_at < 5.0:
+            return self._lag
+        self._lag_at = now
+        try:
+            from confluent_kafka import TopicPartition
+            from confluent_kafka.admin import OffsetSpec
+
+            from kafeed.topics.admin import admin_client
+
+            positions: dict[str, int] = {}
+            for reader in self.loader.state_dict()["readers"].values():
+                for key, entry in reader["partitions"].items():
+                    positions[key] = int(entry["next"])
+            if not positions:
+                return self._lag
+            if self._admin is None:
+                self._admin = admin_client(self.connection)
+            req = {}
+            for key in positions:
+                topic, _, part = key.rpartition(":")
+                req[TopicPartition(topic, int(part))] = OffsetSpec.latest()
+            res = self._admin.list_offsets(req, request_timeout=5)
+            self._lag = sum(max(0, f.result(timeout=5).offset - positions[f"{tp.topic}:{tp.partition}"])
+                            for tp, f in res.items())
+        except Exception as exc:  # noqa: BLE001 - lag is informative only
+            log.debug("lag unavailable: %s", exc)
+        return self._lag
+
+    def stats(self) -> dict[str, int]:
+        totals: dict[str, int] = {}
+        for reader in self.loader.state_dict()["readers"].values():
+            for key, value in reader["stats"].items():
+                totals[key] = totals.get(key, 0) + int(value)
+        return totals
