@@ -9,6 +9,7 @@ from kafeed.errors import (
     BrokerError,
     BrokerUnavailable,
     ConfigError,
+    IngestError,
     KafeedError,
     KafkaOperationError,
     ResumeMismatch,
@@ -16,6 +17,7 @@ from kafeed.errors import (
     ToolMissing,
     TopicError,
 )
+from kafeed.ingest import IngestOptions, IngestSummary, ingest
 
 logging.getLogger("kafeed").addHandler(logging.NullHandler())
 
@@ -26,6 +28,9 @@ __all__ = [
     "BrokerUnavailable",
     "ConfigError",
     "ConnectionSettings",
+    "IngestError",
+    "IngestOptions",
+    "IngestSummary",
     "KafeedError",
     "KafkaOperationError",
     "ResumeMismatch",
@@ -33,5 +38,6 @@ __all__ = [
     "ToolMissing",
     "TopicError",
     "__version__",
+    "ingest",
     "load_connection",
 ]
