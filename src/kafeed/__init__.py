@@ -17,7 +17,10 @@ from kafeed.errors import (
     ToolMissing,
     TopicError,
 )
-from kafeed.ingest import IngestOptions, IngestSummary, ingest
+
+# `ingest` the function stays at kafeed.ingest.ingest: exporting it here would shadow the
+# kafeed.ingest subpackage attribute and break `kafeed.ingest.ingest(...)`.
+from kafeed.ingest import IngestOptions, IngestSummary
 
 logging.getLogger("kafeed").addHandler(logging.NullHandler())
 
@@ -38,6 +41,5 @@ __all__ = [
     "ToolMissing",
     "TopicError",
     "__version__",
-    "ingest",
     "load_connection",
 ]
