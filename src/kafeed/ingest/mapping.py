@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -16,6 +17,9 @@ from kafeed.schema.avro import encode_avro
 from kafeed.schema.records_pb2 import TrainingSample
 
 Reject = tuple[str, str]
+
+# C0 controls other than tab, newlines, vertical tab and form feed: binary, not text.
+_BINARY = re.compile("[\x00-\x08\x0e-\x1f\x7f]")
 
 
 def content_id(text: str, chars: int = 32) -> str:
@@ -73,8 +77,9 @@ class Mapper:
             return "text_not_string", f"field {self.text_field!r} is a {type(text).__name__}, not a string"
         if not text.strip():
             return "empty_text", f"field {self.text_field!r} is empty or whitespace"
-        if "\x00" in text:
-            return "binary_content", "text contains NUL bytes"
+        binary = _BINARY.search(text)
+        if binary is not None:
+            return "binary_content", f"text contains control character {binary.group()!r}"
         try:
             data = text.encode("utf-8")
         except UnicodeEncodeError:

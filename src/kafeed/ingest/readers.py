@@ -260,7 +260,7 @@ def open_stdin() -> IO[bytes]:
 
 def read_source(source: Source, options: IngestOptions, start: Position) -> Iterator[Batch]:
     """Dispatch on the source kind; SQL lives in :mod:`kafeed.ingest.sql`."""
-    n = options.read_batch
+    n = min(options.read_batch, options.commit_records)  # commits fall on batch boundaries
     if source.kind == "parquet":
         yield from read_parquet(source, start, n)
         return
