@@ -94,3 +94,19 @@ def test_progress_state_round_trip_and_mismatch() -> None:
         back.check_sources(["/a|5|6"])
     with pytest.raises(ResumeMismatch, match="version"):
         JobProgress.from_state_dict({**p.state_dict(), "version": 99})
+
+
+@pytest.mark.parametrize("size", [1, 127, 128, 300, 20_000])
+def test_wire_encoding_matches_the_protobuf_library(size: int) -> None:
+    from kafeed.schema import make_sample
+
+    text = ("é" * size)[:size]
+    mapper = Mapper(IngestOptions(label_field="y", meta_fields=("lang",)), max_value_bytes=10**6)
+    fields = {"text": text, "id": "x" * (size % 200 + 1), "y": [0.25, -3], "lang": "fr"}
+    doc_id, value = mapper.map(fields, source="dir/ü.jsonl", where_key="kafeed.line", where=123456,
+                               timestamp_ms=1_732_000_000_000)
+    assert isinstance(value, bytes)
+    expected = make_sample(text, id=doc_id, source="dir/ü.jsonl", targets=[0.25, -3.0],
+                           metadata={"kafeed.source": "dir/ü.jsonl", "kafeed.line": "123456", "lang": "fr"},
+                           timestamp_ms=1_732_000_000_000)
+    assert decode_sample(value) == expected

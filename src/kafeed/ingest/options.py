@@ -70,10 +70,11 @@ class IngestSummary:
     """The closing numbers of one run.
 
     ``bytes_serialized`` is the sum of record values as serialized (before
-    compression); ``bytes_compressed`` is what librdkafka's statistics report
-    as sent to the brokers (broker ``txbytes``: compressed batches plus request
-    framing, transaction calls, dead letters and progress markers, so a slight
-    overestimate), or None when no statistics arrived.
+    compression); ``seconds`` is the whole call, ``produce_seconds`` the part from
+    the first read to the last commit (no connection setup); ``bytes_compressed``
+    is what librdkafka's statistics report as sent to the brokers (broker
+    ``txbytes``: compressed batches plus request framing, transaction calls,
+    dead letters and progress markers, so a slight overestimate), or None when no statistics arrived.
     """
 
     job_id: str
@@ -91,6 +92,7 @@ class IngestSummary:
     transactions: int
     resumed: bool
     already_complete: bool
+    produce_seconds: float = 0.0
     skipped_committed: int = 0
     job_totals: dict[str, int] = field(default_factory=dict)
 

@@ -101,6 +101,7 @@ def _run(
     on_progress: ProgressCallback | None,
 ) -> IngestSummary:
     job = progress.job
+    t_loop = time.monotonic()
     # Room for key, headers and batch framing around the value (conservative: checked uncompressed).
     mapper = Mapper(options, max_value_bytes=limit - 512 - options.id_hash_chars)
     dlq_room = dlq_limit - 4096
@@ -170,13 +171,14 @@ def _run(
         done_bytes += src.size or 0
         progress.index, progress.offset, progress.record = index + 1, 0, 0
     commit(finished=True)
+    produce_seconds = time.monotonic() - t_loop
     return IngestSummary(
         job_id=job, topic=topic, dlq_topic=dlq_topic, format=options.format, records_in=records_in,
         produced=run.produced, dead_lettered=run.dead, dead_letter_kinds=dict(run.kinds),
         per_partition=dict(sorted(per_partition.items())), bytes_serialized=run.value_bytes,
         bytes_compressed=writer.compressed_bytes(), seconds=time.monotonic() - t0,
         transactions=transactions, resumed=resumed, already_complete=False,
-        skipped_committed=skipped, job_totals=dict(progress.totals))
+        produce_seconds=produce_seconds, skipped_committed=skipped, job_totals=dict(progress.totals))
 
 
 def _dead_letter(writer: TxnWriter, item: Item, reject: tuple[str, str], src: Source, job: str,
