@@ -9,6 +9,7 @@ from kafeed.errors import (
     BrokerError,
     BrokerUnavailable,
     ConfigError,
+    IngestError,
     KafeedError,
     KafkaOperationError,
     ResumeMismatch,
@@ -16,6 +17,10 @@ from kafeed.errors import (
     ToolMissing,
     TopicError,
 )
+
+# `ingest` the function stays at kafeed.ingest.ingest: exporting it here would shadow the
+# kafeed.ingest subpackage attribute and break `kafeed.ingest.ingest(...)`.
+from kafeed.ingest import IngestOptions, IngestSummary
 
 logging.getLogger("kafeed").addHandler(logging.NullHandler())
 
@@ -26,6 +31,9 @@ __all__ = [
     "BrokerUnavailable",
     "ConfigError",
     "ConnectionSettings",
+    "IngestError",
+    "IngestOptions",
+    "IngestSummary",
     "KafeedError",
     "KafkaOperationError",
     "ResumeMismatch",

@@ -10,6 +10,7 @@
     ├── KafkaOperationError  the cluster refused an operation (kept: librdkafka ``code``)
     │   └── TopicError       topic create / describe / delete failed
     ├── SchemaError          a record could not be decoded (names topic/partition/offset)
+    ├── IngestError          a source failed while being read (bad SQL, I/O error mid-file)
     └── ResumeMismatch       a saved state does not fit the current settings
 
 Errors from librdkafka enter through :func:`translate_kafka_error`, which keeps
@@ -64,6 +65,10 @@ class TopicError(KafkaOperationError):
 
 class SchemaError(KafeedError):
     """A record could not be decoded; the message names where it came from."""
+
+
+class IngestError(KafeedError):
+    """A source could not be read (a query failed, a file vanished mid-run)."""
 
 
 class ResumeMismatch(KafeedError):

@@ -14,3 +14,10 @@ def test_errors_share_one_root() -> None:
         obj = getattr(kafeed, name)
         if isinstance(obj, type) and issubclass(obj, Exception):
             assert issubclass(obj, kafeed.KafeedError)
+
+
+def test_ingest_subpackage_is_not_shadowed() -> None:
+    import kafeed.ingest
+
+    assert callable(kafeed.ingest.ingest)
+    assert kafeed.IngestOptions is kafeed.ingest.IngestOptions

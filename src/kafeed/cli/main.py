@@ -10,6 +10,7 @@ import typer
 from kafeed import __version__
 from kafeed.cli import broker, demo, topic
 from kafeed.cli.common import console, setup_logging
+from kafeed.cli.ingest import ingest_command
 from kafeed.errors import ConfigError, KafeedError
 
 app = typer.Typer(
@@ -22,6 +23,7 @@ app = typer.Typer(
 app.add_typer(broker.app, name="broker")
 app.add_typer(topic.app, name="topic")
 app.command()(demo.demo)
+app.command("ingest")(ingest_command)
 
 
 def _version(value: bool) -> None:

@@ -1,0 +1,137 @@
+"""Ingest throughput: `kafeed ingest` vs a naive kafka-python producer vs Kafka's ProducerPerformance.
+
+Not a test. Starts its own single-node LocalCluster on free ports in a temp dir,
+generates one JSON-lines file, and sends it three ways into three fresh topics:
+
+1. kafeed.ingest.ingest(...)   (library call: transactional, acks=all, zstd, keyed)
+2. naive: kafka-python KafkaProducer(value_serializer=json), one send() per record,
+   as a tutorial writes it (its defaults: acks=1, no compression)
+3. Kafka's org.apache.kafka.tools.ProducerPerformance at the same record size
+   (the mean serialized size of kafeed's records), acks=all, zstd, same linger/batch.
+
+    python benchmarks/bench_ingest.py --records 200000 --text-bytes 160
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import re
+import string
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from kafeed.broker import LocalCluster, free_port_block
+from kafeed.broker.fetch import resolve_libs
+from kafeed.config import ConnectionSettings
+from kafeed.ingest import IngestOptions, ingest
+from kafeed.topics import TopicAdmin, plan_topic
+
+WORDS = ["".join(random.Random(i).choices(string.ascii_lowercase, k=random.Random(i).randint(2, 9)))
+         for i in range(5000)]
+
+
+def make_corpus(path: Path, n: int, text_bytes: int, seed: int = 0) -> int:
+    rng = random.Random(seed)
+    size = 0
+    with path.open("w") as f:
+        for i in range(n):
+            words: list[str] = []
+            length = 0
+            while length < text_bytes:
+                w = rng.choice(WORDS)
+                words.append(w)
+                length += len(w) + 1
+            line = json.dumps({"id": f"doc-{i}", "text": " ".join(words)[:text_bytes]}) + "\n"
+            size += len(line)
+            f.write(line)
+    return size
+
+
+def run_naive(bootstrap: str, topic: str, path: Path) -> float:
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=bootstrap,
+                             value_serializer=lambda v: json.dumps(v).encode("utf-8"))
+    t0 = time.monotonic()
+    with path.open() as f:
+        for line in f:
+            producer.send(topic, json.loads(line))
+    producer.flush()
+    elapsed = time.monotonic() - t0
+    producer.close()
+    return elapsed
+
+
+def run_producer_performance(bootstrap: str, topic: str, n: int, size: int, options: IngestOptions
+                             ) -> tuple[float, float, str]:
+    libs = resolve_libs(fetch=False)
+    cmd = [libs.java, "-Xmx512m", "-cp", libs.classpath, "org.apache.kafka.tools.ProducerPerformance",
+           "--topic", topic, "--num-records", str(n), "--record-size", str(size), "--throughput", "-1",
+           "--producer-props", f"bootstrap.servers={bootstrap}", "acks=all", "compression.type=zstd",
+           f"linger.ms={options.linger_ms}", f"batch.size={options.batch_bytes}"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=600)
+    last = [ln for ln in proc.stdout.splitlines() if "records sent" in ln][-1]
+    m = re.search(r"records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\)", last)
+    if m is None:
+        raise RuntimeError(f"unexpected ProducerPerformance output: {last}")
+    return float(m.group(1)), float(m.group(2)), " ".join(cmd[3:])
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--records", type=int, default=200_000)
+    ap.add_argument("--text-bytes", type=int, default=160, help="Characters of text per record.")
+    ap.add_argument("--partitions", type=int, default=3)
+    ap.add_argument("--linger-ms", type=int, default=IngestOptions().linger_ms)
+    ap.add_argument("--batch-bytes", type=int, default=IngestOptions().batch_bytes)
+    ap.add_argument("--skip-naive", action="store_true")
+    args = ap.parse_args(argv)
+    options = IngestOptions(linger_ms=args.linger_ms, batch_bytes=args.batch_bytes)
+
+    with tempfile.TemporaryDirectory(prefix="kafeed-bench-") as tmp:
+        work = Path(tmp)
+        corpus = work / "corpus.jsonl"
+        file_bytes = make_corpus(corpus, args.records, args.text_bytes)
+        cluster = LocalCluster(work / "kafka", nodes=1, port=free_port_block(2), heap_mb=1024)
+        cluster.start()
+        try:
+            settings = ConnectionSettings(bootstrap=cluster.bootstrap)
+            admin = TopicAdmin(settings)
+            for name in ("bench-kafeed", "bench-naive", "bench-perf"):
+                admin.create(plan_topic(name, brokers=1, partitions=args.partitions))
+
+            s = ingest([corpus], topic="bench-kafeed", settings=settings, options=options)
+            rec_size = round(s.bytes_serialized / max(s.produced, 1))
+            k_rps, k_mbps = s.produced / s.produce_seconds, s.bytes_serialized / s.produce_seconds / 1e6
+            k_rps_total = s.produced / s.seconds
+            print(f"corpus: {args.records:,} records, {file_bytes / 1e6:.1f} MB of JSON lines, "
+                  f"{rec_size} B per serialized TrainingSample, {args.partitions} partitions")
+            print(f"kafeed ingest       : {k_rps:>10,.0f} rec/s {k_mbps:7.1f} MB/s "
+                  f"(whole call incl. setup {s.seconds:.2f}s: {k_rps_total:,.0f} rec/s; "
+                  f"{s.transactions} txns, zstd {s.bytes_serialized / 1e6:.1f} MB -> "
+                  f"{(s.bytes_compressed or 0) / 1e6:.1f} MB on the wire)")
+
+            n_rps = n_mbps = 0.0
+            if not args.skip_naive:
+                elapsed = run_naive(cluster.bootstrap, "bench-naive", corpus)
+                n_rps, n_mbps = args.records / elapsed, file_bytes / elapsed / 1e6
+                print(f"naive kafka-python  : {n_rps:>10,.0f} rec/s {n_mbps:7.1f} MB/s ({elapsed:.1f}s)")
+
+            p_rps, p_mbps, cmd = run_producer_performance(
+                cluster.bootstrap, "bench-perf", args.records, rec_size, options)
+            print(f"ProducerPerformance : {p_rps:>10,.0f} rec/s {p_mbps:7.1f} MB/s  [{cmd}]")
+            if n_rps:
+                print(f"kafeed / naive               = {k_rps / n_rps:5.1f}x  (target >= 10x)")
+            print(f"kafeed / ProducerPerformance = {k_rps / p_rps:5.2f}x  (target >= 0.8x)")
+        finally:
+            cluster.stop(timeout=20, purge=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,159 @@
+"""The transactional producer behind ingest: records, dead letters and progress in one transaction.
+
+Idempotent (implied by ``transactional.id``), acks=all, compression from the
+options, keyed records partitioned with murmur2 (the Java client's partitioner,
+so a document id maps to the same partition whichever client wrote it).
+Delivery counts per partition only become real when their transaction commits.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections import Counter
+from typing import Any
+
+from kafeed.config import ConnectionSettings
+from kafeed.errors import KafkaOperationError, translate_kafka_error
+from kafeed.ingest.options import IngestOptions
+from kafeed.ingest.progress import PROGRESS_TOPIC
+
+log = logging.getLogger("kafeed")
+
+
+class TxnWriter:
+    """One transactional producer; :meth:`commit` closes a transaction with its progress marker."""
+
+    def __init__(self, settings: ConnectionSettings, *, transactional_id: str, topic: str, dlq_topic: str,
+                 options: IngestOptions, max_message_bytes: int) -> None:
+        from confluent_kafka import Producer
+
+        self.topic = topic
+        self.dlq_topic = dlq_topic
+        self._txn_parts: Counter[int] = Counter()
+        self._errors: list[str] = []
+        self._stats_lock = threading.Lock()
+        self._txbytes: dict[str, int] = {}
+        self._stats_seen = 0
+        conf = settings.client_config()
+        conf.update({
+            "transactional.id": transactional_id,
+            "enable.idempotence": True,
+            "acks": "all",
+            "compression.type": options.compression,
+            "linger.ms": options.linger_ms,
+            "batch.size": min(options.batch_bytes, max_message_bytes),
+            "batch.num.messages": options.batch_messages,
+            "queue.buffering.max.messages": 1_000_000,
+            "queue.buffering.max.kbytes": 1_048_576,
+            "message.max.bytes": max(max_message_bytes + 1024, 1_000_000),
+            "partitioner": "murmur2_random",
+            "transaction.timeout.ms": 60_000,
+            "message.timeout.ms": 55_000,
+            "statistics.interval.ms": 500,
+            "stats_cb": self._on_stats,
+            "on_delivery": self._on_delivery,
+            "logger": logging.getLogger("kafeed.librdkafka"),
+        })
+        self._p = Producer(conf)
+        self._open = False
+
+    # -- callbacks (run inside poll/flush on this thread) --
+    def _on_delivery(self, err: Any, msg: Any) -> None:
+        if err is not None:
+            self._errors.append(f"{msg.topic()}: {err.str()}")
+        elif msg.topic() == self.topic:
+            self._txn_parts[msg.partition()] += 1
+
+    def _on_stats(self, raw: str) -> None:
+        # Broker-level txbytes are cumulative wire bytes, after compression; partition-level
+        # txbytes count messages before compression, so they cannot tell what zstd saved.
+        stats = json.loads(raw)
+        with self._stats_lock:
+            for name, broker in stats.get("brokers", {}).items():
+                self._txbytes[name] = int(broker.get("txbytes", 0))
+            self._stats_seen += 1
+
+    # -- transactions --
+    def init(self, timeout: float = 30.0) -> None:
+        """Register the transactional id; aborts whatever a killed predecessor left open."""
+        try:
+            self._p.init_transactions(timeout)
+        except Exception as exc:
+            raise translate_kafka_error(exc, action="initialise the transactional producer") from exc
+
+    def begin(self) -> None:
+        if not self._open:
+            self._p.begin_transaction()
+            self._txn_parts.clear()
+            self._open = True
+
+    def _produce(self, topic: str, key: bytes | None, value: bytes,
+                 headers: list[tuple[str, bytes]] | None, partition: int = -1) -> None:
+        while True:
+            try:
+                if headers:
+                    self._p.produce(topic, value, key, partition=partition, headers=headers)
+                else:
+                    self._p.produce(topic, value, key, partition=partition)
+                return
+            except BufferError:  # local queue full: let deliveries drain
+                self._p.poll(0.05)
+
+    def produce(self, key: bytes, value: bytes, headers: list[tuple[str, bytes]] | None = None) -> None:
+        self._produce(self.topic, key, value, headers)
+
+    def dead_letter(self, key: bytes | None, value: bytes, headers: list[tuple[str, bytes]]) -> None:
+        self._produce(self.dlq_topic, key, value, headers)
+
+    def poll(self) -> None:
+        self._p.poll(0)
+
+    def commit(self, job: str, marker: dict[str, Any]) -> Counter[int]:
+        """Produce the marker, flush, commit; returns the committed per-partition counts."""
+        self._produce(PROGRESS_TOPIC, job.encode(), json.dumps(marker).encode(), None, partition=0)
+        try:
+            left = self._p.flush(60)
+            if left or self._errors:
+                raise KafkaOperationError(
+                    f"{left} records undelivered; first error: {self._errors[:1] or 'timeout'}.")
+            self._p.commit_transaction(60)
+        except Exception as exc:
+            self.abort()
+            if isinstance(exc, KafkaOperationError):
+                raise
+            raise translate_kafka_error(exc, action="commit the ingest transaction") from exc
+        self._open = False
+        committed = Counter(self._txn_parts)
+        self._txn_parts.clear()
+        return committed
+
+    def abort(self) -> None:
+        if self._open:
+            try:
+                self._p.abort_transaction(30)
+            except Exception as exc:  # the run is failing already; keep the first error
+                log.warning("aborting the ingest transaction failed: %s", exc)
+            self._open = False
+        self._errors.clear()
+        self._txn_parts.clear()
+
+    def compressed_bytes(self, wait_s: float = 1.5) -> int | None:
+        """Bytes this producer sent to the brokers (all requests, compressed batches), per the
+        next statistics tick; None if no statistics came."""
+        with self._stats_lock:
+            seen = self._stats_seen
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            self._p.poll(0.1)
+            with self._stats_lock:
+                if self._stats_seen > seen:
+                    break
+        with self._stats_lock:
+            return sum(self._txbytes.values()) if self._stats_seen else None
+
+    def close(self) -> None:
+        self.abort()
+        self._p.flush(5)

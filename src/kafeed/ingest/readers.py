@@ -1,0 +1,294 @@
+"""Readers: a source → batches of items, each batch ending at a resumable position.
+
+An item is ``(where, fields, raw, reject)``: ``where`` is the 1-based line (or
+row) number, ``fields`` the parsed row (None when the reader already rejected
+it), ``raw`` the original bytes for the dead-letter topic (None: rebuild from
+``fields``), ``reject`` a ``(kind, reason)`` when the input is bad. A batch's
+:class:`Position` is where the next batch starts, so a progress marker taken
+after any batch is a clean resume point. Blank lines are not records.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sys
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from itertools import islice
+from typing import IO, Any
+
+from kafeed.ingest.mapping import Reject
+from kafeed.ingest.options import IngestOptions
+from kafeed.ingest.sources import Source
+
+Item = tuple[int, Mapping[str, Any] | None, bytes | None, Reject | None]
+
+BOM = b"\xef\xbb\xbf"
+csv.field_size_limit(2**31 - 1)  # oversize rows are dead-lettered by size, not by the csv module
+
+
+@dataclass(frozen=True)
+class Position:
+    """Resume point inside one source: byte ``offset`` (files, stdin) and records consumed."""
+
+    offset: int = 0
+    record: int = 0
+
+
+Batch = tuple[list[Item], Position]
+
+
+def _skip(fh: IO[bytes], offset: int) -> None:
+    if offset <= 0:
+        return
+    try:
+        fh.seek(offset)
+    except (OSError, io.UnsupportedOperation):  # a pipe: read the bytes away
+        left = offset
+        while left > 0:
+            chunk = fh.read(min(left, 1 << 20))
+            if not chunk:
+                break
+            left -= len(chunk)
+
+
+def _bad_utf8(exc: UnicodeDecodeError) -> Reject:
+    return "invalid_utf8", f"invalid UTF-8 at byte {exc.start}"
+
+
+def read_jsonl(fh: IO[bytes], start: Position, n: int) -> Iterator[Batch]:
+    offset, line_no = start.offset, start.record
+    _skip(fh, offset)
+    while True:
+        lines = list(islice(fh, n))
+        if not lines:
+            return
+        items: list[Item] = []
+        for raw in lines:
+            line_no += 1
+            offset += len(raw)
+            body = raw[3:] if line_no == 1 and raw.startswith(BOM) else raw
+            if not body.strip():
+                continue
+            try:
+                text = body.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                items.append((line_no, None, raw, _bad_utf8(exc)))
+                continue
+            try:
+                obj = json.loads(text)
+            except ValueError as exc:
+                items.append((line_no, None, raw, ("bad_json", str(exc)[:200])))
+                continue
+            if not isinstance(obj, dict):
+                kind = type(obj).__name__
+                items.append((line_no, None, raw, ("not_object", f"JSON {kind}, not an object")))
+                continue
+            items.append((line_no, obj, raw, None))
+        yield items, Position(offset, line_no)
+
+
+def _decode_text(raw: bytes, line_no: int) -> Item:
+    try:
+        return line_no, {"text": raw.decode("utf-8")}, raw, None
+    except UnicodeDecodeError as exc:
+        return line_no, None, raw, _bad_utf8(exc)
+
+
+def read_text(fh: IO[bytes], start: Position, n: int, mode: str) -> Iterator[Batch]:
+    """Plain text: the whole stream (``file``), each line, or blank-line-separated paragraphs."""
+    if mode == "file":
+        if start.record > 0:
+            return
+        raw = fh.read()
+        if raw.startswith(BOM):
+            raw = raw[3:]
+        whole = [_decode_text(raw, 1)] if raw.strip() else []
+        yield whole, Position(start.offset + len(raw), 1)
+        return
+    offset, line_no = start.offset, start.record
+    _skip(fh, offset)
+    para: list[bytes] = []
+    para_line = 0
+    items: list[Item] = []
+    for raw in fh:
+        line_no += 1
+        offset += len(raw)
+        body = raw[3:] if line_no == 1 and raw.startswith(BOM) else raw
+        if mode == "line":
+            if body.strip():
+                items.append(_decode_text(body.rstrip(b"\r\n"), line_no))
+        elif body.strip():
+            if not para:
+                para_line = line_no
+            para.append(body)
+            continue
+        elif para:
+            items.append(_decode_text(b"".join(para).rstrip(b"\r\n"), para_line))
+            para = []
+        if len(items) >= n:
+            yield items, Position(offset, line_no)
+            items = []
+    if para:
+        items.append(_decode_text(b"".join(para).rstrip(b"\r\n"), para_line))
+    yield items, Position(offset, line_no)
+
+
+class _LineFeed:
+    """Feeds csv.reader one decoded line at a time while keeping the raw bytes and offset."""
+
+    def __init__(self, fh: IO[bytes], offset: int) -> None:
+        self.fh = fh
+        self.offset = offset
+        self.parts: list[bytes] = []
+
+    def __iter__(self) -> _LineFeed:
+        return self
+
+    def __next__(self) -> str:
+        raw = self.fh.readline()
+        if not raw:
+            raise StopIteration
+        self.offset += len(raw)
+        self.parts.append(raw)
+        # surrogateescape never fails here; invalid rows are found on their raw bytes below.
+        return raw.decode("utf-8", "surrogateescape")
+
+    def take(self) -> bytes:
+        raw = b"".join(self.parts)
+        self.parts = []
+        return raw
+
+
+def read_csv(fh: IO[bytes], start: Position, n: int) -> Iterator[Batch]:
+    feed = _LineFeed(fh, 0)
+    reader = csv.reader(feed, strict=True)
+    try:
+        header = next(reader)
+    except StopIteration:
+        yield [], Position(feed.offset, 0)
+        return
+    except csv.Error as exc:
+        yield [(0, None, feed.take(), ("bad_header", f"CSV header: {exc}"))], Position(feed.offset, 0)
+        return
+    head_raw = feed.take()
+    if header and header[0].startswith("\ufeff"):
+        header[0] = header[0][1:]
+    header_problem: Reject | None = None
+    try:
+        head_raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        header_problem = "bad_header", f"CSV header: invalid UTF-8 at byte {exc.start}"
+    dups = sorted({h for h in header if header.count(h) > 1})
+    if dups:
+        header_problem = "duplicate_header", f"CSV header repeats column(s) {', '.join(dups)}"
+    row_no = start.record
+    if start.offset > feed.offset:
+        fh.seek(start.offset)
+        feed.offset = start.offset
+    width = len(header)
+    items: list[Item] = []
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as exc:
+            row_no += 1
+            items.append((row_no, None, feed.take(), ("csv_syntax", str(exc)[:200])))
+        else:
+            raw = feed.take()
+            if not row:
+                continue
+            row_no += 1
+            if header_problem is not None:
+                items.append((row_no, None, raw, header_problem))
+            elif len(row) != width:
+                items.append((row_no, None, raw, ("csv_columns", f"{len(row)} columns, header has {width}")))
+            else:
+                try:
+                    raw.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    items.append((row_no, None, raw, _bad_utf8(exc)))
+                    continue
+                items.append((row_no, dict(zip(header, row, strict=True)), raw, None))
+        if len(items) >= n:
+            yield items, Position(feed.offset, row_no)
+            items = []
+    yield items, Position(feed.offset, row_no)
+
+
+def read_parquet(source: Source, start: Position, n: int) -> Iterator[Batch]:
+    import pyarrow.parquet as pq
+
+    assert source.path is not None
+    try:
+        pf = pq.ParquetFile(source.path)
+    except Exception as exc:  # pyarrow raises ArrowInvalid / OSError for a file that is not Parquet
+        if start.record == 0:
+            yield [(1, None, None, ("unreadable_file", f"not a Parquet file: {exc}"[:300]))], Position(0, 1)
+        return
+    meta = pf.metadata
+    groups, first_row, skip = [], 0, start.record
+    for g in range(meta.num_row_groups):
+        rows = meta.row_group(g).num_rows
+        if first_row + rows <= skip:
+            first_row += rows
+            continue
+        groups.append(g)
+    row_no = first_row
+    drop = skip - first_row
+    if not groups:
+        return
+    for batch in pf.iter_batches(batch_size=n, row_groups=groups):
+        rows_list: list[dict[str, Any]] = batch.to_pylist()
+        if drop:
+            cut = min(drop, len(rows_list))
+            rows_list, drop, row_no = rows_list[cut:], drop - cut, row_no + cut
+        items: list[Item] = []
+        for row in rows_list:
+            row_no += 1
+            items.append((row_no, row, None, None))
+        yield items, Position(0, row_no)
+
+
+def open_stdin() -> IO[bytes]:
+    return sys.stdin.buffer
+
+
+def read_source(source: Source, options: IngestOptions, start: Position) -> Iterator[Batch]:
+    """Dispatch on the source kind; SQL lives in :mod:`kafeed.ingest.sql`."""
+    n = min(options.read_batch, options.commit_records)  # commits fall on batch boundaries
+    if source.kind == "parquet":
+        yield from read_parquet(source, start, n)
+        return
+    if source.kind == "sql":
+        from kafeed.ingest.sql import read_sql
+
+        assert options.sql is not None and options.dsn is not None
+        yield from read_sql(options.dsn, options.sql, start, n)
+        return
+    if source.kind == "stdin":
+        fh = open_stdin()
+        if options.stdin_format == "jsonl":
+            yield from read_jsonl(fh, start, n)
+        else:
+            yield from read_text(fh, start, n, options.text_mode)
+        return
+    assert source.path is not None
+    with source.path.open("rb") as f:
+        if source.kind == "jsonl":
+            yield from read_jsonl(f, start, n)
+        elif source.kind == "csv":
+            yield from read_csv(f, start, n)
+        else:
+            yield from read_text(f, start, n, options.text_mode)
+
+
+def raw_bytes(item: Item) -> bytes:
+    """The bytes a dead-letter record carries: the original input, or the row as JSON."""
+    if item[2] is not None:
+        return item[2]
+    return json.dumps(item[1], default=str, ensure_ascii=False).encode("utf-8", "surrogatepass")

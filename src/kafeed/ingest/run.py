@@ -1,0 +1,194 @@
+"""``ingest()``: sources → ``TrainingSample`` records in a topic, exactly once, resumably.
+
+Each transaction holds whole read batches: their records, their dead letters,
+and one progress marker saying where the next batch starts. A run killed at
+any point leaves either a committed transaction (its marker is the resume
+point) or an open one, which the next run's ``init_transactions`` aborts.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from kafeed.config import ConnectionSettings
+from kafeed.errors import IngestError
+from kafeed.ingest import readers, sql
+from kafeed.ingest.mapping import Mapper
+from kafeed.ingest.options import IngestOptions, IngestProgress, IngestSummary
+from kafeed.ingest.preflight import prepare_topics
+from kafeed.ingest.producer import TxnWriter
+from kafeed.ingest.progress import JobProgress, job_id_for, read_latest
+from kafeed.ingest.readers import Item, Position
+from kafeed.ingest.sources import Source, discover
+from kafeed.schema.avro import format_headers
+
+log = logging.getLogger("kafeed")
+
+ProgressCallback = Callable[[IngestProgress], None]
+_ROW_KINDS = ("csv", "parquet", "sql")
+
+
+class _Tally:
+    """Counts of the open transaction, folded into the run's totals on commit."""
+
+    def __init__(self) -> None:
+        self.produced = 0
+        self.dead = 0
+        self.value_bytes = 0
+        self.kinds: Counter[str] = Counter()
+
+    def fold(self, other: _Tally) -> None:
+        self.produced += other.produced
+        self.dead += other.dead
+        self.value_bytes += other.value_bytes
+        self.kinds.update(other.kinds)
+
+
+def _dlq_headers(kind: str, reason: str, source: Source, where: int, job: str) -> list[tuple[str, bytes]]:
+    where_key = "kafeed.row" if source.kind in _ROW_KINDS else "kafeed.line"
+    return [("kafeed.error.kind", kind.encode()), ("kafeed.error.reason", reason.encode("utf-8", "replace")),
+            ("kafeed.source", source.name.encode("utf-8", "replace")), (where_key, str(where).encode()),
+            ("kafeed.job", job.encode())]
+
+
+def ingest(
+    sources: Sequence[str | Path], *, topic: str, settings: ConnectionSettings,
+    options: IngestOptions | None = None, on_progress: ProgressCallback | None = None,
+) -> IngestSummary:
+    """Ingest ``sources`` into ``topic``; see docs/ingest.md for guarantees and the marker format."""
+    options = options or IngestOptions()
+    t0 = time.monotonic()
+    args = [str(s) for s in sources]
+    srcs = discover(args, sql=options.sql, dsn=options.dsn)
+    if options.sql and options.dsn:
+        sql.check(options.dsn, options.sql)
+    limit, dlq_limit = prepare_topics(settings, topic, timeout=options.preflight_timeout_s)
+    job = job_id_for(topic, args, options)
+    dlq_topic = f"{topic}.dlq"
+    writer = TxnWriter(settings, transactional_id=f"kafeed-{job}", topic=topic, dlq_topic=dlq_topic,
+                       options=options, max_message_bytes=limit)
+    try:
+        writer.init()
+        identities = [s.identity for s in srcs]
+        progress = None if options.restart else read_latest(settings, job)
+        resumed = progress is not None
+        if progress is not None:
+            progress.check_sources(identities)
+            if progress.finished:
+                log.info("job %s already finished; nothing to do", job)
+                return IngestSummary(
+                    job_id=job, topic=topic, dlq_topic=dlq_topic, format=options.format, records_in=0,
+                    produced=0, dead_lettered=0, dead_letter_kinds={}, per_partition={},
+                    bytes_serialized=0, bytes_compressed=None, seconds=time.monotonic() - t0,
+                    transactions=0, resumed=True, already_complete=True,
+                    skipped_committed=sum(progress.totals.values()), job_totals=dict(progress.totals))
+        else:
+            progress = JobProgress(job=job, sources=identities)
+        skipped = sum(progress.totals.values())
+        return _run(writer, srcs, progress, options, topic=topic, dlq_topic=dlq_topic, limit=limit,
+                    dlq_limit=dlq_limit, t0=t0, resumed=resumed, skipped=skipped, on_progress=on_progress)
+    finally:
+        writer.close()
+
+
+def _run(
+    writer: TxnWriter, srcs: list[Source], progress: JobProgress, options: IngestOptions, *,
+    topic: str, dlq_topic: str, limit: int, dlq_limit: int, t0: float, resumed: bool, skipped: int,
+    on_progress: ProgressCallback | None,
+) -> IngestSummary:
+    job = progress.job
+    t_loop = time.monotonic()
+    # Room for key, headers and batch framing around the value (conservative: checked uncompressed).
+    mapper = Mapper(options, max_value_bytes=limit - 512 - options.id_hash_chars)
+    dlq_room = dlq_limit - 4096
+    fmt_headers = format_headers(options.format) or None
+    total_bytes = None if any(s.size is None for s in srcs) else sum(s.size or 0 for s in srcs)
+    done_bytes = sum(s.size or 0 for s in srcs[:progress.index])
+    run, txn = _Tally(), _Tally()
+    per_partition: Counter[int] = Counter()
+    records_in = transactions = 0
+    since_commit, last_commit = 0, time.monotonic()
+
+    def commit(finished: bool = False) -> None:
+        nonlocal transactions, since_commit, last_commit, txn
+        progress.finished = finished
+        progress.totals = {"produced": progress.totals["produced"] + txn.produced,
+                           "dead_lettered": progress.totals["dead_lettered"] + txn.dead}
+        try:
+            per_partition.update(writer.commit(job, progress.state_dict()))
+        except BaseException:
+            progress.totals = {"produced": progress.totals["produced"] - txn.produced,
+                               "dead_lettered": progress.totals["dead_lettered"] - txn.dead}
+            raise
+        run.fold(txn)
+        txn = _Tally()
+        transactions += 1
+        since_commit, last_commit = 0, time.monotonic()
+
+    writer.begin()
+    for index in range(progress.index, len(srcs)):
+        src = srcs[index]
+        start = Position(progress.offset, progress.record) if index == progress.index else Position()
+        where_key = "kafeed.row" if src.kind in _ROW_KINDS else "kafeed.line"
+        produce, name = writer.produce, src.name
+        try:
+            for items, pos in readers.read_source(src, options, start):
+                ts = int(time.time() * 1000)
+                for item in items:
+                    where, fields, _raw, reject = item
+                    if reject is None and fields is not None:
+                        res = mapper.map(fields, source=name, where_key=where_key, where=where,
+                                         timestamp_ms=ts)
+                        value = res[1]
+                        if isinstance(value, bytes):
+                            produce(res[0].encode(), value, fmt_headers)
+                            txn.produced += 1
+                            txn.value_bytes += len(value)
+                            continue
+                        reject = (res[0], value)
+                    _dead_letter(writer, item, reject or ("unknown", "no fields"), src, job, dlq_room, txn)
+                records_in += len(items)
+                since_commit += len(items)
+                progress.index, progress.offset, progress.record = index, pos.offset, pos.record
+                writer.poll()
+                if (since_commit >= options.commit_records
+                        or (time.monotonic() - last_commit) * 1000 >= options.commit_interval_ms):
+                    commit()
+                    writer.begin()
+                if on_progress is not None:
+                    on_progress(IngestProgress(
+                        records=records_in, produced=run.produced + txn.produced,
+                        dead_lettered=run.dead + txn.dead,
+                        bytes_read=done_bytes + (pos.offset if src.kind not in ("parquet", "sql") else 0),
+                        total_bytes=total_bytes, value_bytes=run.value_bytes + txn.value_bytes))
+        except OSError as exc:
+            raise IngestError(f"Reading {src.name} failed: {exc}.",
+                              hint="Fix the source and re-run the same command: it resumes.") from exc
+        done_bytes += src.size or 0
+        progress.index, progress.offset, progress.record = index + 1, 0, 0
+    commit(finished=True)
+    produce_seconds = time.monotonic() - t_loop
+    return IngestSummary(
+        job_id=job, topic=topic, dlq_topic=dlq_topic, format=options.format, records_in=records_in,
+        produced=run.produced, dead_lettered=run.dead, dead_letter_kinds=dict(run.kinds),
+        per_partition=dict(sorted(per_partition.items())), bytes_serialized=run.value_bytes,
+        bytes_compressed=writer.compressed_bytes(), seconds=time.monotonic() - t0,
+        transactions=transactions, resumed=resumed, already_complete=False,
+        produce_seconds=produce_seconds, skipped_committed=skipped, job_totals=dict(progress.totals))
+
+
+def _dead_letter(writer: TxnWriter, item: Item, reject: tuple[str, str], src: Source, job: str,
+                 room: int, txn: _Tally) -> None:
+    kind, reason = reject
+    headers = _dlq_headers(kind, reason, src, item[0], job)
+    value = readers.raw_bytes(item)
+    if len(value) > room:
+        headers.append(("kafeed.error.truncated", str(len(value)).encode()))
+        value = value[:room]
+    writer.dead_letter(f"{src.name}:{item[0]}".encode("utf-8", "replace"), value, headers)
+    txn.dead += 1
+    txn.kinds[kind] += 1
