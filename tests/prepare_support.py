@@ -76,10 +76,48 @@ def document_ids(msgs: Sequence[Any]) -> list[str]:
 
 def paragraphs(n: int, *, seed: str = "") -> list[str]:
     """``n`` distinct documents that pass the default filters."""
-    words = ("river stone window garden letter morning silver candle harbor meadow "
-             "thunder orchard lantern compass feather whisper").split()
+    words = ["river", "stone", "window", "garden", "letter", "morning", "silver", "candle",
+             "harbor", "meadow", "thunder", "orchard", "lantern", "compass", "feather", "whisper"]
     out = []
     for i in range(n):
         body = " ".join(words[(i * 7 + j * 3) % len(words)] for j in range(12))
         out.append(f"Document {seed}{i} speaks of {body}.\nAnd then the second line ends it.")
     return out
+
+
+def prepare_command(bootstrap: str, raw: str, output: str, group: str, *extra: str) -> list[str]:
+    import sys
+
+    return [sys.executable, "-m", "kafeed.cli.main", "prepare", "--bootstrap", bootstrap,
+            "--input", raw, "--output", output, "--group", group, *extra]
+
+
+def prepare_env(home: str) -> dict[str, str]:
+    """Environment for a `kafeed prepare` subprocess running this checkout's code."""
+    import os
+    from pathlib import Path
+
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = src + os.pathsep + env.get("PYTHONPATH", "")
+    env["KAFEED_HOME"] = home
+    return env
+
+
+def high_watermarks(kafka: ConnectionSettings, topic: str) -> int:
+    """Sum of the high watermarks of ``topic`` (0 when it does not exist yet)."""
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+    consumer = Consumer(kafka.client_config() | {
+        "group.id": f"hw-{uuid.uuid4().hex[:8]}", "logger": logging.getLogger("kafeed.librdkafka")})
+    try:
+        meta = consumer.list_topics(topic, timeout=10).topics.get(topic)
+        if meta is None or meta.error is not None:
+            return 0
+        try:
+            return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+                       for p in meta.partitions)
+        except KafkaException:  # just created: no leader yet
+            return 0
+    finally:
+        consumer.close()

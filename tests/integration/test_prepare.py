@@ -19,7 +19,8 @@ def test_prepare_dedups_filters_and_dead_letters(kafka: ConnectionSettings, make
     records = [sample_record(t) for t in good]
     records += [sample_record(t) for t in good[:7]]            # 7 exact duplicates
     # a duplicate only after normalization, keyed by the same document id
-    records += [sample_record("  " + good[3].replace(" ", " \t ") + "\r\n", key=sample_record(good[3])[0].decode())]
+    variant = "  " + good[3].replace(" ", " \t ") + "\r\n"
+    records += [sample_record(variant, key=sample_record(good[3])[0].decode())]
     records += [sample_record("Hi"), sample_record("Read more... and more... and more... now"),
                 sample_record("same line here\nsame line here\nsame line here")]
     bad = [(b"garbage", b"\xff\xff\xff", None),

@@ -125,8 +125,10 @@ class PrepareSettings(_Frozen):
 def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
     merged = dict(base)
     for key, value in over.items():
-        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
-            merged[key] = _merge(dict(merged[key]), value)
+        if isinstance(value, Mapping):
+            inner = _merge(dict(merged.get(key) or {}), value)
+            if inner:
+                merged[key] = inner
         elif value is not None:
             merged[key] = value
     return merged
@@ -146,5 +148,5 @@ def load_prepare_settings(
         )
         raise ConfigError(
             f"Invalid prepare settings: {problems}.",
-            hint="Fix the flags or the [prepare] table of the settings file.",
+            hint="Fix the flags or the prepare table of the settings file.",
         ) from None
