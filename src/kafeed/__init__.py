@@ -16,6 +16,12 @@ from kafeed.errors import (
     ToolMissing,
     TopicError,
 )
+from kafeed.prepare import (
+    PrepareSettings,
+    PrepareStats,
+    load_prepare_settings,
+    run_prepare,
+)
 
 logging.getLogger("kafeed").addHandler(logging.NullHandler())
 
@@ -28,10 +34,14 @@ __all__ = [
     "ConnectionSettings",
     "KafeedError",
     "KafkaOperationError",
+    "PrepareSettings",
+    "PrepareStats",
     "ResumeMismatch",
     "SchemaError",
     "ToolMissing",
     "TopicError",
     "__version__",
     "load_connection",
+    "load_prepare_settings",
+    "run_prepare",
 ]
