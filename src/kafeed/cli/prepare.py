@@ -41,7 +41,7 @@ def _summary(stats: PrepareStats) -> Table:
     table.add_row("in = out + filtered + dup + dlq", balance)
     table.add_row("batches (aborted)", f"{stats.batches:,} ({stats.aborted_batches})")
     table.add_row("throughput", f"{stats.records_per_s:,.0f} records/s, {stats.tokens_per_s:,.0f} tokens/s "
-                  f"over {stats.elapsed_s:.1f}s")
+                  f"over {stats.busy_s:.1f}s busy ({stats.elapsed_s:.1f}s total)")
     return table
 
 

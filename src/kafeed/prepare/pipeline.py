@@ -8,6 +8,7 @@ record escapes: it becomes a dead letter naming the stage.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from kafeed.prepare.decode import Decoded, RawRecord, Rejection, decode_batch
@@ -16,7 +17,7 @@ from kafeed.prepare.filters import first_failed_filter
 from kafeed.prepare.normalize import normalize_text
 from kafeed.prepare.settings import PrepareSettings
 from kafeed.prepare.stats import BatchCounts
-from kafeed.prepare.tokenize import BatchTokenizer
+from kafeed.prepare.tokenize import BatchTokenizer, TokenBatch
 from kafeed.schema.records_pb2 import TokenizedDocument
 
 
@@ -66,6 +67,7 @@ class BatchPipeline:
         self.settings = settings
         self.tokenizer = tokenizer
         self.max_message_bytes = max_message_bytes
+        self._pool: ThreadPoolExecutor | None = None
 
     def run(self, records: Sequence[RawRecord], dedup: DedupState) -> BatchResult:
         s = self.settings
@@ -75,7 +77,11 @@ class BatchPipeline:
         decoded = decode_batch(records)
         result.dead_letters.extend(decoded.rejected)
 
-        kept: list[Kept] = []
+        # Texts go to the tokenizer in chunks as soon as they pass dedup; encode_batch runs in
+        # Rust without the GIL, so with overlap on it tokenizes chunk k while this thread
+        # normalizes chunk k+1 and serializes chunk k-1.
+        chunks: list[tuple[list[Kept], Future[TokenBatch]]] = []
+        current: list[Kept] = []
         for item in decoded.decoded:
             try:
                 text = normalize_text(item.text, s.normalize)
@@ -91,9 +97,58 @@ class BatchPipeline:
             if s.dedup.enabled and not dedup.check_and_add(item.record.partition, digest):
                 counts.duplicates += 1
                 continue
-            kept.append((item, text, digest))
+            current.append((item, text, digest))
+            if len(current) >= s.tokenizer.chunk_size:
+                chunks.append((current, self._submit(current)))
+                current = []
+        if current:
+            chunks.append((current, self._submit(current)))
 
-        for (item, _, digest), packed, n in self._tokenize(kept, result):
+        for entries, future in chunks:
+            self._emit(self._collect(entries, future, result), result)
+        if s.dedup.enabled:
+            for partition, digests in dedup.pending().items():
+                result.changelog.extend((partition, changelog_key(partition, d)) for d in digests)
+        for rejection in result.dead_letters:
+            counts.dead_letter_kinds[rejection.kind] += 1
+        return result
+
+    def _submit(self, entries: list[Kept]) -> Future[TokenBatch]:
+        texts = [text for _, text, _ in entries]
+        if self.settings.tokenizer.overlap:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kafeed-tokenize")
+            return self._pool.submit(self.tokenizer.encode_batch, texts)
+        future: Future[TokenBatch] = Future()
+        try:
+            future.set_result(self.tokenizer.encode_batch(texts))
+        except Exception as exc:
+            future.set_exception(exc)
+        return future
+
+    def _collect(
+        self, entries: list[Kept], future: Future[TokenBatch], result: BatchResult,
+    ) -> list[tuple[Kept, bytes, int]]:
+        """A chunk's tokens; if the chunk failed, per document, so a bad text costs only itself."""
+        dtype = self.tokenizer.dtype
+        try:
+            batch = future.result()
+        except Exception:
+            out: list[tuple[Kept, bytes, int]] = []
+            for entry in entries:
+                try:
+                    one = self.tokenizer.encode_batch([entry[1]])
+                except Exception as exc:
+                    result.dead_letters.append(
+                        Rejection(entry[0].record, "tokenize", f"{type(exc).__name__}: {exc}"))
+                    continue
+                out.append((entry, one.packed(dtype)[0], int(one.lengths()[0])))
+            return out
+        return list(zip(entries, batch.packed(dtype), batch.lengths().tolist(), strict=True))
+
+    def _emit(self, tokenized: list[tuple[Kept, bytes, int]], result: BatchResult) -> None:
+        counts = result.counts
+        for (item, _, digest), packed, n in tokenized:
             rec, sample = item.record, item.sample
             doc = TokenizedDocument(
                 id=_document_id(item, digest), source=sample.source, tokens=packed,
@@ -112,31 +167,8 @@ class BatchPipeline:
             result.documents.append(OutputRecord(doc.id.encode("utf-8"), value))
             counts.documents_out += 1
             counts.tokens_out += n
-        if s.dedup.enabled:
-            for partition, digests in dedup.pending().items():
-                result.changelog.extend((partition, changelog_key(partition, d)) for d in digests)
-        for rejection in result.dead_letters:
-            counts.dead_letter_kinds[rejection.kind] += 1
-        return result
 
-    def _tokenize(
-        self, kept: list[Kept], result: BatchResult,
-    ) -> list[tuple[Kept, bytes, int]]:
-        """Encode the batch at once; if that fails, per document, so a bad text costs only itself."""
-        if not kept:
-            return []
-        dtype = self.tokenizer.dtype
-        try:
-            batch = self.tokenizer.encode_batch([text for _, text, _ in kept])
-        except Exception:
-            out: list[tuple[Kept, bytes, int]] = []
-            for entry in kept:
-                try:
-                    one = self.tokenizer.encode_batch([entry[1]])
-                except Exception as exc:
-                    result.dead_letters.append(
-                        Rejection(entry[0].record, "tokenize", f"{type(exc).__name__}: {exc}"))
-                    continue
-                out.append((entry, one.packed(dtype)[0], int(one.lengths()[0])))
-            return out
-        return list(zip(kept, batch.packed(dtype), batch.lengths().tolist(), strict=True))
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None

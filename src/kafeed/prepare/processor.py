@@ -242,6 +242,7 @@ class PrepareProcessor:
             return False
         self.dedup.commit()
         self.stats.add(result.counts)
+        self.stats.last_commit = time.monotonic()
         return True
 
     # -- the loop -----------------------------------------------------------------------------------
@@ -292,6 +293,7 @@ class PrepareProcessor:
                     log.warning("consumer close failed: %s", exc)
             if self._producer is not None:
                 self._producer.flush(5)
+            self.pipeline.close()
             lock.release()
         return self.snapshot()
 
@@ -318,6 +320,8 @@ class PrepareProcessor:
                 ))
             if records:
                 last_data = time.monotonic()
+                if self.stats.first_data is None:
+                    self.stats.first_data = last_data
                 self._process_with_limit(records)
             elif until_caught_up and time.monotonic() - last_data >= s.idle_s and self._caught_up():
                 break

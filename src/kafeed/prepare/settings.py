@@ -62,6 +62,8 @@ class TokenizerSettings(_Frozen):
     name: str = "bytes"
     add_special_tokens: bool = False
     append_eos: bool = True
+    chunk_size: int = Field(default=500, ge=1)  # texts per encode_batch call
+    overlap: bool = True  # tokenize in a background thread while Python stages run
 
 
 class KafkaTuning(_Frozen):

@@ -23,6 +23,8 @@ class PrepareStats:
     rebalances: int = 0
     producer_rebuilds: int = 0
     elapsed_s: float = 0.0
+    busy_s: float = 0.0  # from the first record consumed to the last commit
+
 
     @property
     def filtered_total(self) -> int:
@@ -36,11 +38,12 @@ class PrepareStats:
 
     @property
     def records_per_s(self) -> float:
-        return self.records_in / self.elapsed_s if self.elapsed_s > 0 else 0.0
+        """Throughput while busy (startup and the final idle wait excluded)."""
+        return self.records_in / self.busy_s if self.busy_s > 0 else 0.0
 
     @property
     def tokens_per_s(self) -> float:
-        return self.tokens_out / self.elapsed_s if self.elapsed_s > 0 else 0.0
+        return self.tokens_out / self.busy_s if self.busy_s > 0 else 0.0
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -50,7 +53,8 @@ class PrepareStats:
             "dead_lettered": self.dead_lettered, "dead_letter_kinds": dict(self.dead_letter_kinds),
             "batches": self.batches, "aborted_batches": self.aborted_batches,
             "rebalances": self.rebalances, "producer_rebuilds": self.producer_rebuilds,
-            "elapsed_s": round(self.elapsed_s, 3), "records_per_s": round(self.records_per_s, 1),
+            "elapsed_s": round(self.elapsed_s, 3), "busy_s": round(self.busy_s, 3),
+            "records_per_s": round(self.records_per_s, 1),
             "tokens_per_s": round(self.tokens_per_s, 1), "balanced": self.balanced,
         }
 
@@ -80,6 +84,8 @@ class StatsAccumulator:
         self.aborted_batches = 0
         self.rebalances = 0
         self.producer_rebuilds = 0
+        self.first_data: float | None = None  # monotonic time the first batch arrived
+        self.last_commit: float | None = None
 
     def add(self, counts: BatchCounts) -> None:
         t = self.totals
@@ -93,10 +99,13 @@ class StatsAccumulator:
 
     def snapshot(self, elapsed_s: float) -> PrepareStats:
         t = self.totals
+        busy = 0.0
+        if self.first_data is not None and self.last_commit is not None:
+            busy = max(0.0, self.last_commit - self.first_data)
         return PrepareStats(
             records_in=t.records_in, documents_out=t.documents_out, tokens_out=t.tokens_out,
             filtered=dict(t.filtered), duplicates=t.duplicates, dead_lettered=t.dead_lettered,
             dead_letter_kinds=dict(t.dead_letter_kinds), batches=self.batches,
             aborted_batches=self.aborted_batches, rebalances=self.rebalances,
-            producer_rebuilds=self.producer_rebuilds, elapsed_s=elapsed_s,
+            producer_rebuilds=self.producer_rebuilds, elapsed_s=elapsed_s, busy_s=busy,
         )
