@@ -17,6 +17,12 @@ from kafeed.errors import (
     ToolMissing,
     TopicError,
 )
+from kafeed.prepare import (
+    PrepareSettings,
+    PrepareStats,
+    load_prepare_settings,
+    run_prepare,
+)
 
 # `ingest` the function stays at kafeed.ingest.ingest: exporting it here would shadow the
 # kafeed.ingest subpackage attribute and break `kafeed.ingest.ingest(...)`.
@@ -36,10 +42,14 @@ __all__ = [
     "IngestSummary",
     "KafeedError",
     "KafkaOperationError",
+    "PrepareSettings",
+    "PrepareStats",
     "ResumeMismatch",
     "SchemaError",
     "ToolMissing",
     "TopicError",
     "__version__",
     "load_connection",
+    "load_prepare_settings",
+    "run_prepare",
 ]

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from kafeed import __version__
-from kafeed.cli import broker, demo, topic
+from kafeed.cli import broker, demo, prepare, topic
 from kafeed.cli.common import console, setup_logging
 from kafeed.cli.ingest import ingest_command
 from kafeed.errors import ConfigError, KafeedError
@@ -24,6 +24,7 @@ app.add_typer(broker.app, name="broker")
 app.add_typer(topic.app, name="topic")
 app.command()(demo.demo)
 app.command("ingest")(ingest_command)
+app.command("prepare")(prepare.prepare)
 
 
 def _version(value: bool) -> None:

@@ -1,0 +1,117 @@
+"""`kafeed prepare`: raw samples → tokenized documents, exactly once, until stopped or caught up."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+import time
+from types import FrameType
+from typing import Annotated, Any
+
+import typer
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from kafeed.cli.common import BootstrapOpt, ConfigOpt, JsonOpt, connection, console, out, print_json
+from kafeed.prepare import PrepareStats, load_prepare_settings, run_prepare
+
+
+def _progress_line(stats: PrepareStats) -> Text:
+    return Text.assemble(
+        ("prepare ", "bold"),
+        f"{stats.records_in:,} in · {stats.documents_out:,} out · "
+        f"{stats.filtered_total:,} filtered · {stats.duplicates:,} dup · {stats.dead_lettered:,} dlq · ",
+        (f"{stats.records_per_s:,.0f} rec/s · {stats.tokens_per_s:,.0f} tok/s", "cyan"),
+    )
+
+
+def _summary(stats: PrepareStats) -> Table:
+    table = Table(title="kafeed prepare", show_header=False, title_justify="left")
+    table.add_row("records in", f"{stats.records_in:,}")
+    table.add_row("documents out", f"{stats.documents_out:,}")
+    table.add_row("tokens out", f"{stats.tokens_out:,}")
+    for name, n in sorted(stats.filtered.items()):
+        table.add_row(f"filtered: {name}", f"{n:,}")
+    table.add_row("duplicates", f"{stats.duplicates:,}")
+    for kind, n in sorted(stats.dead_letter_kinds.items()):
+        table.add_row(f"dead-lettered: {kind}", f"{n:,}")
+    balance = "[green]balanced[/green]" if stats.balanced else "[red]UNBALANCED[/red]"
+    table.add_row("in = out + filtered + dup + dlq", balance)
+    table.add_row("batches (aborted)", f"{stats.batches:,} ({stats.aborted_batches})")
+    table.add_row("throughput", f"{stats.records_per_s:,.0f} records/s, {stats.tokens_per_s:,.0f} tokens/s "
+                  f"over {stats.busy_s:.1f}s busy ({stats.elapsed_s:.1f}s total)")
+    return table
+
+
+def prepare(
+    input: Annotated[str | None, typer.Option("--input", "-i", help="Raw topic (default: raw).",
+                                              show_default=False)] = None,
+    output: Annotated[str | None, typer.Option("--output", "-o", help="Tokens topic (default: tokens).",
+                                               show_default=False)] = None,
+    group: Annotated[str | None, typer.Option("--group", "-g", help="Consumer group; processes with "
+                                              "the same group share the input (default: kafeed-prepare).",
+                                              show_default=False)] = None,
+    tokenizer: Annotated[str | None, typer.Option(
+        "--tokenizer", help="'bytes' (offline fallback), 'minilm', or a tokenizer.json path "
+        "[default: bytes].", show_default=False)] = None,
+    dlq: Annotated[str | None, typer.Option(help="Dead-letter topic (default: <input>.dlq).",
+                                            show_default=False)] = None,
+    instance: Annotated[str | None, typer.Option(
+        help="Worker name for the transactional.id (default: <hostname>-<free local slot>).",
+        show_default=False)] = None,
+    batch_size: Annotated[int | None, typer.Option(help="Records per transaction (default: 2000).",
+                                                   show_default=False)] = None,
+    no_dedup: Annotated[bool, typer.Option("--no-dedup", help="Switch exact dedup off.")] = False,
+    no_filters: Annotated[bool, typer.Option("--no-filters", help="Switch quality filters off.")] = False,
+    until_caught_up: Annotated[bool, typer.Option(
+        "--until-caught-up", help="Stop when the assigned partitions have no lag and input is idle.",
+    )] = False,
+    bootstrap: BootstrapOpt = None,
+    config: ConfigOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Normalize, filter, dedup and tokenize raw samples into documents, exactly once.
+
+    Runs until SIGTERM/Ctrl-C (which finish or abort the open transaction) or, with
+    --until-caught-up, until the input is drained.
+    """
+    overrides: dict[str, Any] = {
+        "input": input, "output": output, "group": group, "dlq": dlq, "instance": instance,
+        "tokenizer": {"name": tokenizer}, "kafka": {"batch_size": batch_size},
+    }
+    if no_dedup:
+        overrides["dedup"] = {"enabled": False}
+    if no_filters:
+        overrides["filters"] = {"enabled": False}
+    settings = load_prepare_settings(config, **overrides)
+    conn = connection(bootstrap, config)
+
+    stop = threading.Event()
+
+    def _stop(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    last = [0.0]
+    show = not json_out and console.is_terminal
+    live = Live(Text("prepare: starting"), console=console, transient=True, refresh_per_second=4)
+
+    def _progress(stats: PrepareStats) -> None:
+        now = time.monotonic()
+        if show and now - last[0] >= 0.25:
+            last[0] = now
+            live.update(_progress_line(stats))
+
+    try:
+        with live if show else contextlib.nullcontext():
+            stats = run_prepare(settings, conn, until_caught_up=until_caught_up, stop_event=stop,
+                                on_progress=_progress)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if json_out:
+        print_json(stats.as_dict())
+    else:
+        out.print(_summary(stats))

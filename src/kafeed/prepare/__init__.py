@@ -1,0 +1,45 @@
+"""`kafeed prepare`: raw TrainingSample records → normalized, filtered, deduplicated, tokenized documents.
+
+Exactly-once through Kafka transactions; see :mod:`kafeed.prepare.processor`.
+"""
+
+from kafeed.prepare.dedup import DedupState, content_hash
+from kafeed.prepare.filters import FILTER_NAMES, first_failed_filter
+from kafeed.prepare.normalize import normalize_text
+from kafeed.prepare.pipeline import BatchPipeline, BatchResult
+from kafeed.prepare.processor import PrepareProcessor, run_prepare
+from kafeed.prepare.settings import (
+    DedupSettings,
+    FilterSettings,
+    KafkaTuning,
+    NormalizeSettings,
+    PrepareSettings,
+    TokenizerSettings,
+    load_prepare_settings,
+)
+from kafeed.prepare.stats import PrepareStats
+from kafeed.prepare.tokenize import BatchTokenizer, ByteTokenizer, TokenBatch, load_tokenizer
+
+__all__ = [
+    "FILTER_NAMES",
+    "BatchPipeline",
+    "BatchResult",
+    "BatchTokenizer",
+    "ByteTokenizer",
+    "DedupSettings",
+    "DedupState",
+    "FilterSettings",
+    "KafkaTuning",
+    "NormalizeSettings",
+    "PrepareProcessor",
+    "PrepareSettings",
+    "PrepareStats",
+    "TokenBatch",
+    "TokenizerSettings",
+    "content_hash",
+    "first_failed_filter",
+    "load_prepare_settings",
+    "load_tokenizer",
+    "normalize_text",
+    "run_prepare",
+]

@@ -1,0 +1,174 @@
+"""One batch through the stages, without Kafka: decode → normalize → filter → dedup → tokenize.
+
+The result says what to produce (documents, dead letters, changelog entries),
+where the input stops (positions) and what was counted. Nothing raised by a
+record escapes: it becomes a dead letter naming the stage.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from kafeed.prepare.decode import Decoded, RawRecord, Rejection, decode_batch
+from kafeed.prepare.dedup import DedupState, changelog_key, content_hash
+from kafeed.prepare.filters import first_failed_filter
+from kafeed.prepare.normalize import normalize_text
+from kafeed.prepare.settings import PrepareSettings
+from kafeed.prepare.stats import BatchCounts
+from kafeed.prepare.tokenize import BatchTokenizer, TokenBatch
+from kafeed.schema.records_pb2 import TokenizedDocument
+
+
+@dataclass(frozen=True)
+class OutputRecord:
+    key: bytes
+    value: bytes
+
+
+@dataclass
+class BatchResult:
+    documents: list[OutputRecord] = field(default_factory=list)
+    dead_letters: list[Rejection] = field(default_factory=list)
+    changelog: list[tuple[int, bytes]] = field(default_factory=list)  # (input partition, key)
+    positions: dict[tuple[str, int], int] = field(default_factory=dict)  # next offset to read
+    counts: BatchCounts = field(default_factory=BatchCounts)
+
+
+def _positions(records: Sequence[RawRecord]) -> dict[tuple[str, int], int]:
+    positions: dict[tuple[str, int], int] = {}
+    for r in records:
+        tp = (r.topic, r.partition)
+        if r.offset + 1 > positions.get(tp, -1):
+            positions[tp] = r.offset + 1
+    return positions
+
+
+def _document_id(item: Decoded, digest: bytes) -> str:
+    if item.sample.id:
+        return item.sample.id
+    if item.record.key:
+        try:
+            return item.record.key.decode("utf-8")
+        except UnicodeDecodeError:
+            pass
+    return digest.hex()
+
+
+Kept = tuple[Decoded, str, bytes]  # decoded record, normalized text, content hash
+
+
+class BatchPipeline:
+    """The stages with their settings; :meth:`run` processes one batch against ``dedup``."""
+
+    def __init__(self, settings: PrepareSettings, tokenizer: BatchTokenizer, *,
+                 max_message_bytes: int = 1_000_000) -> None:
+        self.settings = settings
+        self.tokenizer = tokenizer
+        self.max_message_bytes = max_message_bytes
+        self._pool: ThreadPoolExecutor | None = None
+
+    def run(self, records: Sequence[RawRecord], dedup: DedupState) -> BatchResult:
+        s = self.settings
+        result = BatchResult(positions=_positions(records))
+        counts = result.counts
+        counts.records_in = len(records)
+        decoded = decode_batch(records)
+        result.dead_letters.extend(decoded.rejected)
+
+        # Texts go to the tokenizer in chunks as soon as they pass dedup; encode_batch runs in
+        # Rust without the GIL, so with overlap on it tokenizes chunk k while this thread
+        # normalizes chunk k+1 and serializes chunk k-1.
+        chunks: list[tuple[list[Kept], Future[TokenBatch]]] = []
+        current: list[Kept] = []
+        for item in decoded.decoded:
+            try:
+                text = normalize_text(item.text, s.normalize)
+                failed = first_failed_filter(text, s.filters)
+            except Exception as exc:  # never crash on data
+                result.dead_letters.append(
+                    Rejection(item.record, "normalize", f"{type(exc).__name__}: {exc}"))
+                continue
+            if failed is not None:
+                counts.filtered[failed] += 1
+                continue
+            digest = content_hash(text)
+            if s.dedup.enabled and not dedup.check_and_add(item.record.partition, digest):
+                counts.duplicates += 1
+                continue
+            current.append((item, text, digest))
+            if len(current) >= s.tokenizer.chunk_size:
+                chunks.append((current, self._submit(current)))
+                current = []
+        if current:
+            chunks.append((current, self._submit(current)))
+
+        for entries, future in chunks:
+            self._emit(self._collect(entries, future, result), result)
+        if s.dedup.enabled:
+            for partition, digests in dedup.pending().items():
+                result.changelog.extend((partition, changelog_key(partition, d)) for d in digests)
+        for rejection in result.dead_letters:
+            counts.dead_letter_kinds[rejection.kind] += 1
+        return result
+
+    def _submit(self, entries: list[Kept]) -> Future[TokenBatch]:
+        texts = [text for _, text, _ in entries]
+        if self.settings.tokenizer.overlap:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kafeed-tokenize")
+            return self._pool.submit(self.tokenizer.encode_batch, texts)
+        future: Future[TokenBatch] = Future()
+        try:
+            future.set_result(self.tokenizer.encode_batch(texts))
+        except Exception as exc:
+            future.set_exception(exc)
+        return future
+
+    def _collect(
+        self, entries: list[Kept], future: Future[TokenBatch], result: BatchResult,
+    ) -> list[tuple[Kept, bytes, int]]:
+        """A chunk's tokens; if the chunk failed, per document, so a bad text costs only itself."""
+        dtype = self.tokenizer.dtype
+        try:
+            batch = future.result()
+        except Exception:
+            out: list[tuple[Kept, bytes, int]] = []
+            for entry in entries:
+                try:
+                    one = self.tokenizer.encode_batch([entry[1]])
+                except Exception as exc:
+                    result.dead_letters.append(
+                        Rejection(entry[0].record, "tokenize", f"{type(exc).__name__}: {exc}"))
+                    continue
+                out.append((entry, one.packed(dtype)[0], int(one.lengths()[0])))
+            return out
+        return list(zip(entries, batch.packed(dtype), batch.lengths().tolist(), strict=True))
+
+    def _emit(self, tokenized: list[tuple[Kept, bytes, int]], result: BatchResult) -> None:
+        counts = result.counts
+        for (item, _, digest), packed, n in tokenized:
+            rec, sample = item.record, item.sample
+            doc = TokenizedDocument(
+                id=_document_id(item, digest), source=sample.source, tokens=packed,
+                dtype=self.tokenizer.dtype,  # type: ignore[arg-type]
+                num_tokens=n, tokenizer=self.tokenizer.fingerprint, input_topic=rec.topic,
+                input_partition=rec.partition, input_offset=rec.offset, timestamp=sample.timestamp,
+            )
+            doc.target_values.extend(sample.target_values)
+            doc.metadata.update(sample.metadata)
+            value = doc.SerializeToString()
+            if len(value) > self.max_message_bytes:
+                result.dead_letters.append(Rejection(
+                    rec, "too_large", f"tokenized document is {len(value)} bytes, over the "
+                    f"{self.max_message_bytes}-byte message limit"))
+                continue  # its hash stays remembered: a copy would be just as large
+            result.documents.append(OutputRecord(doc.id.encode("utf-8"), value))
+            counts.documents_out += 1
+            counts.tokens_out += n
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None

@@ -1,0 +1,154 @@
+"""Settings for `kafeed prepare`: one frozen model per stage, read from ``[prepare]``.
+
+Every threshold's default and its source are documented in docs/prepare.md.
+``None`` switches a single filter off; ``enabled = false`` switches a stage off.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from kafeed.config import read_settings_file
+from kafeed.errors import ConfigError
+
+Compression = Literal["zstd", "lz4", "snappy", "gzip", "none"]
+OffsetReset = Literal["earliest", "latest"]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class NormalizeSettings(_Frozen):
+    """Unicode NFC, control characters out (``\\n`` and ``\\t`` kept), whitespace runs collapsed."""
+
+    enabled: bool = True
+    form: Literal["NFC", "NFKC"] = "NFC"
+    max_blank_lines: int = Field(default=1, ge=0)
+
+
+class FilterSettings(_Frozen):
+    """Quality thresholds (Gopher, Rae et al. 2021 / C4, Raffel et al. 2020), relaxed for short documents."""
+
+    enabled: bool = True
+    min_chars: int | None = Field(default=1, ge=0)
+    max_chars: int | None = Field(default=1_000_000, ge=1)
+    min_words: int | None = Field(default=3, ge=0)
+    max_words: int | None = Field(default=100_000, ge=1)
+    min_mean_word_length: float | None = Field(default=3.0, ge=0)
+    max_mean_word_length: float | None = Field(default=10.0, ge=0)
+    max_symbol_ratio: float | None = Field(default=0.1, ge=0)
+    max_duplicate_line_fraction: float | None = Field(default=0.3, ge=0, le=1)
+
+
+class DedupSettings(_Frozen):
+    """Exact dedup of normalized text, per input partition, remembered in a compacted changelog."""
+
+    enabled: bool = True
+    changelog_topic: str | None = None  # default: __kafeed_dedup_<group>
+    rebuild_timeout_s: float = Field(default=120.0, gt=0)
+
+    def topic(self, group: str) -> str:
+        return self.changelog_topic or f"__kafeed_dedup_{group}"
+
+
+class TokenizerSettings(_Frozen):
+    """``bytes`` (offline fallback), ``minilm`` (the packaged BERT WordPiece) or a tokenizer.json path."""
+
+    name: str = "bytes"
+    add_special_tokens: bool = False
+    append_eos: bool = True
+    chunk_size: int = Field(default=500, ge=1)  # texts per encode_batch call
+    overlap: bool = True  # tokenize in a background thread while Python stages run
+
+
+class KafkaTuning(_Frozen):
+    """Client knobs chosen by measurement (docs/prepare.md, "Tuning")."""
+
+    batch_size: int = Field(default=2000, ge=1)
+    consume_timeout_s: float = Field(default=0.5, gt=0)
+    linger_ms: int = Field(default=20, ge=0)
+    compression: Compression = "lz4"
+    fetch_max_bytes: int = Field(default=52_428_800, ge=1024)
+    max_partition_fetch_bytes: int = Field(default=4_194_304, ge=1024)
+    transaction_timeout_ms: int = Field(default=60_000, ge=1000)
+    message_timeout_ms: int | None = None  # default: transaction timeout - 5 s
+    session_timeout_ms: int = Field(default=10_000, ge=1000)
+    auto_offset_reset: OffsetReset = "earliest"
+
+    @model_validator(mode="after")
+    def _check(self) -> KafkaTuning:
+        if self.message_timeout_ms is not None and self.message_timeout_ms >= self.transaction_timeout_ms:
+            raise ValueError("message_timeout_ms must be below transaction_timeout_ms")
+        return self
+
+    def effective_message_timeout_ms(self) -> int:
+        if self.message_timeout_ms is not None:
+            return self.message_timeout_ms
+        return max(500, self.transaction_timeout_ms - 5000)
+
+
+class PrepareSettings(_Frozen):
+    """What `kafeed prepare` reads, writes and does in between."""
+
+    input: str = "raw"
+    output: str = "tokens"
+    group: str = "kafeed-prepare"
+    dlq: str | None = None  # default: <input>.dlq
+    instance: str | None = None  # default: <hostname>-<free local slot>
+    create_topics: bool = True
+    idle_s: float = Field(default=3.0, gt=0)
+    normalize: NormalizeSettings = NormalizeSettings()
+    filters: FilterSettings = FilterSettings()
+    dedup: DedupSettings = DedupSettings()
+    tokenizer: TokenizerSettings = TokenizerSettings()
+    kafka: KafkaTuning = KafkaTuning()
+
+    @property
+    def dlq_topic(self) -> str:
+        return self.dlq or f"{self.input}.dlq"
+
+    @property
+    def changelog_topic(self) -> str:
+        return self.dedup.topic(self.group)
+
+    @model_validator(mode="after")
+    def _check(self) -> PrepareSettings:
+        names = {self.input, self.output, self.dlq_topic, self.changelog_topic}
+        if len(names) != 4:
+            raise ValueError("input, output, dlq and changelog topics must all differ")
+        return self
+
+
+def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in over.items():
+        if isinstance(value, Mapping):
+            inner = _merge(dict(merged.get(key) or {}), value)
+            if inner:
+                merged[key] = inner
+        elif value is not None:
+            merged[key] = value
+    return merged
+
+
+def load_prepare_settings(
+    config_file: Path | None = None, env: Mapping[str, str] | None = None, **overrides: Any,
+) -> PrepareSettings:
+    """``[prepare]`` from the settings file, then ``overrides`` (nested dicts merge; None is ignored)."""
+    values = dict(read_settings_file(config_file, env).get("prepare", {}))
+    values = _merge(values, overrides)
+    try:
+        return PrepareSettings(**values)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'prepare'}: {e['msg']}" for e in exc.errors()
+        )
+        raise ConfigError(
+            f"Invalid prepare settings: {problems}.",
+            hint="Fix the flags or the prepare table of the settings file.",
+        ) from None

@@ -1,0 +1,56 @@
+from __future__ import annotations
+
+from collections import Counter
+
+from kafeed.config import ConnectionSettings
+from kafeed.prepare import PrepareSettings, run_prepare
+from kafeed.schema import decode_document, make_sample, unpack_tokens
+from tests.prepare_support import document_ids, paragraphs, produce, read_topic, sample_record
+
+
+def _settings(raw: str, group: str, **kw: object) -> PrepareSettings:
+    return PrepareSettings(input=raw, output=f"{raw}.tokens", group=group, idle_s=1.0,
+                           kafka={"batch_size": 50, "transaction_timeout_ms": 10_000}, **kw)  # type: ignore[arg-type]
+
+
+def test_prepare_dedups_filters_and_dead_letters(kafka: ConnectionSettings, make_topic) -> None:  # type: ignore[no-untyped-def]
+    raw = make_topic(partitions=3)
+    good = paragraphs(40)
+    records = [sample_record(t) for t in good]
+    records += [sample_record(t) for t in good[:7]]            # 7 exact duplicates
+    # a duplicate only after normalization, keyed by the same document id
+    variant = "  " + good[3].replace(" ", " \t ") + "\r\n"
+    records += [sample_record(variant, key=sample_record(good[3])[0].decode())]
+    records += [sample_record("Hi"), sample_record("Read more... and more... and more... now"),
+                sample_record("same line here\nsame line here\nsame line here")]
+    bad = [(b"garbage", b"\xff\xff\xff", None),
+           (b"latin1", make_sample(b"caf\xe9 au lait is good", id="latin1").SerializeToString(), None),
+           (b"tombstone", None, None)]
+    produce(kafka, raw, records + bad)
+
+    settings = _settings(raw, f"g-{raw}")
+    stats = run_prepare(settings, kafka, until_caught_up=True)
+
+    assert stats.balanced, stats
+    assert stats.records_in == len(records) + len(bad)
+    assert stats.documents_out == 40
+    assert stats.duplicates == 8
+    assert stats.filtered == {"min_words": 1, "symbol_ratio": 1, "duplicate_lines": 1}
+    assert stats.dead_lettered == 3
+    out = read_topic(kafka, settings.output)
+    ids = document_ids(out)
+    assert len(ids) == len(set(ids)) == 40
+    doc = decode_document(out[0].value())
+    assert doc.tokenizer.startswith("bytes:") and doc.input_topic == raw
+    assert unpack_tokens(doc.tokens, doc.dtype)[-1] == 256
+    dlq = read_topic(kafka, settings.dlq_topic)
+    kinds = Counter(dict(m.headers())["kafeed.error.kind"] for m in dlq)
+    assert kinds == {b"decode": 2, b"encoding": 1}
+    assert all(dict(m.headers())["kafeed.error.reason"] for m in dlq)
+    assert {dict(m.headers())["kafeed.source.topic"] for m in dlq} == {raw.encode()}
+
+    # A restart remembers: the same texts again are all duplicates, a new one passes.
+    produce(kafka, raw, [sample_record(t) for t in good[:5]] + [sample_record(paragraphs(1, seed="new")[0])])
+    again = run_prepare(settings, kafka, until_caught_up=True)
+    assert (again.records_in, again.duplicates, again.documents_out) == (6, 5, 1)
+    assert len(read_topic(kafka, settings.output)) == 41
