@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING, Any
 
 from kafeed.config import ConnectionSettings, load_connection
 from kafeed.errors import (
@@ -16,10 +17,27 @@ from kafeed.errors import (
     ToolMissing,
     TopicError,
 )
+from kafeed.loader.state import merge_states
+
+if TYPE_CHECKING:
+    from kafeed.loader.dataset import KafkaSampleDataset, KafkaTokenDataset
+    from kafeed.loader.stream_loader import StreamLoader
 
 logging.getLogger("kafeed").addHandler(logging.NullHandler())
 
 __version__ = "0.1.0"
+
+# The torch classes load on first use so that `import kafeed` never imports torch.
+_LAZY = {"KafkaSampleDataset", "KafkaTokenDataset", "StreamLoader"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import kafeed.loader
+
+        return getattr(kafeed.loader, name)
+    raise AttributeError(f"module 'kafeed' has no attribute {name!r}")
+
 
 __all__ = [
     "BrokerError",
@@ -28,10 +46,14 @@ __all__ = [
     "ConnectionSettings",
     "KafeedError",
     "KafkaOperationError",
+    "KafkaSampleDataset",
+    "KafkaTokenDataset",
     "ResumeMismatch",
     "SchemaError",
+    "StreamLoader",
     "ToolMissing",
     "TopicError",
     "__version__",
     "load_connection",
+    "merge_states",
 ]
