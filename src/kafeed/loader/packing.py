@@ -1,0 +1,111 @@
+"""Pack documents into fixed windows of ``seq_len + 1`` token ids, losslessly.
+
+Documents are joined with ``eos_id`` after each one; windows are cut back to back, so a
+window may span documents and concatenating all windows gives back the token stream
+(documents and end-of-document tokens) exactly. The packer copies tokens straight into
+one preallocated int64 array per batch: no per-token Python.
+
+Its state is small because it holds references, not tokens: each document still in the
+carry-over is named by its ``(partition key, offset)`` and how many of its tokens
+(end-of-document token included) were already emitted. Restoring re-reads those records.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+Ref = tuple[str, int]
+Tokens = npt.NDArray[np.integer[Any]]
+STATE_VERSION = 1
+
+
+class TokenPacker:
+    """Documents in, windows out; ``pop`` returns the references it finished."""
+
+    def __init__(self, window: int, eos_id: int) -> None:
+        if window < 2:
+            raise ValueError("window must hold at least 2 tokens")
+        self.window = window
+        self.eos_id = eos_id
+        self._segments: deque[list[Any]] = deque()  # [ref, tokens, emitted]
+        self._available = 0
+
+    @property
+    def available(self) -> int:
+        """Tokens ready to be cut (end-of-document tokens included)."""
+        return self._available
+
+    def push(self, ref: Ref, tokens: Tokens, start: int = 0) -> None:
+        """Add a document; ``start`` tokens of it were already emitted before a resume."""
+        remaining = len(tokens) + 1 - start
+        if remaining <= 0:
+            raise ValueError(f"document {ref} has no tokens left after {start}")
+        self._segments.append([ref, tokens, start])
+        self._available += remaining
+
+    def pop(
+        self, count: int, *, boundaries: bool = False
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_] | None, list[Ref]]:
+        """Cut ``count`` tokens (at most :attr:`available`).
+
+        Returns the tokens, where documents begin (when ``boundaries``) and the documents
+        whose last token (the end-of-document token) was emitted by this call.
+        """
+        if count > self._available:
+            raise ValueError(f"asked for {count} tokens, {self._available} available")
+        out = np.empty(count, dtype=np.int64)
+        starts = np.zeros(count, dtype=np.bool_) if boundaries else None
+        finished: list[Ref] = []
+        pos = 0
+        while pos < count:
+            seg = self._segments[0]
+            ref, tokens, emitted = seg
+            length = len(tokens)
+            if emitted < length:
+                take = min(length - emitted, count - pos)
+                out[pos : pos + take] = tokens[emitted : emitted + take]
+                if starts is not None and emitted == 0:
+                    starts[pos] = True
+                pos += take
+                emitted += take
+            if emitted == length and pos < count:
+                out[pos] = self.eos_id
+                if starts is not None and length == 0:
+                    starts[pos] = True
+                pos += 1
+                emitted += 1
+            if emitted == length + 1:
+                self._segments.popleft()
+                finished.append(ref)
+            else:
+                seg[2] = emitted
+        self._available -= count
+        return out, starts, finished
+
+    def carry(self) -> list[tuple[Ref, int]]:
+        """Documents held back, oldest first, with how many tokens of each were emitted."""
+        return [(seg[0], seg[2]) for seg in self._segments]
+
+    def clear(self) -> None:
+        self._segments.clear()
+        self._available = 0
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "version": STATE_VERSION,
+            "carry": [[ref[0], ref[1], emitted] for ref, emitted in self.carry()],
+        }
+
+    def load_state_dict(self, state: dict[str, Any], fetch: Callable[[Ref], Tokens]) -> None:
+        """Restore the carry-over; ``fetch`` returns a referenced document's tokens."""
+        if state["version"] != STATE_VERSION:
+            raise ValueError(f"packer state version {state['version']} is not {STATE_VERSION}")
+        self.clear()
+        for key, offset, emitted in state["carry"]:
+            ref = (str(key), int(offset))
+            self.push(ref, fetch(ref), int(emitted))

@@ -1,0 +1,388 @@
+"""One reader: a Kafka consumer over its partitions, taken in a deterministic order.
+
+Records are fetched in batches (``consume(num_messages=...)``) into one small queue per
+partition and handed out round-robin over the partitions (sorted), one record per turn.
+In bounded mode the reader waits for a partition that is behind, so the order depends
+only on the data; in unbounded mode a partition that is caught up is skipped for that
+turn. A queue that grows past ``queue_records`` pauses its partition, so memory stays flat.
+
+The reader tracks, per partition, what is in flight (taken but not yet delivered) and
+what was delivered out of order, which is what the state needs (see kafeed.loader.state).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from kafeed.errors import SchemaError
+from kafeed.loader.assignment import assign, partition_key, warn_if_idle
+from kafeed.loader.offsets import list_partitions, resolve_end, resolve_start
+from kafeed.loader.settings import LoaderSettings
+from kafeed.schema.codec import decode_document, decode_sample, unpack_tokens
+
+log = logging.getLogger("kafeed")
+
+Ref = tuple[str, int]
+Item = tuple[Ref, Any, int]  # (partition key, offset), payload, tokens already emitted
+
+
+@dataclass
+class PartitionStart:
+    """Where a reader picks a partition up: from a state, or ``None`` fields to resolve."""
+
+    next: int
+    read: int
+    end: int | None
+    delivered: set[int] = field(default_factory=set)
+    partial: dict[int, int] = field(default_factory=dict)
+    restore: set[int] = field(default_factory=set)
+
+
+@dataclass
+class _Partition:
+    key: str
+    topic: str
+    partition: int
+    read: int
+    end: int | None
+    delivered: set[int]
+    partial: dict[int, int]
+    restore: set[int]
+    in_flight: set[int] = field(default_factory=set)
+    queue: deque[Any] = field(default_factory=deque)
+    fetch_done: bool = False
+    eof: bool = False
+    paused: bool = False
+    seek: int = 0
+
+    def next_offset(self) -> int:
+        return min(self.in_flight) if self.in_flight else self.read
+
+    def prune(self) -> None:
+        nxt = self.next_offset()
+        self.delivered = {o for o in self.delivered if o >= nxt}
+
+    def entry(self) -> dict[str, Any]:
+        self.prune()
+        return {"next": self.next_offset(), "read": self.read, "end": self.end,
+                "delivered": sorted(self.delivered)}
+
+
+class KafkaReader:
+    """Reader ``index`` of ``count``; ``starts`` maps partition keys to saved positions."""
+
+    def __init__(
+        self, settings: LoaderSettings, *, index: int, count: int,
+        starts: dict[str, PartitionStart] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.index = index
+        self.count = count
+        self.starts = starts or {}
+        self.parts: list[_Partition] = []
+        self._by_tp: dict[tuple[str, int], _Partition] = {}
+        self._by_key: dict[str, _Partition] = {}
+        self.rr = 0
+        self.restored: dict[Ref, Any] = {}
+        self.stats = {"records": 0, "bad": 0, "tokens": 0}
+        self._consumer: Any = None
+        self._producer: Any = None
+        self._assigned_once = settings.mode != "group"
+        self._last_error_log = 0.0
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def consumer_config(self) -> dict[str, Any]:
+        s = self.settings
+        conf = s.connection.client_config()
+        conf.update({
+            "group.id": s.group or "kafeed-loader",
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "enable.partition.eof": True,
+            "auto.offset.reset": "latest" if s.start == "latest" else "earliest",
+            "isolation.level": "read_committed",
+            "queued.max.messages.kbytes": 32768,
+            "fetch.max.bytes": 16 * 1024 * 1024,
+            "logger": logging.getLogger("kafeed.librdkafka"),
+        })
+        conf.update(dict(s.consumer_config))
+        return conf
+
+    def open(self) -> None:
+        from confluent_kafka import Consumer
+
+        self._consumer = Consumer(self.consumer_config())
+        if self.settings.mode == "group":
+            self._consumer.subscribe(
+                list(self.settings.topics), on_assign=self._on_assign, on_revoke=self._on_revoke,
+                on_lost=self._on_revoke)
+            return
+        every = list_partitions(self._consumer, self.settings)
+        if self.settings.mode == "replicated":
+            owned = every
+        else:
+            warn_if_idle(len(every), self.count)
+            owned = assign(every, self.index, self.count)
+        for topic, p in owned:
+            self._add_partition(topic, p)
+        self._assign_all()
+        self._restore()
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            try:
+                self._consumer.close()
+            except Exception as exc:  # closing must not mask the real outcome
+                log.debug("kafeed loader: consumer close failed: %s", exc)
+            self._consumer = None
+        if self._producer is not None:
+            self._producer.flush(10)
+            self._producer = None
+
+    @property
+    def consumer(self) -> Any:
+        return self._consumer
+
+    # -- partitions ------------------------------------------------------------------------
+    def _add_partition(self, topic: str, partition: int, committed: int | None = None) -> _Partition:
+        key = partition_key(topic, partition)
+        start = self.starts.get(key)
+        if start is None:
+            if committed is not None and committed >= 0:
+                first = committed
+            else:
+                first = resolve_start(self._consumer, topic, partition, self.settings)
+            end = resolve_end(self._consumer, topic, partition, self.settings)
+            start = PartitionStart(next=first, read=first, end=end)
+        part = _Partition(key=key, topic=topic, partition=partition, read=start.read, end=start.end,
+                          delivered=set(start.delivered), partial=dict(start.partial),
+                          restore=set(start.restore), in_flight=set(start.restore), seek=start.next)
+        if part.end is not None and start.next >= part.end and not part.restore:
+            part.fetch_done = True
+        self.parts.append(part)
+        self.parts.sort(key=lambda x: (x.topic, x.partition))
+        self._by_tp[(topic, partition)] = part
+        self._by_key[key] = part
+        return part
+
+    def _assign_all(self) -> None:
+        from confluent_kafka import TopicPartition
+
+        tps = [TopicPartition(p.topic, p.partition, p.seek) for p in self.parts if not p.fetch_done]
+        self._consumer.assign(tps)
+
+    def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
+        committed = {}
+        try:
+            for tp in consumer.committed(partitions, timeout=10):
+                committed[(tp.topic, tp.partition)] = tp.offset
+        except Exception as exc:
+            log.warning("kafeed loader: could not read committed offsets (%s); using start.", exc)
+        for tp in partitions:
+            part = self._by_tp.get((tp.topic, tp.partition))
+            if part is None:
+                part = self._add_partition(tp.topic, tp.partition, committed.get((tp.topic, tp.partition)))
+            tp.offset = part.seek
+        consumer.assign(partitions)
+        self._assigned_once = True
+        log.info("kafeed loader: group %s assigned %s", self.settings.group,
+                 ", ".join(f"{tp.topic}:{tp.partition}" for tp in partitions))
+
+    def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
+        for tp in partitions:
+            part = self._by_tp.pop((tp.topic, tp.partition), None)
+            if part is not None:
+                self._by_key.pop(part.key, None)
+                self.parts.remove(part)
+        self.rr = self.rr % len(self.parts) if self.parts else 0
+        try:
+            consumer.unassign()
+        except Exception as exc:
+            log.debug("kafeed loader: unassign failed: %s", exc)
+
+    # -- fetching --------------------------------------------------------------------------
+    def _fetch(self, timeout: float) -> int:
+        """One consume() call; returns how many records were queued or restored."""
+        from confluent_kafka import KafkaError
+
+        msgs = self._consumer.consume(num_messages=self.settings.consume_batch, timeout=timeout)
+        queued = 0
+        limit = self.settings.queue_records
+        for msg in msgs:
+            err = msg.error()
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF:
+                    part = self._by_tp.get((msg.topic(), msg.partition()))
+                    if part is not None:
+                        part.eof = True
+                        if part.end is not None and msg.offset() >= part.end:
+                            part.fetch_done = True
+                else:
+                    self._log_error(err)
+                continue
+            part = self._by_tp.get((msg.topic(), msg.partition()))
+            if part is None:
+                continue
+            offset = msg.offset()
+            if part.end is not None and offset >= part.end:
+                part.fetch_done = True
+                continue
+            if offset < part.read:
+                if offset in part.restore:
+                    part.restore.discard(offset)
+                    self.restored[(part.key, offset)] = self._decode(part, msg)
+                    queued += 1
+                continue
+            part.queue.append(msg)
+            part.eof = False
+            queued += 1
+            if part.end is not None and offset + 1 >= part.end:
+                part.fetch_done = True
+            if not part.paused and len(part.queue) >= limit:
+                self._pause(part, True)
+        return queued
+
+    def _pause(self, part: _Partition, pause: bool) -> None:
+        from confluent_kafka import TopicPartition
+
+        tp = [TopicPartition(part.topic, part.partition)]
+        (self._consumer.pause if pause else self._consumer.resume)(tp)
+        part.paused = pause
+
+    def _log_error(self, err: Any) -> None:
+        now = time.monotonic()
+        if now - self._last_error_log > 30:
+            self._last_error_log = now
+            log.warning("kafeed loader: consumer error (%s); librdkafka keeps retrying.", err.str())
+
+    def _restore(self) -> None:
+        """Re-read the in-flight records of an exact resume (shuffle buffer, packer carry)."""
+        waiting = [p for p in self.parts if p.restore]
+        while any(p.restore for p in waiting):
+            self._fetch(self.settings.poll_timeout_s)
+            for p in waiting:
+                if p.restore and (p.fetch_done or p.queue):
+                    lost = sorted(p.restore)
+                    p.in_flight -= p.restore
+                    log.warning("kafeed loader: %d in-flight record(s) of %s are gone (retention?): %s",
+                                len(lost), p.key, lost[:5])
+                    p.restore.clear()
+
+    # -- taking records --------------------------------------------------------------------
+    @property
+    def exhausted(self) -> bool:
+        return self._assigned_once and all(p.fetch_done and not p.queue for p in self.parts) \
+            and self.settings.bounded
+
+    def take(self) -> Item | None:
+        """The next record in order; ``None`` when exhausted or (unbounded) nothing is there now."""
+        idle = 0
+        while True:
+            parts = self.parts
+            if not parts:
+                if self.exhausted:
+                    return None
+                if not self._fetch(self.settings.poll_timeout_s) and not self.settings.bounded:
+                    return None
+                continue
+            n = len(parts)
+            if self.rr >= n:
+                self.rr = 0
+            part = parts[self.rr]
+            if part.queue:
+                msg = part.queue.popleft()
+                self.rr = (self.rr + 1) % n
+                if part.paused and len(part.queue) <= self.settings.queue_records // 2:
+                    self._pause(part, False)
+                item = self._accept(part, msg)
+                if item is not None:
+                    return item
+                continue
+            if part.fetch_done:
+                if self.exhausted:
+                    return None
+                self.rr = (self.rr + 1) % n
+                continue
+            if not self.settings.bounded and part.eof:
+                self.rr = (self.rr + 1) % n
+                idle += 1
+                if idle >= n:
+                    if not self._fetch(self.settings.poll_timeout_s):
+                        return None
+                    idle = 0
+                continue
+            self._fetch(self.settings.poll_timeout_s)
+
+    def _accept(self, part: _Partition, msg: Any) -> Item | None:
+        offset = msg.offset()
+        if offset < part.read:
+            return None
+        part.read = offset + 1
+        if offset in part.delivered:
+            return None
+        payload = self._decode(part, msg)
+        if payload is None:
+            part.delivered.add(offset)
+            return None
+        part.in_flight.add(offset)
+        self.stats["records"] += 1
+        return (part.key, offset), payload, part.partial.pop(offset, 0)
+
+    def _decode(self, part: _Partition, msg: Any) -> Any:
+        where = {"topic": part.topic, "partition": part.partition, "offset": msg.offset()}
+        try:
+            if self.settings.kind == "tokens":
+                doc = decode_document(msg.value(), **where)
+                if self.settings.tokenizer is not None and doc.tokenizer != self.settings.tokenizer:
+                    raise SchemaError(
+                        f"record {part.topic}/{part.partition}@{msg.offset()} was tokenized with "
+                        f"{doc.tokenizer!r}, not {self.settings.tokenizer!r}.")
+                tokens = unpack_tokens(doc.tokens, doc.dtype)
+                self.stats["tokens"] += int(tokens.size)
+                return tokens
+            sample = decode_sample(msg.value(), **where)
+            return {
+                "id": sample.id, "input": sample.input_data,
+                "targets": np.asarray(sample.target_values, dtype=np.float32),
+                "metadata": dict(sample.metadata), "source": sample.source,
+                "timestamp": sample.timestamp,
+            }
+        except SchemaError as exc:
+            self._bad(msg, exc)
+            return None
+
+    def _bad(self, msg: Any, exc: SchemaError) -> None:
+        self.stats["bad"] += 1
+        log.warning("kafeed loader: skipped a bad record: %s", exc.message)
+        if self.settings.dlq_topic is None:
+            return
+        if self._producer is None:
+            from confluent_kafka import Producer
+
+            conf = self.settings.connection.client_config()
+            conf["logger"] = logging.getLogger("kafeed.librdkafka")
+            self._producer = Producer(conf)
+        self._producer.produce(
+            self.settings.dlq_topic, value=msg.value(), key=msg.key(),
+            headers=[("kafeed.reason", exc.message.encode()),
+                     ("kafeed.source", f"{msg.topic()}:{msg.partition()}@{msg.offset()}".encode())])
+        self._producer.poll(0)
+
+    def delivered(self, ref: Ref) -> None:
+        """Mark a taken record as delivered (its last token/sample left in a batch)."""
+        part = self._by_key.get(ref[0])
+        if part is None:  # revoked in group mode
+            return
+        part.in_flight.discard(ref[1])
+        part.delivered.add(ref[1])
+        if len(part.delivered) > 4096 + 4 * len(part.in_flight):
+            part.prune()
+
+    def partitions_state(self) -> dict[str, dict[str, Any]]:
+        return {p.key: p.entry() for p in self.parts}

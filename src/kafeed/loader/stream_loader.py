@@ -1,0 +1,190 @@
+"""StreamLoader: a DataLoader over a Kafka dataset whose state is exactly what it handed out.
+
+Workers build whole batches (one tensor per batch) and send each with their reader's
+state *as of that batch*. The main process keeps, per worker, the state attached to the
+last batch it yielded, and which worker comes next in DataLoader's round-robin. That is
+the whole state: batches the workers prefetched but the caller never saw are not in it,
+so a resume reads them again.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from torch.utils.data import DataLoader, IterableDataset
+
+from kafeed.errors import ConfigError, translate_kafka_error
+from kafeed.loader.assignment import parse_key
+from kafeed.loader.dataset import KafkaDatasetBase, rank_and_world
+from kafeed.loader.state import check_state, empty_state
+
+log = logging.getLogger("kafeed")
+
+
+class _BatchView(IterableDataset[Any]):
+    """What the DataLoader iterates: the dataset's batches plus their states."""
+
+    def __init__(self, dataset: KafkaDatasetBase, batch_size: int, next_worker: int) -> None:
+        super().__init__()
+        self.dataset = dataset
+        self.batch_size = batch_size
+        self.next_worker = next_worker
+
+    def __iter__(self) -> Iterator[tuple[int, Any, str]]:
+        worker = self.dataset.topology().worker
+        return self.dataset.iter_batches(self.batch_size, skip_first=worker < self.next_worker)
+
+
+def _identity(item: Any) -> Any:
+    return item
+
+
+class StreamLoader:
+    """Batches from a :class:`KafkaTokenDataset` or :class:`KafkaSampleDataset`.
+
+    Token batches are dicts: ``tokens`` (B, seq_len+1) int64, ``input_ids`` = tokens[:, :-1]
+    and ``labels`` = tokens[:, 1:] (views, no copy), plus ``doc_start`` (B, seq_len+1) bool
+    with ``return_boundaries``. Sample batches are :func:`collate_samples` dicts.
+
+    ``state_dict()`` is everything up to and including the last batch yielded, as JSON data;
+    ``load_state_dict()`` resumes there. Under torch.distributed with a bounded dataset,
+    ranks agree each step (all_reduce MIN of a have-a-batch flag) so that every rank yields
+    the same number of batches and none hangs in a collective (``sync_ranks``).
+    """
+
+    def __init__(
+        self, dataset: KafkaDatasetBase, batch_size: int, num_workers: int = 0,
+        pin_memory: bool = False, prefetch: int = 2, *, sync_ranks: bool | None = None,
+        multiprocessing_context: str | None = None, timeout: float = 0.0,
+    ) -> None:
+        if batch_size < 1 or num_workers < 0 or prefetch < 1:
+            raise ConfigError("batch_size and prefetch must be >= 1 and num_workers >= 0.")
+        self.dataset = dataset
+        self.batch_size = batch_size
+        self.num_workers = num_workers
+        self.pin_memory = pin_memory
+        self.prefetch = prefetch
+        self.sync_ranks = sync_ranks
+        self.multiprocessing_context = multiprocessing_context
+        self.timeout = timeout
+        self._entries: dict[int, str] = {}
+        self._next_worker = 0
+        self._loaded: dict[str, Any] | None = None
+        self._batches = 0
+
+    @property
+    def workers(self) -> int:
+        return max(self.num_workers, 1)
+
+    def _should_sync(self) -> bool:
+        dist = torch.distributed
+        live = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+        if self.sync_ranks is None:
+            return bool(live and self.dataset.settings.bounded)
+        return bool(self.sync_ranks and live)
+
+    def _agree(self, have: bool) -> bool:
+        dist = torch.distributed
+        device = torch.device("cpu")
+        if dist.get_backend() == "nccl":
+            device = torch.device("cuda", torch.cuda.current_device())
+        flag = torch.tensor([1 if have else 0], dtype=torch.int32, device=device)
+        dist.all_reduce(flag, op=dist.ReduceOp.MIN)
+        return bool(flag.item())
+
+    def __iter__(self) -> Iterator[Any]:
+        rank, _ = rank_and_world(self.dataset.settings)
+        if self._loaded is not None:
+            self.dataset.load_state_dict(self._loaded)
+        next_worker = 0
+        if self._loaded is not None and self._loaded["num_readers"] == self._count():
+            next_worker = int(self._loaded["next_worker"].get(str(rank), 0))
+        self._next_worker = next_worker
+        self._entries = {}
+        view = _BatchView(self.dataset, self.batch_size, next_worker)
+        loader = DataLoader(
+            view, batch_size=None, num_workers=self.num_workers, collate_fn=_identity,
+            pin_memory=self.pin_memory, timeout=self.timeout,
+            prefetch_factor=self.prefetch if self.num_workers else None,
+            multiprocessing_context=self.multiprocessing_context if self.num_workers else None,
+        )
+        sync = self._should_sync()
+        tokens_kind = self.dataset.settings.kind == "tokens"
+        stopped = False
+        for worker, batch, state in loader:
+            if batch is None:
+                if state:
+                    self._entries.setdefault(worker, state)
+                continue
+            if sync and not self._agree(True):
+                stopped = True
+                break
+            self._entries[worker] = state
+            self._next_worker = (worker + 1) % self.workers
+            self._batches += 1
+            if tokens_kind:
+                tokens = batch["tokens"]
+                batch["input_ids"] = tokens[:, :-1]
+                batch["labels"] = tokens[:, 1:]
+            yield batch
+        if sync and not stopped:
+            self._agree(False)
+
+    def _count(self) -> int:
+        _, world = rank_and_world(self.dataset.settings)
+        return world * self.workers
+
+    # -- state ------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """This rank's readers as of the last batch yielded (merge ranks with merge_states)."""
+        if not self._entries:
+            if self._loaded is not None:
+                loaded: dict[str, Any] = json.loads(json.dumps(self._loaded))
+                return loaded
+            return empty_state(self.dataset.settings)
+        rank, _ = rank_and_world(self.dataset.settings)
+        state = empty_state(self.dataset.settings)
+        state["num_readers"] = self._count()
+        state["readers"] = {
+            str(rank * self.workers + w): json.loads(entry) for w, entry in sorted(self._entries.items())
+        }
+        state["next_worker"] = {str(rank): self._next_worker}
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Resume from ``state`` at the next iteration (raises ResumeMismatch on a mismatch)."""
+        self._loaded = check_state(json.loads(json.dumps(state)), self.dataset.settings)
+        self._entries = {}
+
+    def commit_offsets(self, group: str | None = None) -> dict[str, int]:
+        """Mirror the state's positions to consumer group ``group`` (default: the dataset's)
+        for lag monitoring; call it after a checkpoint is saved. Returns what was committed."""
+        from confluent_kafka import Consumer, TopicPartition
+
+        settings = self.dataset.settings
+        name = group or settings.group
+        if not name:
+            raise ConfigError("commit_offsets needs a consumer group.",
+                              hint="Pass group= here or to the dataset.")
+        offsets: dict[str, int] = {}
+        for reader in self.state_dict()["readers"].values():
+            for key, entry in reader["partitions"].items():
+                offsets[key] = int(entry["next"])
+        if not offsets:
+            return {}
+        conf = settings.connection.client_config()
+        conf.update({"group.id": name, "enable.auto.commit": False,
+                     "logger": logging.getLogger("kafeed.librdkafka")})
+        consumer = Consumer(conf)
+        try:
+            tps = [TopicPartition(*parse_key(k), o) for k, o in sorted(offsets.items())]
+            consumer.commit(offsets=tps, asynchronous=False)
+        except Exception as exc:
+            raise translate_kafka_error(exc, action=f"commit offsets to group {name!r}") from exc
+        finally:
+            consumer.close()
+        return offsets

@@ -1,0 +1,152 @@
+"""Save/resume: the shared harness against every Kafka-backed stateful piece."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+import kafeed
+from kafeed.config import ConnectionSettings
+from kafeed.loader.reader import KafkaReader
+from kafeed.loader.settings import LoaderSettings
+from kafeed.loader.stream import TokenStream, starts_from_reader_state
+from tests.integration.loader_data import EOS, counts, produce_docs
+from tests.kafka_fixtures import TopicFactory
+from tests.stateful_harness import Stateful, check_save_resume
+
+
+@pytest.fixture
+def doc_topic(kafka: ConnectionSettings, make_topic: TopicFactory) -> tuple[str, np.ndarray]:
+    topic = make_topic(partitions=3)
+    return topic, produce_docs(kafka.bootstrap, topic, 600, seed=3)
+
+
+def _settings(kafka: ConnectionSettings, topic: str, **kw: Any) -> LoaderSettings:
+    return LoaderSettings(**{"topics": (topic,), "seq_len": 15, "eos_id": EOS, "connection": kafka, **kw})
+
+
+def _reader_case(settings: LoaderSettings) -> Stateful[Any]:
+    class Node:
+        def __init__(self) -> None:
+            self.reader: KafkaReader | None = None
+            self.entry: dict[str, Any] | None = None
+
+        def open(self) -> KafkaReader:
+            if self.reader is None:
+                starts = starts_from_reader_state(self.entry) if self.entry else None
+                self.reader = KafkaReader(settings, index=0, count=1, starts=starts)
+                self.reader.open()
+                if self.entry:
+                    self.reader.rr = self.entry["rr"]
+            return self.reader
+
+    def step(node: Node) -> Any:
+        reader = node.open()
+        item = reader.take()
+        if item is None:
+            return None
+        reader.delivered(item[0])
+        return [item[0], item[1]]
+
+    def state(node: Node) -> dict[str, Any]:
+        reader = node.open()
+        return {"index": 0, "partitions": reader.partitions_state(), "rr": reader.rr, "buffer": [],
+                "rng": None, "carry": [], "stats": reader.stats}
+
+    def load(node: Node, entry: dict[str, Any]) -> None:
+        node.entry = entry
+
+    return Stateful(make=Node, step=step, state=state, load=load,
+                    close=lambda node: node.reader.close() if node.reader else None)
+
+
+def _stream_case(settings: LoaderSettings) -> Stateful[Any]:
+    class Node:
+        def __init__(self) -> None:
+            self.stream: TokenStream | None = None
+            self.entry: dict[str, Any] | None = None
+
+        def open(self) -> TokenStream:
+            if self.stream is None:
+                starts = starts_from_reader_state(self.entry) if self.entry else None
+                self.stream = TokenStream(settings, KafkaReader(settings, index=0, count=1, starts=starts),
+                                          self.entry)
+                self.stream.open()
+            return self.stream
+
+    def load(node: Node, entry: dict[str, Any]) -> None:
+        node.entry = entry
+
+    return Stateful(make=Node, step=lambda node: node.open().next_batch(3),
+                    state=lambda node: node.open().state(), load=load,
+                    close=lambda node: node.stream.close() if node.stream else None)
+
+
+def _iter_case(make_obj: Any) -> Stateful[Any]:
+    """Any object with __iter__ + state_dict/load_state_dict (dataset, StreamLoader)."""
+
+    class Node:
+        def __init__(self) -> None:
+            self.obj = make_obj()
+            self.it: Any = None
+
+    def step(node: Node) -> Any:
+        if node.it is None:
+            node.it = iter(node.obj)
+        return next(node.it, None)
+
+    def close(node: Node) -> None:
+        if node.it is not None and hasattr(node.it, "close"):
+            node.it.close()
+
+    return Stateful(make=Node, step=step, state=lambda node: node.obj.state_dict(),
+                    load=lambda node, state: node.obj.load_state_dict(state), close=close)
+
+
+@pytest.mark.parametrize("shuffle", [0, 40])
+def test_reader_and_stream_save_resume(kafka: ConnectionSettings, doc_topic: tuple[str, np.ndarray],
+                                       shuffle: int) -> None:
+    topic, _ = doc_topic
+    settings = _settings(kafka, topic, shuffle_buffer=shuffle)
+    check_save_resume(_reader_case(settings), 37, 60)
+    check_save_resume(_stream_case(settings), 11, 20)
+    check_save_resume(_stream_case(settings), 0, 5)
+
+
+def test_dataset_save_resume(kafka: ConnectionSettings, doc_topic: tuple[str, np.ndarray]) -> None:
+    topic, _ = doc_topic
+    make = lambda: kafeed.KafkaTokenDataset(topic, seq_len=15, connection=kafka, shuffle_buffer=30)  # noqa: E731
+    check_save_resume(_iter_case(make), 41, 40)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_stream_loader_save_resume_to_the_end(kafka: ConnectionSettings, doc_topic: tuple[str, np.ndarray],
+                                              workers: int) -> None:
+    topic, expected = doc_topic
+
+    def make() -> Any:
+        ds = kafeed.KafkaTokenDataset(topic, seq_len=15, connection=kafka, shuffle_buffer=25, seed=7,
+                                      return_boundaries=True)
+        return kafeed.StreamLoader(ds, batch_size=4, num_workers=workers)
+
+    total = int(expected.sum()) + int((expected > 0).sum())  # tokens + one EOS per document
+    steps = total // (16 * 4) + 3  # past the end: the tail, then None
+    first, rest = check_save_resume(_iter_case(make), 9, steps - 9)
+    got = counts([np.array(b["tokens"]) for b in first + rest if b is not None], len(expected))
+    assert np.array_equal(got, expected)
+    assert rest[-1] is None and rest[-3] is not None
+
+
+def test_loaded_state_with_other_fingerprint_is_refused(kafka: ConnectionSettings,
+                                                        doc_topic: tuple[str, np.ndarray]) -> None:
+    topic, _ = doc_topic
+    loader = kafeed.StreamLoader(kafeed.KafkaTokenDataset(topic, seq_len=15, connection=kafka), batch_size=2)
+    next(iter(loader))
+    state = loader.state_dict()
+    other = kafeed.StreamLoader(kafeed.KafkaTokenDataset(topic, seq_len=31, connection=kafka), batch_size=2)
+    with pytest.raises(kafeed.ResumeMismatch):
+        other.load_state_dict(state)
+    with pytest.raises(kafeed.ResumeMismatch):
+        kafeed.KafkaTokenDataset(topic, seq_len=15, connection=kafka, eos_id=3).load_state_dict(state)
