@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from kafeed import __version__
-from kafeed.cli import broker, topic
+from kafeed.cli import broker, monitor, report, topic
 from kafeed.cli.common import console, setup_logging
 from kafeed.errors import ConfigError, KafeedError
 
@@ -21,6 +21,8 @@ app = typer.Typer(
 )
 app.add_typer(broker.app, name="broker")
 app.add_typer(topic.app, name="topic")
+app.command("monitor")(monitor.monitor)
+app.command("report")(report.report)
 
 
 def _version(value: bool) -> None:
