@@ -128,11 +128,15 @@ class ClusterMonitor:
         self._prev_errors: float | None = None
         self._disk: list[DiskUsage] = []
         self._disk_time = float("-inf")
-        if self._expected is None and self.options.data_dir is not None:
+        if self.options.data_dir is not None:
+            # A local cluster knows its nodes: a node already down at the first poll is missing.
             try:
-                self._expected = len(local_disk_usage(self.options.data_dir))
+                nodes = {d.broker for d in local_disk_usage(self.options.data_dir)}
             except Exception as exc:
                 log.debug("no local cluster in %s: %s", self.options.data_dir, exc)
+            else:
+                self._known_brokers |= nodes
+                self._expected = self._expected or len(nodes)
 
     def _rate(self, now: float, new: int, old: int | None) -> float | None:
         if old is None or self._prev_time is None or now <= self._prev_time:
