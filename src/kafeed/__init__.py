@@ -16,6 +16,7 @@ from kafeed.errors import (
     ToolMissing,
     TopicError,
 )
+from kafeed.monitor import ClusterMonitor, MetricsRecorder, librdkafka_stats_callback, serve_metrics
 
 logging.getLogger("kafeed").addHandler(logging.NullHandler())
 
@@ -24,14 +25,18 @@ __version__ = "0.1.0"
 __all__ = [
     "BrokerError",
     "BrokerUnavailable",
+    "ClusterMonitor",
     "ConfigError",
     "ConnectionSettings",
     "KafeedError",
     "KafkaOperationError",
+    "MetricsRecorder",
     "ResumeMismatch",
     "SchemaError",
     "ToolMissing",
     "TopicError",
     "__version__",
+    "librdkafka_stats_callback",
     "load_connection",
+    "serve_metrics",
 ]
