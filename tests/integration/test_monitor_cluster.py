@@ -86,3 +86,38 @@ def test_broker_down_and_under_replicated(tmp_path: Path, capsys: pytest.Capture
         assert received[0]["value"] == 2 and received[0]["threshold"] == 3
     finally:
         cluster.stop(timeout=10, purge=True)
+
+
+def test_unreachable_cluster_alerts_and_keeps_polling(tmp_path: Path,
+                                                      webhook: tuple[str, list[dict[str, Any]]]) -> None:
+    import os
+    import subprocess
+    import sys
+
+    import kafeed
+
+    url, received = webhook
+    port = free_port_block(1)  # nothing listens there
+    config = tmp_path / "kafeed.toml"
+    config.write_text(f'[monitor]\ntimeout_s = 1.0\n\n'
+                      f'[alerts]\nwebhook_url = "{url}"\nexpected_brokers = 1\n')
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(Path(kafeed.__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kafeed.cli.main", "monitor", "-b", f"127.0.0.1:{port}", "--config",
+         str(config), "--json", "--interval", "0.5"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while not received and time.monotonic() < deadline:
+            assert proc.poll() is None, "the monitor exited on an unreachable cluster"
+            time.sleep(0.2)
+        time.sleep(2)  # more failed polls: the alert must not fire again
+        assert proc.poll() is None
+    finally:
+        proc.terminate()
+        out, _ = proc.communicate(timeout=15)
+    assert [(r["rule"], r["status"]) for r in received] == [("broker_down", "firing")]
+    assert "no broker answers" in received[0]["message"]
+    first = json.loads(out.decode().split("\n}\n")[0] + "\n}")
+    assert "error" in first

@@ -45,6 +45,14 @@ def test_subject_that_disappears_resolves() -> None:
     assert engine.firing == []
 
 
+def test_partial_poll_keeps_other_alerts() -> None:
+    engine = AlertEngine(AlertSettings())
+    engine.evaluate([cond(True, "lag", "g1")], now=0)
+    events = engine.evaluate([cond(True, "broker_down", "cluster")], now=1, resolve_missing=False)
+    assert [(e.rule, e.status) for e in events] == [("broker_down", "firing")]
+    assert sorted(c.rule for c in engine.firing) == ["broker_down", "lag"]
+
+
 def test_settings_from_toml(tmp_path: Path) -> None:
     path = tmp_path / "kafeed.toml"
     path.write_text('[alerts]\nwebhook_url = "http://127.0.0.1:1/x"\nmax_partition_lag = 50\n'

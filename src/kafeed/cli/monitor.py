@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from kafeed.cli.common import BootstrapOpt, ConfigOpt, JsonOpt, connection, console, out, print_json
 from kafeed.config import ConnectionSettings, read_settings_file
-from kafeed.errors import ConfigError
+from kafeed.errors import BrokerUnavailable, ConfigError, KafeedError
 
 
 def _options(config: Path | None, overrides: dict[str, Any]) -> Any:
@@ -66,9 +66,9 @@ def monitor(
     json_out: JsonOpt = False,
 ) -> None:
     """Watch the cluster: brokers, partitions, topic rates, consumer lag, disk, alerts."""
-    from kafeed.monitor.alerts import AlertEngine, load_alert_settings
-    from kafeed.monitor.dashboard import render
-    from kafeed.monitor.export import export_snapshot
+    from kafeed.monitor.alerts import AlertEngine, Condition, load_alert_settings
+    from kafeed.monitor.dashboard import render, render_error
+    from kafeed.monitor.export import export_snapshot, export_unreachable
     from kafeed.monitor.metrics import serve_metrics
     from kafeed.monitor.rules import conditions
     from kafeed.monitor.watch import ClusterMonitor
@@ -93,6 +93,19 @@ def monitor(
         export_snapshot(snap, engine.firing)
         return snap, events
 
+    def safe_step() -> Any:
+        """A poll that survives an unreachable cluster: alert, show it, try again next time."""
+        try:
+            return step()
+        except KafeedError as exc:
+            if isinstance(exc, BrokerUnavailable):
+                cond = Condition("broker_down", "cluster", True, f"no broker answers: {exc.message}",
+                                 value=0, threshold=alert_settings.expected_brokers)
+                # Nothing else is known this poll: keep the other alerts as they were.
+                engine.evaluate([cond] if alert_settings.broker_down else [], resolve_missing=False)
+                export_unreachable(engine.firing)
+            return exc, []
+
     if once:
         events: list[Any] = []
         for i in range(samples):
@@ -111,17 +124,20 @@ def monitor(
 
     if quiet or json_out:
         while True:
-            snap, _ = step()
+            snap, _ = safe_step()
             if json_out:
-                print_json(snap.as_dict())
+                print_json(snap.as_dict() if not isinstance(snap, KafeedError)
+                           else {"time": time.time(), "error": str(snap)})
             time.sleep(options.interval_s)
 
     from rich.live import Live
 
-    snap, _ = step()
-    with Live(render(snap, engine.firing, interval=options.interval_s), console=out,
-              refresh_per_second=4, screen=False) as live:
+    def view(snap: Any) -> Any:
+        if isinstance(snap, KafeedError):
+            return render_error(str(snap), engine.firing, bootstrap=settings.bootstrap)
+        return render(snap, engine.firing, interval=options.interval_s)
+
+    with Live(view(safe_step()[0]), console=out, refresh_per_second=4, screen=False) as live:
         while True:
             time.sleep(options.interval_s)
-            snap, _ = step()
-            live.update(render(snap, engine.firing, interval=options.interval_s))
+            live.update(view(safe_step()[0]))

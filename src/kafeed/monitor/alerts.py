@@ -102,10 +102,12 @@ class AlertEngine:
     def firing(self) -> list[Condition]:
         return [self._firing[k] for k in sorted(self._firing)]
 
-    def evaluate(self, conditions: list[Condition], *, now: float | None = None) -> list[AlertEvent]:
+    def evaluate(self, conditions: list[Condition], *, now: float | None = None,
+                 resolve_missing: bool = True) -> list[AlertEvent]:
         """Feed one poll's conditions; return (and dispatch) the transitions they cause.
 
-        A firing subject missing from ``conditions`` (a deleted group) resolves.
+        A firing subject missing from ``conditions`` (a deleted group) resolves,
+        unless ``resolve_missing`` is False (a poll that saw only part of the cluster).
         """
         now = time.time() if now is None else now
         events: list[AlertEvent] = []
@@ -125,12 +127,12 @@ class AlertEngine:
                 if key in self._firing:
                     del self._firing[key]
                     events.append(self._event(cond, "resolved", now))
-        for gone in [k for k in self._firing if k not in seen]:
+        for gone in [k for k in self._firing if k not in seen and resolve_missing]:
             old = self._firing.pop(gone)
             self._pending.pop(gone, None)
             events.append(self._event(Condition(old.rule, old.subject, False,
                                                 f"{old.subject} is no longer observed"), "resolved", now))
-        for stale in [k for k in self._pending if k not in seen]:
+        for stale in [k for k in self._pending if k not in seen and resolve_missing]:
             del self._pending[stale]
         for event in events:
             self._dispatch(event)

@@ -100,3 +100,14 @@ def render(snapshot: Snapshot, firing: list[Condition] | None = None, *, interva
     if interval:
         title += f" · every {interval:g}s"
     return Panel(Group(*parts), title=title, title_align="left")
+
+
+def render_error(message: str, firing: list[Condition] | None = None, *,
+                 bootstrap: str = "") -> RenderableType:
+    """The dashboard while the cluster does not answer (the monitor keeps polling)."""
+    parts: list[RenderableType] = [Text(f"cluster unreachable: {message}", "bold red")]
+    if firing:
+        parts.append(Text("\n".join(f"● {c.rule} [{c.subject}]: {c.message}" for c in firing), "bold red"))
+    stamp = time.strftime("%H:%M:%S")
+    return Panel(Group(*parts), title=f"kafeed monitor · {bootstrap} · {stamp}", title_align="left",
+                 border_style="red")

@@ -27,6 +27,12 @@ def _set_all(gauge: Gauge, name: str, values: dict[tuple[str, ...], float]) -> N
     _seen[name] = set(values)
 
 
+def export_unreachable(firing: list[Condition]) -> None:
+    """No broker answered: say so (0 brokers up) and keep the rest as last seen."""
+    m.BROKERS_UP.set(0)
+    _set_all(m.ALERTS_FIRING, "alerts", {(c.rule, c.subject): 1.0 for c in firing})
+
+
 def export_snapshot(snapshot: Snapshot, firing: list[Condition] | None = None) -> None:
     """Set every cluster-side gauge from ``snapshot`` (and the firing alerts)."""
     health = snapshot.health
