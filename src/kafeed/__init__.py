@@ -33,6 +33,7 @@ from kafeed.loader.state import merge_states
 if TYPE_CHECKING:
     from kafeed.loader.dataset import KafkaSampleDataset, KafkaTokenDataset
     from kafeed.loader.stream_loader import StreamLoader
+from kafeed.monitor import ClusterMonitor, MetricsRecorder, librdkafka_stats_callback, serve_metrics
 
 logging.getLogger("kafeed").addHandler(logging.NullHandler())
 
@@ -53,6 +54,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "BrokerError",
     "BrokerUnavailable",
+    "ClusterMonitor",
     "ConfigError",
     "ConnectionSettings",
     "IngestError",
@@ -62,6 +64,7 @@ __all__ = [
     "KafkaOperationError",
     "KafkaSampleDataset",
     "KafkaTokenDataset",
+    "MetricsRecorder",
     "PrepareSettings",
     "PrepareStats",
     "ResumeMismatch",
@@ -70,8 +73,10 @@ __all__ = [
     "ToolMissing",
     "TopicError",
     "__version__",
+    "librdkafka_stats_callback",
     "load_connection",
     "load_prepare_settings",
     "merge_states",
     "run_prepare",
+    "serve_metrics",
 ]

@@ -64,3 +64,19 @@ def setup_logging(verbose: bool) -> None:
     lib.propagate = False
     # librdkafka's own chatter (connection refused while a node boots) only when verbose.
     logging.getLogger("kafeed.librdkafka").setLevel(logging.DEBUG if verbose else logging.CRITICAL)
+
+
+MetricsPortOpt = Annotated[
+    int | None,
+    typer.Option("--metrics-port", help="Serve Prometheus metrics on 127.0.0.1:PORT/metrics "
+                 "[default: off].", show_default=False),
+]
+
+
+def start_metrics(port: int | None) -> None:
+    """Serve the kafeed metrics when ``--metrics-port`` was given (off by default)."""
+    if port is not None:
+        from kafeed.monitor.metrics import serve_metrics
+
+        bound = serve_metrics(port)
+        console.print(f"Serving metrics on http://127.0.0.1:{bound}/metrics", highlight=False)

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from kafeed import __version__
-from kafeed.cli import broker, demo, prepare, topic
+from kafeed.cli import broker, demo, monitor, prepare, report, topic
 from kafeed.cli.common import console, setup_logging
 from kafeed.cli.ingest import ingest_command
 from kafeed.errors import ConfigError, KafeedError
@@ -25,6 +25,8 @@ app.add_typer(topic.app, name="topic")
 app.command()(demo.demo)
 app.command("ingest")(ingest_command)
 app.command("prepare")(prepare.prepare)
+app.command("monitor")(monitor.monitor)
+app.command("report")(report.report)
 
 
 def _version(value: bool) -> None:

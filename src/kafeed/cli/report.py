@@ -1,0 +1,30 @@
+"""`kafeed report RUN_DIR`: a run's recorded metrics as PNG charts and one HTML page."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kafeed.cli.common import JsonOpt, out, print_json
+
+
+def report(
+    run_dir: Annotated[Path, typer.Argument(help="Directory holding metrics.jsonl.")],
+    out_dir: Annotated[Path | None, typer.Option(
+        "--out", help="Where to write the PNGs and report.html [default: RUN_DIR].",
+        show_default=False)] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Render RUN_DIR/metrics.jsonl: throughput, data wait, lag, loss, latency."""
+    from kafeed.monitor.report import render_report
+
+    result = render_report(run_dir, out_dir=out_dir)
+    if json_out:
+        print_json({"html": str(result.html), "charts": [str(p) for p in result.charts],
+                    "missing": result.missing})
+        return
+    out.print(f"Wrote {result.html} with {len(result.charts)} chart(s)", highlight=False)
+    if result.missing:
+        out.print(f"[dim]No data for: {', '.join(result.missing)}[/dim]")

@@ -1,0 +1,113 @@
+"""The live terminal view of a :class:`Snapshot` (rich renderables, no I/O)."""
+
+from __future__ import annotations
+
+import time
+
+from rich.console import Group, RenderableType
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from kafeed.monitor.alerts import Condition
+from kafeed.monitor.watch import Snapshot
+
+_STYLE = {"OK": "green", "WARN": "yellow", "ERR": "bold red", "STALL": "red", "STOP": "bold red",
+          "REWIND": "magenta"}
+
+
+def _bytes(n: int | None) -> str:
+    if n is None:
+        return "n/a"
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"
+
+
+def _rate(value: float | None) -> str:
+    return "…" if value is None else f"{value:,.1f}/s"
+
+
+def render(snapshot: Snapshot, firing: list[Condition] | None = None, *, interval: float = 0.0
+           ) -> RenderableType:
+    """The whole dashboard: cluster line, partitions, topics, groups, disk, alerts."""
+    h = snapshot.health
+    ok_brokers = snapshot.brokers_up >= snapshot.brokers_expected
+    head = Text.assemble(
+        ("brokers ", "bold"),
+        (f"{snapshot.brokers_up}/{snapshot.brokers_expected} up", "green" if ok_brokers else "bold red"),
+        (f" (missing {snapshot.missing_brokers})" if snapshot.missing_brokers else "", "red"),
+        ("   controller ", "bold"),
+        (str(h.controller_id) if h.controller_id is not None else "NONE",
+         "green" if h.controller_id is not None else "bold red"),
+        ("   partitions ", "bold"), f"{h.partitions_total} ",
+        (f"under-replicated {h.under_replicated} ", "red" if h.under_replicated else "dim"),
+        (f"offline {h.offline} ", "bold red" if h.offline else "dim"),
+        (f"under-min-ISR {h.under_min_isr}", "red" if h.under_min_isr else "dim"),
+    )
+    parts: list[RenderableType] = [head]
+
+    if h.problems:
+        table = Table(title="partition problems", title_justify="left", expand=False)
+        for col in ("topic", "partition", "leader", "replicas", "isr", "problems"):
+            table.add_column(col)
+        for prob in h.problems[:20]:
+            table.add_row(prob.topic, str(prob.partition), str(prob.leader), str(prob.replicas),
+                          str(prob.isr), Text(", ".join(prob.problems), "red"))
+        parts.append(table)
+
+    topics = Table(title="topics", title_justify="left")
+    for col in ("topic", "partitions", "end offset", "in"):
+        topics.add_column(col, justify="left" if col == "topic" else "right")
+    for name, t in snapshot.topics.items():
+        topics.add_row(name, str(t["partitions"]), f"{t['high_watermark']:,}", _rate(t["in_rate"]))
+    parts.append(topics)
+
+    groups = Table(title="consumer groups (Burrow rules)", title_justify="left")
+    for col in ("group", "status", "members", "topic", "partition", "lag", "p.status", "out", "window"):
+        groups.add_column(col, justify="right" if col in ("members", "lag", "out", "window") else "left")
+    for view in snapshot.groups:
+        g = view.lag
+        first = True
+        for p in g.partitions:
+            groups.add_row(
+                g.group if first else "", Text(g.status, _STYLE[g.status]) if first else "",
+                str(view.members) if first else "", p.topic, str(p.partition), f"{p.lag:,}",
+                Text(p.status, _STYLE[p.status]), _rate(view.out_rates.get(p.topic)) if first else "",
+                f"{p.complete:.0%}",
+            )
+            first = False
+    parts.append(groups)
+
+    if snapshot.disk:
+        disk = Table(title="disk", title_justify="left")
+        for col in ("broker", "log dir", "kafka data", "free", "fs used"):
+            disk.add_column(col)
+        for d in snapshot.disk:
+            ratio = d.used_ratio
+            disk.add_row(str(d.broker), d.log_dir, _bytes(d.used_bytes), _bytes(d.free_bytes),
+                         "n/a" if ratio is None else f"{ratio:.0%}")
+        parts.append(disk)
+
+    if firing:
+        alerts = Text("\n".join(f"● {c.rule} [{c.subject}]: {c.message}" for c in firing), "bold red")
+        parts.append(Panel(alerts, title="alerts firing", border_style="red"))
+    stamp = time.strftime("%H:%M:%S", time.localtime(snapshot.time))
+    title = f"kafeed monitor · {snapshot.bootstrap} · {stamp}"
+    if interval:
+        title += f" · every {interval:g}s"
+    return Panel(Group(*parts), title=title, title_align="left")
+
+
+def render_error(message: str, firing: list[Condition] | None = None, *,
+                 bootstrap: str = "") -> RenderableType:
+    """The dashboard while the cluster does not answer (the monitor keeps polling)."""
+    parts: list[RenderableType] = [Text(f"cluster unreachable: {message}", "bold red")]
+    if firing:
+        parts.append(Text("\n".join(f"● {c.rule} [{c.subject}]: {c.message}" for c in firing), "bold red"))
+    stamp = time.strftime("%H:%M:%S")
+    return Panel(Group(*parts), title=f"kafeed monitor · {bootstrap} · {stamp}", title_align="left",
+                 border_style="red")

@@ -1,0 +1,220 @@
+"""Render a run's ``metrics.jsonl`` to PNG charts and one self-contained HTML page.
+
+Counters become rates between consecutive snapshots; gauges are drawn as
+recorded. A chart without data is left out and named on the page. matplotlib
+(the ``plot`` extra) is imported only here, with the Agg backend.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kafeed.errors import KafeedError
+from kafeed.monitor.recorder import METRICS_FILE
+
+log = logging.getLogger("kafeed")
+
+#: Every chart is this many pixels (width, height): FIG_INCHES x DPI.
+FIG_INCHES = (10.0, 4.0)
+DPI = 100
+
+Series = dict[str, tuple[list[float], list[float]]]  # legend label -> (x seconds, y)
+
+
+@dataclass(frozen=True)
+class ReportResult:
+    html: Path
+    charts: list[Path]
+    missing: list[str] = field(default_factory=list)
+
+
+def load_lines(path: Path) -> list[dict[str, Any]]:
+    """The snapshots in ``path``, oldest first; malformed lines (a cut-off last write) skipped."""
+    if not path.exists():
+        raise KafeedError(f"{path} does not exist.",
+                          hint="Pass a run directory written with a MetricsRecorder (metrics.jsonl).")
+    lines: list[dict[str, Any]] = []
+    bad = 0
+    for raw in path.read_text(encoding="utf-8").splitlines():
+        if not raw.strip():
+            continue
+        try:
+            doc = json.loads(raw)
+            float(doc["time"])
+            lines.append(doc)
+        except (ValueError, KeyError, TypeError):
+            bad += 1
+    if bad:
+        log.warning("skipped %d malformed line(s) in %s", bad, path)
+    if not lines:
+        raise KafeedError(f"{path} holds no metrics snapshots.")
+    return sorted(lines, key=lambda d: float(d["time"]))
+
+
+def _label(labels: dict[str, str], keys: tuple[str, ...]) -> str:
+    return " ".join(str(labels.get(k, "")) for k in keys).strip() or "all"
+
+
+def _values(lines: list[dict[str, Any]], name: str, keys: tuple[str, ...]) -> Series:
+    t0 = float(lines[0]["time"])
+    out: Series = {}
+    for doc in lines:
+        sums: dict[str, float] = {}
+        for sample in doc.get("metrics", {}).get(name, []):
+            key = _label(sample.get("labels", {}), keys)
+            sums[key] = sums.get(key, 0.0) + float(sample["value"])
+        for key, value in sums.items():
+            xs, ys = out.setdefault(key, ([], []))
+            xs.append(float(doc["time"]) - t0)
+            ys.append(value)
+    return out
+
+
+def counter_rates(lines: list[dict[str, Any]], name: str, keys: tuple[str, ...]) -> Series:
+    """Per-second rate of a counter between consecutive snapshots, by the ``keys`` labels."""
+    out: Series = {}
+    for key, (xs, ys) in _values(lines, name, keys).items():
+        rx, ry = [], []
+        for i in range(1, len(xs)):
+            dt = xs[i] - xs[i - 1]
+            if dt > 0:
+                rx.append(xs[i])
+                ry.append(max(0.0, ys[i] - ys[i - 1]) / dt)  # a restart resets a counter
+        if rx:
+            out[key] = (rx, ry)
+    return out
+
+
+def _ratio(num: Series, den: Series) -> Series:
+    out: Series = {}
+    for key, (xs, ys) in num.items():
+        if key in den:
+            dmap = dict(zip(*den[key], strict=True))
+            pts = [(x, y / dmap[x]) for x, y in zip(xs, ys, strict=True) if dmap.get(x)]
+            if pts:
+                out[key] = ([p[0] for p in pts], [p[1] for p in pts])
+    return out
+
+
+def _extra(lines: list[dict[str, Any]], key: str) -> Series:
+    t0 = float(lines[0]["time"])
+    pts = [(float(d["time"]) - t0, float(d["extra"][key])) for d in lines
+           if isinstance(d.get("extra"), dict) and key in d["extra"]]
+    return {key: ([p[0] for p in pts], [p[1] for p in pts])} if pts else {}
+
+
+@dataclass(frozen=True)
+class Chart:
+    name: str
+    title: str
+    panels: list[tuple[str, Callable[[list[dict[str, Any]]], Series]]]  # (y label, series maker)
+
+
+CHARTS = [
+    Chart("throughput", "Throughput", [
+        ("records/s", lambda ls: counter_rates(ls, "kafeed_records_out_total", ("stage",))),
+        ("tokens/s", lambda ls: counter_rates(ls, "kafeed_tokens_total", ("stage",))),
+    ]),
+    Chart("data_wait", "Data wait (share of wall time the consumer of batches waited)", [
+        ("wait s / s", lambda ls: counter_rates(ls, "kafeed_data_wait_seconds_total", ("stage",))),
+    ]),
+    Chart("lag", "Consumer lag per partition", [
+        ("messages", lambda ls: {
+            **_values(ls, "kafeed_consumer_lag", ("group", "topic", "partition")),
+            **_values(ls, "kafeed_client_consumer_lag", ("stage", "topic", "partition"))}),
+    ]),
+    Chart("loss", "Training loss", [
+        ("loss", lambda ls: {**_values(ls, "kafeed_train_loss", ("stage",)), **_extra(ls, "loss")}),
+    ]),
+    Chart("latency", "Mean end-to-end latency (record timestamp to trainer)", [
+        ("seconds", lambda ls: _ratio(
+            counter_rates(ls, "kafeed_end_to_end_latency_seconds_sum", ("stage",)),
+            counter_rates(ls, "kafeed_end_to_end_latency_seconds_count", ("stage",)))),
+    ]),
+]
+
+
+def _pyplot() -> Any:
+    try:
+        import matplotlib
+    except ImportError as exc:
+        raise KafeedError("Plotting needs matplotlib, which is not installed.",
+                          hint="Install the plot extra: pip install 'kafeed[plot]'.") from exc
+    matplotlib.use("Agg")  # files only: never needs a display
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _draw(plt: Any, chart: Chart, data: list[Series], path: Path) -> None:
+    fig, axes = plt.subplots(len(data), 1, figsize=FIG_INCHES, dpi=DPI, sharex=True, squeeze=False)
+    for ax, (ylabel, _maker), series in zip(axes[:, 0], chart.panels, data, strict=True):
+        for key, (xs, ys) in sorted(series.items()):
+            ax.plot(xs, ys, label=key, linewidth=1.4)
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3)
+        if series:
+            ax.legend(loc="best", fontsize="small")
+    axes[0, 0].set_title(chart.title)
+    axes[-1, 0].set_xlabel("seconds since the first snapshot")
+    fig.tight_layout()
+    fig.savefig(path, dpi=DPI)  # no bbox_inches: every PNG keeps its fixed pixel size
+    plt.close(fig)
+
+
+def _summary(lines: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    last = lines[-1].get("metrics", {})
+    duration = float(lines[-1]["time"]) - float(lines[0]["time"])
+    rows = [("snapshots", str(len(lines))), ("duration", f"{duration:,.1f} s")]
+    for name in ("kafeed_records_in_total", "kafeed_records_out_total", "kafeed_tokens_total",
+                 "kafeed_batches_total", "kafeed_filtered_total", "kafeed_duplicates_total",
+                 "kafeed_dead_lettered_total", "kafeed_produce_errors_total"):
+        if name in last:
+            rows.append((name, f"{sum(float(s['value']) for s in last[name]):,.0f}"))
+    return rows
+
+
+def render_report(run_dir: Path, *, out_dir: Path | None = None) -> ReportResult:
+    """Write ``<chart>.png`` files and ``report.html`` (charts as base64 data URIs)."""
+    lines = load_lines(Path(run_dir) / METRICS_FILE)
+    out_dir = Path(out_dir or run_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    plt = _pyplot()
+    charts: list[Path] = []
+    missing: list[str] = []
+    sections: list[str] = []
+    for chart in CHARTS:
+        data = [maker(lines) for _ylabel, maker in chart.panels]
+        if not any(data):
+            missing.append(chart.name)
+            continue
+        path = out_dir / f"{chart.name}.png"
+        _draw(plt, chart, data, path)
+        charts.append(path)
+        encoded = base64.b64encode(path.read_bytes()).decode()
+        sections.append(f'<h2>{html.escape(chart.title)}</h2>\n'
+                        f'<img alt="{chart.name}" src="data:image/png;base64,{encoded}">')
+    rows = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in _summary(lines))
+    note = (f"<p class=note>No data recorded for: {html.escape(', '.join(missing))}.</p>" if missing else "")
+    page = f"""<!doctype html>
+<html><head><meta charset="utf-8"><title>kafeed report: {html.escape(str(run_dir))}</title>
+<style>body{{font-family:sans-serif;max-width:1040px;margin:2em auto}}img{{max-width:100%}}
+th{{text-align:left;padding-right:2em}}.note{{color:#777}}</style></head>
+<body><h1>kafeed run report</h1>
+<p>{html.escape(str(run_dir))} · rendered {time.strftime('%Y-%m-%d %H:%M:%S')}</p>
+<table>{rows}</table>
+{note}
+{chr(10).join(sections)}
+</body></html>
+"""
+    page_path = out_dir / "report.html"
+    page_path.write_text(page, encoding="utf-8")
+    return ReportResult(page_path, charts, missing)

@@ -1,0 +1,225 @@
+"""The cluster-side monitor: one :meth:`ClusterMonitor.poll` gives one :class:`Snapshot`.
+
+A poll reads metadata (brokers, controller, partition health), high watermarks,
+every consumer group's committed offsets, and (less often) disk usage; it keeps
+the previous poll to turn offset deltas into rates, and a :class:`LagTracker`
+for Burrow's lag rules. Nothing in the pipeline has to change for this.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import urllib.request
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from kafeed.config import ConnectionSettings
+from kafeed.monitor.disk import DiskUsage, local_disk_usage, remote_disk_usage
+from kafeed.monitor.groups import read_group_offsets
+from kafeed.monitor.health import ClusterHealth, read_cluster_health
+from kafeed.monitor.lag import DEFAULT_WINDOW, GroupLag, LagTracker
+
+log = logging.getLogger("kafeed")
+
+
+class MonitorOptions(BaseModel):
+    """How ``kafeed monitor`` polls; ``[monitor]`` in the settings file, CLI flags override."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    interval_s: float = Field(default=5.0, gt=0)
+    window: int = Field(default=DEFAULT_WINDOW, ge=2)
+    allowed_lag: int = Field(default=0, ge=0)
+    groups: list[str] | None = None  # None: every group
+    data_dir: Path | None = None  # a local cluster's data dir, measured directly
+    #: LogDirsCommand starts a JVM: ask remote clusters for disk usage this often only
+    disk_interval_s: float = Field(default=60.0, gt=0)
+    #: metrics endpoints of pipeline stages, read for the producer error rate
+    scrape: list[str] = Field(default_factory=list)
+    timeout_s: float = Field(default=10.0, gt=0)
+
+
+@dataclass(frozen=True)
+class GroupView:
+    lag: GroupLag
+    state: str
+    members: int
+    out_rates: dict[str, float]  # topic -> committed messages per second
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**self.lag.as_dict(), "state": self.state, "members": self.members,
+                "out_rates": self.out_rates}
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    time: float
+    bootstrap: str
+    health: ClusterHealth
+    brokers_expected: int
+    missing_brokers: list[int]
+    topics: dict[str, dict[str, Any]]  # name -> partitions, high_watermark, in_rate
+    groups: list[GroupView]
+    disk: list[DiskUsage] = field(default_factory=list)
+    producer_error_rate: float | None = None
+
+    @property
+    def brokers_up(self) -> int:
+        return len(self.health.brokers)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "time": self.time,
+            "bootstrap": self.bootstrap,
+            "brokers_up": self.brokers_up,
+            "brokers_expected": self.brokers_expected,
+            "missing_brokers": self.missing_brokers,
+            "brokers": [asdict(b) for b in self.health.brokers],
+            "controller_id": self.health.controller_id,
+            "partitions": {
+                "total": self.health.partitions_total,
+                "under_replicated": self.health.under_replicated,
+                "offline": self.health.offline,
+                "under_min_isr": self.health.under_min_isr,
+            },
+            "partition_problems": [asdict(p) for p in self.health.problems],
+            "topics": self.topics,
+            "groups": [g.as_dict() for g in self.groups],
+            "disk": [d.as_dict() for d in self.disk],
+            "producer_error_rate": self.producer_error_rate,
+        }
+
+
+def scrape_total(url: str, metric: str, *, timeout: float = 3.0) -> float | None:
+    """Sum of every sample named ``metric`` at a Prometheus text endpoint; None when unreachable."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            text = response.read().decode()
+    except (OSError, ValueError) as exc:
+        log.debug("could not scrape %s: %s", url, exc)
+        return None
+    return sum(s.value for fam in text_string_to_metric_families(text)
+               for s in fam.samples if s.name == metric)
+
+
+class ClusterMonitor:
+    """Polls one cluster; keeps what rates, lag windows and broker expectations need."""
+
+    def __init__(self, settings: ConnectionSettings, *, options: MonitorOptions | None = None,
+                 expected_brokers: int | None = None) -> None:
+        from kafeed.topics.admin import admin_client
+
+        self.settings = settings
+        self.options = options or MonitorOptions()
+        self._admin = admin_client(settings)
+        self.tracker = LagTracker(window=self.options.window, allowed_lag=self.options.allowed_lag,
+                                  min_span=self.options.window * self.options.interval_s)
+        self._expected = expected_brokers
+        self._known_brokers: set[int] = set()
+        self._prev_time: float | None = None
+        self._prev_hw: dict[str, int] = {}
+        self._prev_committed: dict[tuple[str, str], int] = {}
+        self._prev_errors: float | None = None
+        self._disk: list[DiskUsage] = []
+        self._disk_time = float("-inf")
+        if self.options.data_dir is not None:
+            # A local cluster knows its nodes: a node already down at the first poll is missing.
+            try:
+                nodes = {d.broker for d in local_disk_usage(self.options.data_dir)}
+            except Exception as exc:
+                log.debug("no local cluster in %s: %s", self.options.data_dir, exc)
+            else:
+                self._known_brokers |= nodes
+                self._expected = self._expected or len(nodes)
+
+    def _rate(self, now: float, new: int, old: int | None) -> float | None:
+        if old is None or self._prev_time is None or now <= self._prev_time:
+            return None
+        return round(max(0, new - old) / (now - self._prev_time), 3)
+
+    def _read_disk(self, now: float) -> list[DiskUsage]:
+        if self.options.data_dir is not None:
+            try:
+                return local_disk_usage(self.options.data_dir)
+            except Exception as exc:
+                log.debug("local disk usage failed: %s", exc)
+                return []
+        if now - self._disk_time >= self.options.disk_interval_s:
+            self._disk = remote_disk_usage(self.settings)
+            self._disk_time = now
+        return self._disk
+
+    def _producer_error_rate(self, now: float) -> float | None:
+        if not self.options.scrape:
+            return None
+        totals = [scrape_total(url, "kafeed_produce_errors_total") for url in self.options.scrape]
+        known = [t for t in totals if t is not None]
+        if not known:
+            return None
+        total = sum(known)
+        rate = None
+        if self._prev_errors is not None and self._prev_time is not None and now > self._prev_time:
+            rate = round(max(0.0, total - self._prev_errors) / (now - self._prev_time), 4)
+        self._prev_errors = total
+        return rate
+
+    def poll(self) -> Snapshot:
+        """Read the cluster once and evaluate everything against the previous polls."""
+        timeout = self.options.timeout_s
+        health = read_cluster_health(self._admin, timeout=timeout)
+        groups = read_group_offsets(self._admin, groups=self.options.groups, timeout=timeout)
+        now = time.time()
+        ids = {b.node_id for b in health.brokers}
+        self._known_brokers |= ids
+        if self._expected is None:
+            self._expected = len(ids)  # first observation sets the expectation
+        missing = sorted(self._known_brokers - ids)
+
+        hw_by_topic: dict[str, int] = {}
+        parts_by_topic: dict[str, int] = {}
+        for (topic, _part), hw in health.high_watermarks.items():
+            hw_by_topic[topic] = hw_by_topic.get(topic, 0) + hw
+            parts_by_topic[topic] = parts_by_topic.get(topic, 0) + 1
+        topics = {
+            t: {"partitions": parts_by_topic[t], "high_watermark": hw,
+                "in_rate": self._rate(now, hw, self._prev_hw.get(t))}
+            for t, hw in sorted(hw_by_topic.items()) if not t.startswith("__")
+        }
+
+        views: list[GroupView] = []
+        committed_now: dict[tuple[str, str], int] = {}
+        for g in groups:
+            per_topic: dict[str, int] = {}
+            for (topic, part), offset in g.offsets.items():
+                end = health.high_watermarks.get((topic, part))
+                if end is None:
+                    continue  # partition offline: keep its window as it was
+                self.tracker.observe(g.group, topic, part, offset=offset, high_watermark=end, now=now,
+                                     active=g.members > 0)
+                per_topic[topic] = per_topic.get(topic, 0) + offset
+            rates: dict[str, float] = {}
+            for topic, total in per_topic.items():
+                committed_now[(g.group, topic)] = total
+                rate = self._rate(now, total, self._prev_committed.get((g.group, topic)))
+                if rate is not None:
+                    rates[topic] = rate
+            views.append(GroupView(self.tracker.evaluate(g.group, now=now), g.state, g.members, rates))
+        for gone in set(self.tracker.groups()) - {g.group for g in groups}:
+            self.tracker.forget(gone)
+
+        snapshot = Snapshot(
+            time=now, bootstrap=self.settings.bootstrap, health=health,
+            brokers_expected=max(self._expected, len(ids)), missing_brokers=missing,
+            topics=topics, groups=views, disk=self._read_disk(now),
+            producer_error_rate=self._producer_error_rate(now),
+        )
+        self._prev_time = now
+        self._prev_hw = hw_by_topic
+        self._prev_committed = committed_now
+        return snapshot

@@ -1,0 +1,123 @@
+"""A 3-node cluster loses a node: `kafeed monitor` shows it, and the alert reaches a webhook."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kafeed.broker import LocalCluster, free_port_block
+from kafeed.cli.main import main
+from kafeed.config import ConnectionSettings
+from kafeed.topics import TopicAdmin, plan_topic
+
+
+@pytest.fixture
+def webhook() -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    received: list[dict[str, Any]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/alerts", received
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def test_broker_down_and_under_replicated(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                          webhook: tuple[str, list[dict[str, Any]]]) -> None:
+    url, received = webhook
+    data_dir = tmp_path / "three"
+    cluster = LocalCluster(data_dir, nodes=3, port=free_port_block(6), heap_mb=384)
+    cluster.start()
+    try:
+        settings = ConnectionSettings(bootstrap=cluster.bootstrap)
+        admin = TopicAdmin(settings)
+        admin.create(plan_topic("watched", brokers=3, partitions=3))
+        config = tmp_path / "kafeed.toml"
+        config.write_text(f'[alerts]\nwebhook_url = "{url}"\nmax_disk_used_ratio = 1.0\n')
+        args = ["monitor", "-b", cluster.bootstrap, "--data-dir", str(data_dir), "--config", str(config),
+                "--once", "--json"]
+
+        assert main(args) == 0
+        healthy = json.loads(capsys.readouterr().out)
+        assert (healthy["brokers_up"], healthy["brokers_expected"]) == (3, 3)
+        assert healthy["partitions"]["under_replicated"] == 0
+        assert len(healthy["disk"]) == 3 and all(d["free_bytes"] > 0 for d in healthy["disk"])
+        assert received == []
+
+        cluster.kill_node(2)
+        # The controller fences a dead broker after broker.session.timeout.ms (9 s by default).
+        deadline = time.monotonic() + 60
+        while admin.broker_count() == 3 and time.monotonic() < deadline:
+            time.sleep(0.5)
+
+        assert main(args) == 0
+        doc = json.loads(capsys.readouterr().out)
+        assert (doc["brokers_up"], doc["brokers_expected"]) == (2, 3)
+        assert sorted(b["node_id"] for b in doc["brokers"]) == [1, 3]
+        assert doc["missing_brokers"] == [2]
+        assert doc["controller_id"] in (1, 3)
+        assert doc["partitions"]["under_replicated"] >= 3  # every 'watched' partition had a replica on 2
+        watched = [p for p in doc["partition_problems"] if p["topic"] == "watched"]
+        assert len(watched) == 3 and all("under_replicated" in p["problems"] for p in watched)
+        assert all(2 not in p["isr"] for p in watched)
+        assert [(e["rule"], e["status"]) for e in doc["alerts"]["events"]] == [("broker_down", "firing")]
+        assert [(r["rule"], r["status"], r["subject"]) for r in received] == [
+            ("broker_down", "firing", "cluster")]
+        assert received[0]["value"] == 2 and received[0]["threshold"] == 3
+    finally:
+        cluster.stop(timeout=10, purge=True)
+
+
+def test_unreachable_cluster_alerts_and_keeps_polling(tmp_path: Path,
+                                                      webhook: tuple[str, list[dict[str, Any]]]) -> None:
+    import os
+    import subprocess
+    import sys
+
+    import kafeed
+
+    url, received = webhook
+    port = free_port_block(1)  # nothing listens there
+    config = tmp_path / "kafeed.toml"
+    config.write_text(f'[monitor]\ntimeout_s = 1.0\n\n'
+                      f'[alerts]\nwebhook_url = "{url}"\nexpected_brokers = 1\n')
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(Path(kafeed.__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kafeed.cli.main", "monitor", "-b", f"127.0.0.1:{port}", "--config",
+         str(config), "--json", "--interval", "0.5"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while not received and time.monotonic() < deadline:
+            assert proc.poll() is None, "the monitor exited on an unreachable cluster"
+            time.sleep(0.2)
+        time.sleep(2)  # more failed polls: the alert must not fire again
+        assert proc.poll() is None
+    finally:
+        proc.terminate()
+        out, _ = proc.communicate(timeout=15)
+    assert [(r["rule"], r["status"]) for r in received] == [("broker_down", "firing")]
+    assert "no broker answers" in received[0]["message"]
+    first = json.loads(out.decode().split("\n}\n")[0] + "\n}")
+    assert "error" in first
