@@ -18,17 +18,17 @@ from kafeed.errors import (
     ToolMissing,
     TopicError,
 )
+
+# `ingest` the function stays at kafeed.ingest.ingest: exporting it here would shadow the
+# kafeed.ingest subpackage attribute and break `kafeed.ingest.ingest(...)`.
+from kafeed.ingest import IngestOptions, IngestSummary
+from kafeed.loader.state import merge_states
 from kafeed.prepare import (
     PrepareSettings,
     PrepareStats,
     load_prepare_settings,
     run_prepare,
 )
-
-# `ingest` the function stays at kafeed.ingest.ingest: exporting it here would shadow the
-# kafeed.ingest subpackage attribute and break `kafeed.ingest.ingest(...)`.
-from kafeed.ingest import IngestOptions, IngestSummary
-from kafeed.loader.state import merge_states
 
 if TYPE_CHECKING:
     from kafeed.loader.dataset import KafkaSampleDataset, KafkaTokenDataset

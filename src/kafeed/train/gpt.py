@@ -12,7 +12,7 @@ from kafeed.config import ConnectionSettings
 from kafeed.train.checkpoint import CheckpointManager
 from kafeed.train.models import GPTConfig, TinyGPT, cosine_lr, parameter_count
 from kafeed.train.options import TrainOptions
-from kafeed.train.runner import RunResult, Runner, distributed_context, seed_everything
+from kafeed.train.runner import Runner, RunResult, distributed_context, seed_everything
 from kafeed.train.wiring import LoaderWiring, tokenizer_info
 
 log = logging.getLogger("kafeed")
@@ -35,8 +35,8 @@ def train_gpt(options: TrainOptions, connection: ConnectionSettings, *,
     loader = StreamLoader(dataset, batch_size=options.batch_size, num_workers=options.num_workers)
     cfg = GPTConfig(vocab_size=tok.vocab_size, seq_len=options.seq_len, d_model=options.d_model,
                     n_layers=options.n_layers, n_heads=options.n_heads)
-    model: torch.nn.Module = TinyGPT(cfg)
-    core = model
+    core = TinyGPT(cfg)
+    model: torch.nn.Module = core
     if world > 1:
         model = torch.nn.parallel.DistributedDataParallel(model)
     optimizer = torch.optim.AdamW(model.parameters(), lr=options.lr, weight_decay=options.weight_decay)
@@ -83,7 +83,8 @@ def _ddp_loss(model: torch.nn.Module, window: torch.Tensor) -> torch.Tensor:
 def runner_manifest(runner: Runner, resumed: str | None) -> dict[str, Any] | None:
     if resumed is None or runner.checkpoints is None:
         return None
-    from kafeed.train.checkpoint import read_manifest, resolve_manifest
     from pathlib import Path
+
+    from kafeed.train.checkpoint import read_manifest, resolve_manifest
 
     return read_manifest(resolve_manifest(Path(resumed)))
