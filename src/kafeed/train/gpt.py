@@ -47,7 +47,7 @@ def train_gpt(options: TrainOptions, connection: ConnectionSettings, *,
         window = batch["tokens"]
         loss = core.loss(window) if world == 1 else _ddp_loss(model, window)
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        loss.backward()  # type: ignore[no-untyped-call]
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         scheduler.step()
