@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from kafeed import __version__
-from kafeed.cli import broker, demo, monitor, prepare, report, topic
+from kafeed.cli import broker, demo, monitor, prepare, report, topic, train
 from kafeed.cli.common import console, setup_logging
 from kafeed.cli.ingest import ingest_command
 from kafeed.errors import ConfigError, KafeedError
@@ -27,6 +27,8 @@ app.command("ingest")(ingest_command)
 app.command("prepare")(prepare.prepare)
 app.command("monitor")(monitor.monitor)
 app.command("report")(report.report)
+app.command("train")(train.train)
+app.command("lineage")(train.lineage)
 
 
 def _version(value: bool) -> None:

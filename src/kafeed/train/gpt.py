@@ -13,7 +13,7 @@ from kafeed.train.checkpoint import CheckpointManager
 from kafeed.train.models import GPTConfig, TinyGPT, cosine_lr, parameter_count
 from kafeed.train.options import TrainOptions
 from kafeed.train.runner import Runner, RunResult, distributed_context, seed_everything
-from kafeed.train.wiring import LoaderWiring, tokenizer_info
+from kafeed.train.wiring import LoaderWiring, resumed_manifest, tokenizer_info
 
 log = logging.getLogger("kafeed")
 
@@ -65,7 +65,7 @@ def train_gpt(options: TrainOptions, connection: ConnectionSettings, *,
                                    "gpt": cfg.model_dump(), "tokenizer_fingerprint": tok.fingerprint},
     )
     resumed = runner.resume() if options.resume else None
-    wiring.begin(resumed_manifest=runner_manifest(runner, resumed))
+    wiring.begin(resumed_manifest=resumed_manifest(resumed))
     result = runner.run()
     result.resumed_from = resumed
     describe = {"parameters": parameter_count(core), "vocab_size": tok.vocab_size,
@@ -78,13 +78,3 @@ def _ddp_loss(model: torch.nn.Module, window: torch.Tensor) -> torch.Tensor:
 
     logits = model(window[:, :-1])
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), window[:, 1:].reshape(-1))
-
-
-def runner_manifest(runner: Runner, resumed: str | None) -> dict[str, Any] | None:
-    if resumed is None or runner.checkpoints is None:
-        return None
-    from pathlib import Path
-
-    from kafeed.train.checkpoint import read_manifest, resolve_manifest
-
-    return read_manifest(resolve_manifest(Path(resumed)))

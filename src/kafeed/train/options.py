@@ -26,7 +26,7 @@ class TrainOptions(BaseModel):
     d_model: int = Field(default=128, ge=8)
     n_layers: int = Field(default=2, ge=1)
     n_heads: int = Field(default=4, ge=1)
-    tokenizer: str = "byte"
+    tokenizer: str = "bytes"
     num_workers: int = Field(default=0, ge=0)
     shuffle_buffer: int = Field(default=256, ge=0)
     seed: int = 0

@@ -187,6 +187,7 @@ class Runner:
         t0 = time.monotonic()
         window_t, window_tokens, window_wait = t0, 0, 0.0
         stopped = False
+        saved_at = self.step
         self.model.train()
         with _SignalFlag() as flag:
             batches = iter(self.loader)
@@ -222,10 +223,11 @@ class Runner:
                     window_t, window_tokens, window_wait = now, 0, 0.0
                 if self.checkpoint_every and self.step % self.checkpoint_every == 0:
                     last_ckpt = self.save() or last_ckpt
+                    saved_at = self.step
                 if flag.raised is not None:
                     stopped = True
                     break
-            if stopped or (self.checkpoint_every and self.step % self.checkpoint_every):
+            if self.step != saved_at:  # the end of the run, a signal or the data's end
                 last_ckpt = self.save() or last_ckpt
         metrics.close()
         return RunResult(

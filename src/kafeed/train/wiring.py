@@ -70,6 +70,17 @@ def lineage_of(state: dict[str, Any], starts: dict[str, int]) -> dict[str, Any]:
             "documents": documents, "documents_partly_trained": partial, "starts": starts}
 
 
+def resumed_manifest(checkpoint: str | None) -> dict[str, Any] | None:
+    """The manifest of the checkpoint a run resumed from (None for a fresh run)."""
+    if checkpoint is None:
+        return None
+    from pathlib import Path
+
+    from kafeed.train.checkpoint import read_manifest, resolve_manifest
+
+    return read_manifest(resolve_manifest(Path(checkpoint)))
+
+
 class LoaderWiring:
     """Per-run helpers the runner calls around checkpoints and progress lines."""
 

@@ -1,0 +1,133 @@
+"""The reference trainers end to end on the real broker (CI-sized)."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from kafeed.config import ConnectionSettings
+from kafeed.train.checkpoint import CheckpointManager
+from kafeed.train.classifier import train_classifier
+from kafeed.train.gpt import train_gpt
+from kafeed.train.lineage import checkpoint_lineage
+from kafeed.train.options import TrainOptions
+from tests.integration.train_data import paragraphs, produce_documents, produce_labelled
+
+
+@pytest.fixture(scope="module")
+def corpus(shakespeare: Path) -> list[str]:
+    return paragraphs(shakespeare)
+
+
+@pytest.fixture
+def tokens_topic(kafka: ConnectionSettings, make_topic, corpus: list[str]) -> str:
+    topic = make_topic(partitions=3)
+    produce_documents(kafka, topic, corpus[:600], partitions=3)
+    return topic
+
+
+def _train_cli(kafka: ConnectionSettings, topic: str, ckpt: Path, *extra: str) -> subprocess.Popen[str]:
+    cmd = [sys.executable, "-m", "kafeed.cli.main", "train", "--model", "gpt", "--topic", topic,
+           "--steps", "40", "--batch-size", "4", "--seq-len", "64", "--d-model", "64",
+           "--checkpoint-dir", str(ckpt), "--checkpoint-every", "10", "--keep", "10",
+           "--log-every", "5", "--seed", "3", "-b", kafka.bootstrap, "--json", *extra]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+
+def _finish(proc: subprocess.Popen[str]) -> dict[str, object]:
+    out, err = proc.communicate(timeout=240)
+    assert proc.returncode == 0, err[-3000:]
+    summary: dict[str, object] = json.loads(out)
+    return summary
+
+
+def test_gpt_loss_falls(kafka: ConnectionSettings, tokens_topic: str, tmp_path: Path) -> None:
+    options = TrainOptions(topic=tokens_topic, steps=40, batch_size=8, seq_len=64,
+                           checkpoint_dir=tmp_path / "ck", checkpoint_every=20, log_every=10)
+    result, describe = train_gpt(options, kafka, progress=lambda _l: None)
+    assert result.steps == 40
+    tail = sum(result.losses[-5:]) / 5
+    assert result.first_loss is not None and tail < result.first_loss - 1.0, result.losses
+    assert describe["vocab_size"] == 257 and result.tokens == 40 * 8 * 64
+
+
+def test_classifier_beats_chance(kafka: ConnectionSettings, make_topic, corpus: list[str],
+                                 tmp_path: Path) -> None:
+    # Which half of the collected plays a speech comes from: the speakers' names and
+    # vocabulary give it away, so a fine-tuned encoder learns it in a few dozen steps.
+    topic = make_topic(partitions=2)
+    rng = random.Random(0)
+    picks = rng.sample(range(len(corpus)), 1400)
+    half = len(corpus) // 2
+    produce_labelled(kafka, topic, [corpus[i] for i in picks], [int(i >= half) for i in picks],
+                     partitions=2)
+    options = TrainOptions(model="classifier", topic=topic, steps=70, batch_size=16, lr=1e-4,
+                           warmup=5, max_length=48, checkpoint_dir=tmp_path / "ck",
+                           checkpoint_every=0, log_every=10)
+    result, describe = train_classifier(options, kafka, progress=lambda _l: None)
+    assert describe["held_out"] >= 60
+    assert describe["accuracy"] >= describe["majority_rate"] + 0.1, describe
+
+
+def test_kill_and_resume_equals_uninterrupted(kafka: ConnectionSettings, tokens_topic: str,
+                                              tmp_path: Path) -> None:
+    reference = _finish(_train_cli(kafka, tokens_topic, tmp_path / "ref"))
+    assert reference["steps"] == 40
+
+    ckpt = tmp_path / "killed"
+    for _attempt in range(3):
+        proc = _train_cli(kafka, tokens_topic, ckpt, "--resume")
+        # kill -9 somewhere after a checkpoint was written
+        deadline = time.monotonic() + 120
+        while not list(ckpt.glob("step-*.json")) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(random.uniform(0.2, 1.5))
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate()
+    resumed = _finish(_train_cli(kafka, tokens_topic, ckpt, "--resume"))
+    assert resumed["steps"] == 40 and resumed["resumed_from"]
+
+    ref_ck = CheckpointManager(tmp_path / "ref").load_latest()
+    new_ck = CheckpointManager(ckpt).load_latest()
+    assert ref_ck is not None and new_ck is not None and ref_ck.step == new_ck.step == 40
+    assert new_ck.manifest["loader"] == ref_ck.manifest["loader"]
+    assert new_ck.manifest["lineage"] == ref_ck.manifest["lineage"]
+    assert resumed["final_loss"] == pytest.approx(reference["final_loss"], abs=1e-4)
+
+
+def test_corrupt_newest_checkpoint_falls_back(kafka: ConnectionSettings, tokens_topic: str,
+                                              tmp_path: Path) -> None:
+    ckpt = tmp_path / "ck"
+    first = _finish(_train_cli(kafka, tokens_topic, ckpt, "--steps", "20"))
+    assert first["steps"] == 20
+    newest = ckpt / "step-00000020.pt"
+    newest.write_bytes(newest.read_bytes()[:1000])  # torn write
+    proc = _train_cli(kafka, tokens_topic, ckpt, "--resume", "--steps", "20")
+    summary = _finish(proc)
+    assert str(summary["resumed_from"]).endswith("step-00000010.pt")
+    assert summary["steps"] == 20
+
+
+def test_lineage_totals_equal_records_consumed(kafka: ConnectionSettings, make_topic,
+                                               corpus: list[str], tmp_path: Path) -> None:
+    topic = make_topic(partitions=2)
+    produce_documents(kafka, topic, corpus[:150], partitions=2)
+    options = TrainOptions(topic=topic, steps=10_000, batch_size=8, seq_len=64, d_model=32,
+                           n_layers=1, checkpoint_dir=tmp_path / "ck", checkpoint_every=0)
+    result, describe = train_gpt(options, kafka, progress=lambda _l: None)
+    assert result.steps < 10_000  # the bounded topic ended the run
+    info = checkpoint_lineage(tmp_path / "ck")
+    assert info["documents"] == 150 == describe["loader_stats"]["records"]
+    assert info["partitions"] == {
+        f"{topic}:0": {"ranges": [[0, 75]], "next": 75, "start": 0},
+        f"{topic}:1": {"ranges": [[0, 75]], "next": 75, "start": 0},
+    }

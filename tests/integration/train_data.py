@@ -1,0 +1,42 @@
+"""Test corpora for the trainers, produced straight into a topic."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from confluent_kafka import Producer
+
+from kafeed.config import ConnectionSettings
+from kafeed.prepare.settings import TokenizerSettings
+from kafeed.prepare.tokenize import load_tokenizer
+from kafeed.schema import make_document, make_sample
+
+
+def paragraphs(path: Path, limit: int | None = None) -> list[str]:
+    paras = [p.strip() for p in path.read_text().split("\n\n") if p.strip()]
+    return paras[:limit] if limit else paras
+
+
+def produce_documents(kafka: ConnectionSettings, topic: str, texts: list[str], *,
+                      partitions: int) -> str:
+    """Byte-tokenized TokenizedDocuments (as prepare writes them); returns the tokenizer fingerprint."""
+    tok = load_tokenizer(TokenizerSettings(name="bytes"))
+    batch = tok.encode_batch(texts)
+    producer = Producer({**kafka.client_config(), "linger.ms": 20})
+    for i, text in enumerate(texts):
+        ids = batch.ids[batch.offsets[i]: batch.offsets[i + 1]]
+        doc = make_document(ids, id=f"doc-{i}", vocab_size=tok.vocab_size, tokenizer=tok.fingerprint)
+        producer.produce(topic, key=doc.id.encode(), value=doc.SerializeToString(),
+                         partition=i % partitions)
+    assert producer.flush(30) == 0
+    return tok.fingerprint
+
+
+def produce_labelled(kafka: ConnectionSettings, topic: str, texts: list[str], labels: list[int], *,
+                     partitions: int) -> None:
+    producer = Producer({**kafka.client_config(), "linger.ms": 20})
+    for i, (text, label) in enumerate(zip(texts, labels, strict=True)):
+        sample = make_sample(text, id=f"s-{i}", targets=[float(label)])
+        producer.produce(topic, key=sample.id.encode(), value=sample.SerializeToString(),
+                         partition=i % partitions)
+    assert producer.flush(30) == 0
