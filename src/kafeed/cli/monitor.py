@@ -38,17 +38,17 @@ def _find_data_dir(settings: ConnectionSettings) -> Path | None:
 
 def monitor(
     interval: Annotated[float | None, typer.Option(
-        help="Seconds between polls [default: 5, or [monitor] interval_s].", show_default=False)] = None,
+        help="Seconds between polls \\[default: 5, or \\[monitor] interval_s].", show_default=False)] = None,
     window: Annotated[int | None, typer.Option(
-        help="Committed-offset observations per partition for the lag rules [default: 10].",
+        help="Committed-offset observations per partition for the lag rules \\[default: 10].",
         show_default=False)] = None,
     allowed_lag: Annotated[int | None, typer.Option(
-        help="Lag that still counts as caught up [default: 0].", show_default=False)] = None,
+        help="Lag that still counts as caught up \\[default: 0].", show_default=False)] = None,
     group: Annotated[list[str] | None, typer.Option(
-        "--group", "-g", help="Only this consumer group (repeatable) [default: all].",
+        "--group", "-g", help="Only this consumer group (repeatable) \\[default: all].",
         show_default=False)] = None,
     data_dir: Annotated[Path | None, typer.Option(
-        help="Local cluster data dir, for disk usage [default: found when it is the monitored one].",
+        help="Local cluster data dir, for disk usage \\[default: found when it is the monitored one].",
         show_default=False)] = None,
     once: Annotated[bool, typer.Option(help="Poll --samples times, print once, exit.")] = False,
     samples: Annotated[int, typer.Option(
