@@ -106,38 +106,41 @@ def monitor(
                 export_unreachable(engine.firing)
             return exc, []
 
-    if once:
-        events: list[Any] = []
-        for i in range(samples):
-            if i:
-                time.sleep(options.interval_s)
-            snap, new = step()
-            events += new
-        if json_out:
-            doc = snap.as_dict()
-            doc["alerts"] = {"firing": [vars(c) for c in engine.firing],
-                             "events": [e.as_dict() for e in events]}
-            print_json(doc)
-        else:
-            out.print(render(snap, engine.firing))
-        return
-
-    if quiet or json_out:
-        while True:
-            snap, _ = safe_step()
+    try:
+        if once:
+            events: list[Any] = []
+            for i in range(samples):
+                if i:
+                    time.sleep(options.interval_s)
+                snap, new = step()
+                events += new
             if json_out:
-                print_json(snap.as_dict() if not isinstance(snap, KafeedError)
-                           else {"time": time.time(), "error": str(snap)})
-            time.sleep(options.interval_s)
+                doc = snap.as_dict()
+                doc["alerts"] = {"firing": [vars(c) for c in engine.firing],
+                                 "events": [e.as_dict() for e in events]}
+                print_json(doc)
+            else:
+                out.print(render(snap, engine.firing))
+            return
 
-    from rich.live import Live
+        if quiet or json_out:
+            while True:
+                snap, _ = safe_step()
+                if json_out:
+                    print_json(snap.as_dict() if not isinstance(snap, KafeedError)
+                               else {"time": time.time(), "error": str(snap)})
+                time.sleep(options.interval_s)
 
-    def view(snap: Any) -> Any:
-        if isinstance(snap, KafeedError):
-            return render_error(str(snap), engine.firing, bootstrap=settings.bootstrap)
-        return render(snap, engine.firing, interval=options.interval_s)
+        from rich.live import Live
 
-    with Live(view(safe_step()[0]), console=out, refresh_per_second=4, screen=False) as live:
-        while True:
-            time.sleep(options.interval_s)
-            live.update(view(safe_step()[0]))
+        def view(snap: Any) -> Any:
+            if isinstance(snap, KafeedError):
+                return render_error(str(snap), engine.firing, bootstrap=settings.bootstrap)
+            return render(snap, engine.firing, interval=options.interval_s)
+
+        with Live(view(safe_step()[0]), console=out, refresh_per_second=4, screen=False) as live:
+            while True:
+                time.sleep(options.interval_s)
+                live.update(view(safe_step()[0]))
+    finally:
+        watcher.close()
