@@ -11,10 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 
 from kafeed.broker import LocalCluster, free_port_block
 from kafeed.cli.main import main
 from kafeed.config import ConnectionSettings
+from kafeed.monitor.watch import ClusterMonitor, MonitorOptions
 from kafeed.topics import TopicAdmin, plan_topic
 
 
@@ -64,6 +66,13 @@ def test_broker_down_and_under_replicated(tmp_path: Path, capsys: pytest.Capture
         assert len(healthy["disk"]) == 3 and all(d["free_bytes"] > 0 for d in healthy["disk"])
         assert received == []
 
+        # A monitor that lives through the loss: its group's coordinator may move.
+        consumer = Consumer({**settings.client_config(), "group.id": "survivor", "enable.auto.commit": False})
+        consumer.commit(offsets=[TopicPartition("watched", p, 0) for p in range(3)], asynchronous=False)
+        consumer.close()
+        live = ClusterMonitor(settings, options=MonitorOptions(groups=["survivor"], timeout_s=5))
+        assert [g.lag.group for g in live.poll().groups] == ["survivor"]
+
         cluster.kill_node(2)
         # The controller fences a dead broker after broker.session.timeout.ms (9 s by default).
         deadline = time.monotonic() + 60
@@ -84,6 +93,11 @@ def test_broker_down_and_under_replicated(tmp_path: Path, capsys: pytest.Capture
         assert [(r["rule"], r["status"], r["subject"]) for r in received] == [
             ("broker_down", "firing", "cluster")]
         assert received[0]["value"] == 2 and received[0]["threshold"] == 3
+
+        snap = live.poll()
+        live.close()
+        assert snap.brokers_up == 2 and snap.missing_brokers == [2]
+        assert [len(g.lag.partitions) for g in snap.groups] == [3]
     finally:
         cluster.stop(timeout=10, purge=True)
 

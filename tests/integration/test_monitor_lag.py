@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
@@ -39,9 +40,22 @@ def group_of(monitor: ClusterMonitor, group: str) -> GroupLag:
     return found[0]
 
 
+_open: list[ClusterMonitor] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_monitors() -> Iterator[None]:
+    yield
+    while _open:
+        _open.pop().close()
+
+
 def watcher(kafka: ConnectionSettings, group: str, *, window: int = 4,
             interval: float = 0.5) -> ClusterMonitor:
-    return ClusterMonitor(kafka, options=MonitorOptions(interval_s=interval, window=window, groups=[group]))
+    options = MonitorOptions(interval_s=interval, window=window, groups=[group])
+    monitor = ClusterMonitor(kafka, options=options)
+    _open.append(monitor)
+    return monitor
 
 
 def test_group_that_keeps_up_is_ok(kafka: ConnectionSettings, make_topic: TopicFactory) -> None:

@@ -95,3 +95,20 @@ def test_report_of_a_dir_without_metrics_is_one_clear_error(tmp_path: Path) -> N
     with pytest.raises(KafeedError, match=r"metrics\.jsonl"):
         render_report(tmp_path)
     assert main(["report", str(tmp_path)]) == 1
+
+
+def test_report_reads_what_the_recorder_writes(tmp_path: Path) -> None:
+    from kafeed.monitor import metrics as m
+    from kafeed.monitor.recorder import MetricsRecorder
+
+    rec = MetricsRecorder(tmp_path, interval=60)
+    for step in range(4):
+        m.TOKENS.labels(stage="roundtrip").inc(1000)
+        m.RECORDS_OUT.labels(stage="roundtrip", topic="t").inc(10)
+        m.TRAIN_LOSS.labels(stage="roundtrip").set(3.0 - step)
+        rec.record(loss=3.0 - step)
+    result = render_report(tmp_path)
+    assert {p.stem for p in result.charts} >= {"throughput", "loss"}
+    lines = load_lines(tmp_path / "metrics.jsonl")
+    rates = counter_rates(lines, "kafeed_tokens_total", ("stage",))
+    assert len(rates["roundtrip"][1]) == 3 and all(r > 0 for r in rates["roundtrip"][1])

@@ -38,17 +38,17 @@ def _find_data_dir(settings: ConnectionSettings) -> Path | None:
 
 def monitor(
     interval: Annotated[float | None, typer.Option(
-        help="Seconds between polls [default: 5, or [monitor] interval_s].", show_default=False)] = None,
+        help="Seconds between polls \\[default: 5, or \\[monitor] interval_s].", show_default=False)] = None,
     window: Annotated[int | None, typer.Option(
-        help="Committed-offset observations per partition for the lag rules [default: 10].",
+        help="Committed-offset observations per partition for the lag rules \\[default: 10].",
         show_default=False)] = None,
     allowed_lag: Annotated[int | None, typer.Option(
-        help="Lag that still counts as caught up [default: 0].", show_default=False)] = None,
+        help="Lag that still counts as caught up \\[default: 0].", show_default=False)] = None,
     group: Annotated[list[str] | None, typer.Option(
-        "--group", "-g", help="Only this consumer group (repeatable) [default: all].",
+        "--group", "-g", help="Only this consumer group (repeatable) \\[default: all].",
         show_default=False)] = None,
     data_dir: Annotated[Path | None, typer.Option(
-        help="Local cluster data dir, for disk usage [default: found when it is the monitored one].",
+        help="Local cluster data dir, for disk usage \\[default: found when it is the monitored one].",
         show_default=False)] = None,
     once: Annotated[bool, typer.Option(help="Poll --samples times, print once, exit.")] = False,
     samples: Annotated[int, typer.Option(
@@ -106,38 +106,41 @@ def monitor(
                 export_unreachable(engine.firing)
             return exc, []
 
-    if once:
-        events: list[Any] = []
-        for i in range(samples):
-            if i:
-                time.sleep(options.interval_s)
-            snap, new = step()
-            events += new
-        if json_out:
-            doc = snap.as_dict()
-            doc["alerts"] = {"firing": [vars(c) for c in engine.firing],
-                             "events": [e.as_dict() for e in events]}
-            print_json(doc)
-        else:
-            out.print(render(snap, engine.firing))
-        return
-
-    if quiet or json_out:
-        while True:
-            snap, _ = safe_step()
+    try:
+        if once:
+            events: list[Any] = []
+            for i in range(samples):
+                if i:
+                    time.sleep(options.interval_s)
+                snap, new = step()
+                events += new
             if json_out:
-                print_json(snap.as_dict() if not isinstance(snap, KafeedError)
-                           else {"time": time.time(), "error": str(snap)})
-            time.sleep(options.interval_s)
+                doc = snap.as_dict()
+                doc["alerts"] = {"firing": [vars(c) for c in engine.firing],
+                                 "events": [e.as_dict() for e in events]}
+                print_json(doc)
+            else:
+                out.print(render(snap, engine.firing))
+            return
 
-    from rich.live import Live
+        if quiet or json_out:
+            while True:
+                snap, _ = safe_step()
+                if json_out:
+                    print_json(snap.as_dict() if not isinstance(snap, KafeedError)
+                               else {"time": time.time(), "error": str(snap)})
+                time.sleep(options.interval_s)
 
-    def view(snap: Any) -> Any:
-        if isinstance(snap, KafeedError):
-            return render_error(str(snap), engine.firing, bootstrap=settings.bootstrap)
-        return render(snap, engine.firing, interval=options.interval_s)
+        from rich.live import Live
 
-    with Live(view(safe_step()[0]), console=out, refresh_per_second=4, screen=False) as live:
-        while True:
-            time.sleep(options.interval_s)
-            live.update(view(safe_step()[0]))
+        def view(snap: Any) -> Any:
+            if isinstance(snap, KafeedError):
+                return render_error(str(snap), engine.firing, bootstrap=settings.bootstrap)
+            return render(snap, engine.firing, interval=options.interval_s)
+
+        with Live(view(safe_step()[0]), console=out, refresh_per_second=4, screen=False) as live:
+            while True:
+                time.sleep(options.interval_s)
+                live.update(view(safe_step()[0]))
+    finally:
+        watcher.close()

@@ -15,10 +15,12 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+if TYPE_CHECKING:
+    import numpy as np
 
 log = logging.getLogger("kafeed")
 
@@ -132,6 +134,8 @@ def observe_latencies(stage: str, timestamps_ms: Sequence[int] | np.ndarray, *,
     One histogram update per batch (bucket counts from numpy), not one call per
     record; the result is the same as observing each latency.
     """
+    import numpy as np  # lazily: `import kafeed` stays light for the CLI
+
     ts = np.asarray(timestamps_ms, dtype=np.float64)
     if ts.size == 0:
         return

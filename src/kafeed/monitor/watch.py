@@ -13,17 +13,21 @@ import time
 import urllib.request
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from kafeed.config import ConnectionSettings
 from kafeed.monitor.disk import DiskUsage, local_disk_usage, remote_disk_usage
-from kafeed.monitor.groups import read_group_offsets
+from kafeed.monitor.groups import GroupOffsetReader
 from kafeed.monitor.health import ClusterHealth, read_cluster_health
 from kafeed.monitor.lag import DEFAULT_WINDOW, GroupLag, LagTracker
 
 log = logging.getLogger("kafeed")
+
+#: Kafka's own bookkeeping topics: no consumer group's lag is measured on them.
+KAFKA_INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 
 
 class MonitorOptions(BaseModel):
@@ -118,6 +122,7 @@ class ClusterMonitor:
         self.settings = settings
         self.options = options or MonitorOptions()
         self._admin = admin_client(settings)
+        self._groups = GroupOffsetReader(settings, self._admin, timeout=self.options.timeout_s)
         self.tracker = LagTracker(window=self.options.window, allowed_lag=self.options.allowed_lag,
                                   min_span=self.options.window * self.options.interval_s)
         self._expected = expected_brokers
@@ -169,11 +174,23 @@ class ClusterMonitor:
         self._prev_errors = total
         return rate
 
+    def close(self) -> None:
+        """Close the per-group offset readers."""
+        self._groups.close()
+
+    def __enter__(self) -> ClusterMonitor:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
     def poll(self) -> Snapshot:
         """Read the cluster once and evaluate everything against the previous polls."""
         timeout = self.options.timeout_s
         health = read_cluster_health(self._admin, timeout=timeout)
-        groups = read_group_offsets(self._admin, groups=self.options.groups, timeout=timeout)
+        partitions = sorted(tp for tp in health.high_watermarks if tp[0] not in KAFKA_INTERNAL_TOPICS)
+        groups = self._groups.read(partitions, groups=self.options.groups)
         now = time.time()
         ids = {b.node_id for b in health.brokers}
         self._known_brokers |= ids
