@@ -73,7 +73,7 @@ def test_classifier_beats_chance(kafka: ConnectionSettings, make_topic, corpus: 
     options = TrainOptions(model="classifier", topic=topic, steps=70, batch_size=16, lr=1e-4,
                            warmup=5, max_length=48, checkpoint_dir=tmp_path / "ck",
                            checkpoint_every=0, log_every=10)
-    result, describe = train_classifier(options, kafka, progress=lambda _l: None)
+    _result, describe = train_classifier(options, kafka, progress=lambda _l: None)
     assert describe["held_out"] >= 60
     assert describe["accuracy"] >= describe["majority_rate"] + 0.1, describe
 

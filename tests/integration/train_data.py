@@ -23,7 +23,7 @@ def produce_documents(kafka: ConnectionSettings, topic: str, texts: list[str], *
     tok = load_tokenizer(TokenizerSettings(name="bytes"))
     batch = tok.encode_batch(texts)
     producer = Producer({**kafka.client_config(), "linger.ms": 20})
-    for i, text in enumerate(texts):
+    for i in range(len(texts)):
         ids = batch.ids[batch.offsets[i]: batch.offsets[i + 1]]
         doc = make_document(ids, id=f"doc-{i}", vocab_size=tok.vocab_size, tokenizer=tok.fingerprint)
         producer.produce(topic, key=doc.id.encode(), value=doc.SerializeToString(),
