@@ -13,20 +13,45 @@ from kafeed.demo import DemoOptions, run_demo
 
 def demo(
     data_dir: DataDirOpt = None,
-    port: Annotated[int | None, typer.Option(help="Client port when the demo cluster is "
-                                             "first created [default: 9092].",
-                                             show_default=False)] = None,
-    records: Annotated[int, typer.Option(help="Records to produce and consume.")] = 5000,
-    data: Annotated[Path | None, typer.Option(help="Text file to use instead of the bundled "
-                                              "corpus.", show_default=False)] = None,
+    port: Annotated[int | None, typer.Option(help="Client port when the local cluster is first "
+                                             "created [default: 9092].", show_default=False)] = None,
+    data: Annotated[list[Path] | None, typer.Option(help="Your own files (txt, jsonl, csv, parquet) "
+                                                    "instead of the bundled corpus; repeatable.",
+                                                    show_default=False)] = None,
+    steps: Annotated[int, typer.Option(help="Training steps.")] = 300,
+    runs_dir: Annotated[Path, typer.Option(help="Where each run's checkpoints and metrics go.")] = Path(
+        "runs/demo"),
     json_out: JsonOpt = False,
 ) -> None:
-    """Start (or reuse) a local broker and run the pipeline end to end."""
-    summary = run_demo(DemoOptions(data_dir=data_dir, port=port, records=records, data=data),
-                       console=console)
+    """Start (or reuse) a local broker; ingest, prepare and train on a corpus; summarize."""
+    summary = run_demo(
+        DemoOptions(data_dir=data_dir, port=port, data=tuple(data or ()), steps=steps, runs_dir=runs_dir),
+        say=lambda line: console.print(line, highlight=False))
     if json_out:
         print_json(summary)
-    else:
-        out.print("[bold]kafeed demo summary[/bold]")
-        for key, value in summary.items():
-            out.print(f"  {key:<22} {value}")
+        return
+    s = summary
+    lines = [
+        "[bold]kafeed demo: summary[/bold]",
+        f"  cluster            {s['bootstrap']}",
+        f"  ingest             {s['records_ingested']:,} records "
+        f"({s['ingest_dead_lettered']:,} dead-lettered)",
+        f"  prepare            {s['prepare_records_in']:,} in = {s['documents_out']:,} out + "
+        f"{s['filtered']:,} filtered + {s['duplicates']:,} duplicates + "
+        f"{s['prepare_dead_lettered']:,} dead-lettered "
+        + ("[green](balanced)[/green]" if s["prepare_balanced"] else "[red](UNBALANCED)[/red]"),
+        f"  filtered by        {', '.join(f'{k} {v:,}' for k, v in s['filtered_by'].items()) or '-'}",
+        f"  tokens             {s['tokens_out']:,} prepared, {s['tokens_trained']:,} trained on",
+        f"  training           {s['steps']} steps, loss {s['first_loss']} -> {s['final_loss']}, "
+        f"{s['tokens_per_s']:,.0f} tokens/s, data-wait {s['data_wait_share']:.1%}",
+        f"  checkpoint         {s['checkpoint']}",
+        f"  lineage            {s['lineage_documents']:,} documents trained on:",
+        *(f"    {k}: {v}" for k, v in s["lineage_partitions"].items()),
+        f"  took               {s['seconds']}s",
+        "",
+        f"Charts of this run:  kafeed report {s['run_dir']}",
+        f"Lineage in full:     kafeed lineage {s['checkpoint']}",
+        "Stop the cluster:    kafeed broker stop" + (f" --data-dir {data_dir}" if data_dir else ""),
+    ]
+    for line in lines:
+        out.print(line, highlight=False, soft_wrap=True)

@@ -9,7 +9,6 @@ loader offsets to the consumer group after each checkpoint, live progress
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import random
@@ -183,7 +182,12 @@ class Runner:
         tokens = 0
         wait = 0.0
         last_ckpt: str | None = None
-        metrics = _MetricsLog(self.run_dir if self.rank == 0 else None)
+        recorder = None
+        if self.run_dir is not None and self.rank == 0:
+            from kafeed.monitor import MetricsRecorder
+
+            recorder = MetricsRecorder(self.run_dir, interval=2.0)
+            recorder.start()
         t0 = time.monotonic()
         window_t, window_tokens, window_wait = t0, 0, 0.0
         stopped = False
@@ -200,6 +204,7 @@ class Runner:
                 waited = time.monotonic() - w0
                 loss, ntok = self.step_fn(batch)
                 self.step += 1
+                _observe(waited, ntok, loss, self.step)
                 wait += waited
                 window_wait += waited
                 tokens += ntok
@@ -219,7 +224,11 @@ class Runner:
                             f"step {self.step:>6}/{self.total_steps}  loss {loss:.4f}  "
                             f"tokens/s {figures['tokens_per_s']:>9,.0f}  "
                             f"data-wait {figures['data_wait_share']:.1%}  lag {shown_lag}")
-                    metrics.write(figures)
+                    if recorder is not None:
+                        # loss and step are gauges already; add what only the loop knows
+                        recorder.record(**{k: float(v) for k, v in figures.items()
+                                           if k in ("tokens_per_s", "data_wait_share", "lag")
+                                           and v is not None})
                     window_t, window_tokens, window_wait = now, 0, 0.0
                 if self.checkpoint_every and self.step % self.checkpoint_every == 0:
                     last_ckpt = self.save() or last_ckpt
@@ -229,7 +238,8 @@ class Runner:
                     break
             if self.step != saved_at:  # the end of the run, a signal or the data's end
                 last_ckpt = self.save() or last_ckpt
-        metrics.close()
+        if recorder is not None:
+            recorder.close()
         return RunResult(
             steps=self.step, start_step=start_step,
             first_loss=losses[0] if losses else None, final_loss=losses[-1] if losses else None,
@@ -238,23 +248,15 @@ class Runner:
         )
 
 
-class _MetricsLog:
-    """Appends the periodic figures to RUN_DIR/metrics.jsonl for `kafeed report`."""
+def _observe(waited: float, tokens: int, loss: float, step: int) -> None:
+    """The trainer's Prometheus figures (kafeed.monitor.metrics), once per step."""
+    from kafeed.monitor import metrics as m
 
-    def __init__(self, run_dir: Path | None) -> None:
-        self._fh = None
-        if run_dir is not None:
-            run_dir.mkdir(parents=True, exist_ok=True)
-            self._fh = open(run_dir / "metrics.jsonl", "a", encoding="utf-8")  # noqa: SIM115
-
-    def write(self, figures: dict[str, Any]) -> None:
-        if self._fh is not None:
-            self._fh.write(json.dumps({"stage": "train", **figures}) + "\n")
-            self._fh.flush()
-
-    def close(self) -> None:
-        if self._fh is not None:
-            self._fh.close()
+    m.DATA_WAIT.labels(stage="train").inc(waited)
+    m.BATCHES.labels(stage="train").inc()
+    m.TOKENS.labels(stage="train").inc(tokens)
+    m.TRAIN_LOSS.labels(stage="train").set(loss)
+    m.TRAIN_STEP.labels(stage="train").set(step)
 
 
 def distributed_context() -> tuple[int, int]:

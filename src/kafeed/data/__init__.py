@@ -1,0 +1,1 @@
+"""Data shipped with kafeed: the demo corpus (Tiny Shakespeare, public domain)."""
