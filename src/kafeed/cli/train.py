@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -57,6 +58,8 @@ def train(
         log_every=log_every, num_labels=num_labels, pretrained=pretrained,
     )
     summary = run_training(options, connection(bootstrap, config))
+    if os.environ.get("RANK", "0") != "0":  # under torchrun, rank 0 speaks for the job
+        return
     if json_out:
         print_json(summary)
     else:
