@@ -131,3 +131,42 @@ def test_lineage_totals_equal_records_consumed(kafka: ConnectionSettings, make_t
         f"{topic}:0": {"ranges": [[0, 75]], "next": 75, "start": 0},
         f"{topic}:1": {"ranges": [[0, 75]], "next": 75, "start": 0},
     }
+
+
+def test_sigterm_checkpoints_and_exits_cleanly(kafka: ConnectionSettings, tokens_topic: str,
+                                               tmp_path: Path) -> None:
+    ckpt = tmp_path / "ck"
+    proc = _train_cli(kafka, tokens_topic, ckpt, "--steps", "100000", "--checkpoint-every", "1000")
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:  # wait until training is under way
+        line = proc.stderr.readline() if proc.stderr else ""
+        if line.startswith("step"):
+            break
+    proc.send_signal(signal.SIGTERM)
+    summary = _finish(proc)
+    assert summary["stopped_by_signal"] is True
+    step = int(summary["steps"])  # type: ignore[call-overload]
+    assert 0 < step < 100000 and summary["checkpoint"] == str(ckpt / f"step-{step:08d}.pt")
+
+
+def test_torchrun_two_ranks_one_checkpoint(kafka: ConnectionSettings, make_topic, corpus: list[str],
+                                           tmp_path: Path) -> None:
+    topic = make_topic(partitions=4)
+    produce_documents(kafka, topic, corpus[:400], partitions=4)
+    ckpt = tmp_path / "ck"
+    torchrun = Path(sys.executable).with_name("torchrun")
+    proc = subprocess.run(
+        [str(torchrun), "--standalone", "--nproc_per_node", "2", "-m", "kafeed.cli.main",
+         "train", "--topic", topic, "--steps", "12", "--batch-size", "2", "--seq-len", "64",
+         "--d-model", "32", "--n-layers", "1", "--checkpoint-dir", str(ckpt), "--checkpoint-every", "6",
+         "-b", kafka.bootstrap, "--json"],
+        capture_output=True, text=True, timeout=240, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads(proc.stdout)  # rank 0 alone prints the job's summary
+    assert summary["steps"] == 12 and summary["tokens_trained"] == 12 * 2 * 2 * 64
+    assert sorted(p.name for p in ckpt.glob("*.pt")) == ["step-00000006.pt", "step-00000012.pt"]
+    latest = CheckpointManager(ckpt).load_latest()
+    assert latest is not None
+    readers = latest.manifest["loader"]["readers"]
+    owned = sorted(key for r in readers.values() for key in r["partitions"])
+    assert len(readers) == 2 and owned == [f"{topic}:{p}" for p in range(4)]
