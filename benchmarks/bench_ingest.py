@@ -82,6 +82,20 @@ def run_producer_performance(bootstrap: str, topic: str, n: int, size: int, opti
     return float(m.group(1)), float(m.group(2)), " ".join(cmd[3:])
 
 
+def sweep(settings: ConnectionSettings, admin: TopicAdmin, corpus: Path, partitions: int) -> None:
+    print("linger.ms  batch.size   rec/s (run 1, run 2)")
+    for linger in (5, 20, 50, 100):
+        for batch in (262_144, 1_000_000):
+            rates = []
+            for attempt in range(2):
+                topic = f"sweep-{linger}-{batch}-{attempt}"
+                admin.create(plan_topic(topic, brokers=1, partitions=partitions))
+                s = ingest([corpus], topic=topic, settings=settings,
+                           options=IngestOptions(linger_ms=linger, batch_bytes=batch))
+                rates.append(s.produced / s.produce_seconds)
+            print(f"{linger:>9} {batch:>11}   {rates[0]:>9,.0f} {rates[1]:>9,.0f}")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--records", type=int, default=200_000)
@@ -90,6 +104,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--linger-ms", type=int, default=IngestOptions().linger_ms)
     ap.add_argument("--batch-bytes", type=int, default=IngestOptions().batch_bytes)
     ap.add_argument("--skip-naive", action="store_true")
+    ap.add_argument("--sweep", action="store_true",
+                    help="Only measure kafeed ingest over a grid of linger.ms x batch.size (twice each).")
     args = ap.parse_args(argv)
     options = IngestOptions(linger_ms=args.linger_ms, batch_bytes=args.batch_bytes)
 
@@ -105,6 +121,9 @@ def main(argv: list[str] | None = None) -> int:
             for name in ("bench-kafeed", "bench-naive", "bench-perf"):
                 admin.create(plan_topic(name, brokers=1, partitions=args.partitions))
 
+            if args.sweep:
+                sweep(settings, admin, corpus, args.partitions)
+                return 0
             s = ingest([corpus], topic="bench-kafeed", settings=settings, options=options)
             rec_size = round(s.bytes_serialized / max(s.produced, 1))
             k_rps, k_mbps = s.produced / s.produce_seconds, s.bytes_serialized / s.produce_seconds / 1e6

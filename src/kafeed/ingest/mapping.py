@@ -78,7 +78,7 @@ class Mapper:
 
     Protobuf values are written directly in the wire format of ``TrainingSample``
     (field numbers from records.proto), with the parts that are constant for a
-    batch (source, timestamp, source metadata) encoded once by :meth:`context`:
+    batch (source, timestamp) encoded once by :meth:`context`:
     about twice as fast as building a message per record. Avro goes through fastavro.
     """
 
@@ -99,7 +99,7 @@ class Mapper:
         if self._ctx == (source, where_key, timestamp_ms):
             return
         self._ctx = (source, where_key, timestamp_ms)
-        self._tail = (_map_entry("kafeed.source", source) + b"\x20" + _varint(timestamp_ms & (2**64 - 1))
+        self._tail = (b"\x20" + _varint(timestamp_ms & (2**64 - 1))
                       + _field(b"\x32", source.encode()))
         self._where_prefix = _field(b"\x0a", where_key.encode()) + b"\x12"
 
@@ -176,7 +176,7 @@ class Mapper:
         source, where_key, timestamp_ms = self._ctx
         sample = TrainingSample(input_data=text.encode(), id=doc_id, source=source, timestamp=timestamp_ms)
         sample.target_values.extend(labels)
-        sample.metadata.update({"kafeed.source": source, where_key: str(where), **meta})
+        sample.metadata.update({where_key: str(where), **meta})
         return encode_avro(sample)
 
 

@@ -103,7 +103,13 @@ class TxnWriter:
                 self._p.poll(0.05)
 
     def produce(self, key: bytes, value: bytes, headers: list[tuple[str, bytes]] | None = None) -> None:
-        self._produce(self.topic, key, value, headers)
+        try:  # the common case without the retry loop's frame
+            if headers:
+                self._p.produce(self.topic, value, key, headers=headers)
+            else:
+                self._p.produce(self.topic, value, key)
+        except BufferError:
+            self._produce(self.topic, key, value, headers)
 
     def dead_letter(self, key: bytes | None, value: bytes, headers: list[tuple[str, bytes]]) -> None:
         self._produce(self.dlq_topic, key, value, headers)

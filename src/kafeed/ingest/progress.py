@@ -116,7 +116,7 @@ def read_latest(settings: ConnectionSettings, job: str, *, timeout: float = 60.0
         latest: bytes | None = None
         deadline = time.monotonic() + timeout
         while True:
-            msgs = consumer.consume(num_messages=1000, timeout=0.5)
+            msgs = consumer.consume(num_messages=1000, timeout=0.05)
             for msg in msgs:
                 if msg.error() is None and msg.key() == key:
                     latest = msg.value()

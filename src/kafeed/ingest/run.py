@@ -134,23 +134,15 @@ def _run(
         src = srcs[index]
         start = Position(progress.offset, progress.record) if index == progress.index else Position()
         where_key = "kafeed.row" if src.kind in _ROW_KINDS else "kafeed.line"
-        produce, name = writer.produce, src.name
+        name = src.name
         try:
             for items, pos in readers.read_source(src, options, start):
                 ts = int(time.time() * 1000)
-                for item in items:
-                    where, fields, _raw, reject = item
-                    if reject is None and fields is not None:
-                        res = mapper.map(fields, source=name, where_key=where_key, where=where,
-                                         timestamp_ms=ts)
-                        value = res[1]
-                        if isinstance(value, bytes):
-                            produce(res[0].encode(), value, fmt_headers)
-                            txn.produced += 1
-                            txn.value_bytes += len(value)
-                            continue
-                        reject = (res[0], value)
-                    _dead_letter(writer, item, reject or ("unknown", "no fields"), src, job, dlq_room, txn)
+                mapper.context(name, where_key, ts)
+                produced, nbytes = _produce_batch(writer, mapper, items, name, where_key, ts, fmt_headers,
+                                                  src, job, dlq_room, txn)
+                txn.produced += produced
+                txn.value_bytes += nbytes
                 records_in += len(items)
                 since_commit += len(items)
                 progress.index, progress.offset, progress.record = index, pos.offset, pos.record
@@ -179,6 +171,27 @@ def _run(
         bytes_compressed=writer.compressed_bytes(), seconds=time.monotonic() - t0,
         transactions=transactions, resumed=resumed, already_complete=False,
         produce_seconds=produce_seconds, skipped_committed=skipped, job_totals=dict(progress.totals))
+
+
+def _produce_batch(
+    writer: TxnWriter, mapper: Mapper, items: list[Item], name: str, where_key: str, ts: int,
+    headers: list[tuple[str, bytes]] | None, src: Source, job: str, dlq_room: int, txn: _Tally,
+) -> tuple[int, int]:
+    """Map and produce one read batch (the hot loop); returns (records produced, value bytes)."""
+    produce, mapit = writer.produce, mapper.map
+    produced = nbytes = 0
+    for item in items:
+        fields, reject = item[1], item[3]
+        if reject is None and fields is not None:
+            key, value = mapit(fields, source=name, where_key=where_key, where=item[0], timestamp_ms=ts)
+            if type(value) is bytes:
+                produce(key.encode(), value, headers)
+                produced += 1
+                nbytes += len(value)
+                continue
+            reject = (key, value)  # type: ignore[assignment]
+        _dead_letter(writer, item, reject or ("unknown", "no fields"), src, job, dlq_room, txn)
+    return produced, nbytes
 
 
 def _dead_letter(writer: TxnWriter, item: Item, reject: tuple[str, str], src: Source, job: str,
