@@ -10,7 +10,7 @@ import pytest
 
 from kafeed.config import ConnectionSettings
 from kafeed.errors import ConfigError, IngestError, TopicError
-from kafeed.ingest import IngestOptions, content_id, ingest
+from kafeed.ingest import IngestOptions, IngestProgress, content_id, ingest
 from kafeed.schema import decode_raw
 from tests.integration.ingest_helpers import read_all, run_cli
 from tests.kafka_fixtures import TopicFactory
@@ -26,8 +26,11 @@ def test_jsonl_round_trip_exact_ids_keys_and_lineage(kafka: ConnectionSettings, 
                                                      tmp_path: Path) -> None:
     topic = make_topic(partitions=3)
     src = _jsonl(tmp_path / "a.jsonl", 500)
+    ticks: list[IngestProgress] = []
     summary = ingest([src], topic=topic, settings=kafka,
-                     options=IngestOptions(label_field="y", meta_fields=("y",), commit_records=128))
+                     options=IngestOptions(label_field="y", meta_fields=("y",), commit_records=128),
+                     on_progress=ticks.append)
+    assert ticks[-1].records == 500 and ticks[-1].bytes_read == ticks[-1].total_bytes == src.stat().st_size
     assert (summary.records_in, summary.produced, summary.dead_lettered) == (500, 500, 0)
     assert summary.transactions >= 4 and sum(summary.per_partition.values()) == 500
     recs = read_all(kafka, topic)
