@@ -83,6 +83,8 @@ def test_job_id_depends_on_topic_sources_and_mapping() -> None:
     assert base != job_id_for("raw", ["a.jsonl"], IngestOptions(text_field="body"))
     assert base == job_id_for("raw", ["a.jsonl"], IngestOptions(linger_ms=5))  # tuning is not identity
     assert job_id_for("raw", ["a.jsonl"], IngestOptions(job_id="mine")) == "mine"
+    assert job_id_for("raw", ["-"], IngestOptions()) != job_id_for("raw", ["-"], IngestOptions())
+    assert job_id_for("raw", ["-"], IngestOptions(job_id="s")) == "s"
 
 
 def test_progress_state_round_trip_and_mismatch() -> None:
