@@ -109,7 +109,6 @@ def _run(
     total_bytes = None if any(s.size is None for s in srcs) else sum(s.size or 0 for s in srcs)
     done_bytes = sum(s.size or 0 for s in srcs[:progress.index])
     run, txn = _Tally(), _Tally()
-    per_partition: Counter[int] = Counter()
     records_in = transactions = 0
     since_commit, last_commit = 0, time.monotonic()
 
@@ -119,7 +118,7 @@ def _run(
         progress.totals = {"produced": progress.totals["produced"] + txn.produced,
                            "dead_lettered": progress.totals["dead_lettered"] + txn.dead}
         try:
-            per_partition.update(writer.commit(job, progress.state_dict()))
+            writer.commit(job, progress.state_dict())
         except BaseException:
             progress.totals = {"produced": progress.totals["produced"] - txn.produced,
                                "dead_lettered": progress.totals["dead_lettered"] - txn.dead}
@@ -164,11 +163,12 @@ def _run(
         progress.index, progress.offset, progress.record = index + 1, 0, 0
     commit(finished=True)
     produce_seconds = time.monotonic() - t_loop
+    per_partition, wire_bytes = writer.final_stats(run.produced)
     return IngestSummary(
         job_id=job, topic=topic, dlq_topic=dlq_topic, format=options.format, records_in=records_in,
         produced=run.produced, dead_lettered=run.dead, dead_letter_kinds=dict(run.kinds),
-        per_partition=dict(sorted(per_partition.items())), bytes_serialized=run.value_bytes,
-        bytes_compressed=writer.compressed_bytes(), seconds=time.monotonic() - t0,
+        per_partition=per_partition, bytes_serialized=run.value_bytes, bytes_compressed=wire_bytes,
+        seconds=time.monotonic() - t0,
         transactions=transactions, resumed=resumed, already_complete=False,
         produce_seconds=produce_seconds, skipped_committed=skipped, job_totals=dict(progress.totals))
 
