@@ -26,7 +26,6 @@ from kafeed.ingest.sources import Source
 Item = tuple[int, Mapping[str, Any] | None, bytes | None, Reject | None]
 
 BOM = b"\xef\xbb\xbf"
-csv.field_size_limit(2**31 - 1)  # oversize rows are dead-lettered by size, not by the csv module
 
 
 @dataclass(frozen=True)
@@ -86,8 +85,8 @@ def read_jsonl(fh: IO[bytes], start: Position, n: int) -> Iterator[Batch]:
                 reason = f"expecting a JSON value at column {stop.value + 1}"
                 append((line_no, None, raw, ("bad_json", reason)))
                 continue
-            except ValueError as exc:
-                append((line_no, None, raw, ("bad_json", str(exc)[:200])))
+            except (ValueError, RecursionError) as exc:  # RecursionError: absurdly deep nesting
+                append((line_no, None, raw, ("bad_json", str(exc)[:200] or type(exc).__name__)))
                 continue
             if end != len(text):
                 reason = f"extra data after the JSON value at column {end + 1}"
@@ -173,6 +172,7 @@ class _LineFeed:
 
 
 def read_csv(fh: IO[bytes], start: Position, n: int) -> Iterator[Batch]:
+    csv.field_size_limit(2**31 - 1)  # oversize rows are dead-lettered by size, not by the csv module
     feed = _LineFeed(fh, 0)
     reader = csv.reader(feed, strict=True)
     try:

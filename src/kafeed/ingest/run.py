@@ -183,7 +183,11 @@ def _produce_batch(
     for item in items:
         fields, reject = item[1], item[3]
         if reject is None and fields is not None:
-            key, value = mapit(fields, source=name, where_key=where_key, where=item[0], timestamp_ms=ts)
+            try:
+                key, value = mapit(fields, source=name, where_key=where_key, where=item[0], timestamp_ms=ts)
+            except Exception as exc:  # a row shape nobody foresaw must not stop the run
+                log.warning("unexpected error mapping %s:%d: %r", name, item[0], exc)
+                key, value = "unexpected", f"{type(exc).__name__}: {exc}"[:300]
             if type(value) is bytes:
                 produce(key.encode(), value, headers)
                 produced += 1
