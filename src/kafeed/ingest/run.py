@@ -178,13 +178,13 @@ def _produce_batch(
     headers: list[tuple[str, bytes]] | None, src: Source, job: str, dlq_room: int, txn: _Tally,
 ) -> tuple[int, int]:
     """Map and produce one read batch (the hot loop); returns (records produced, value bytes)."""
-    produce, mapit = writer.produce, mapper.map
+    produce, mapit = writer.produce, mapper.map_row
     produced = nbytes = 0
     for item in items:
         fields, reject = item[1], item[3]
         if reject is None and fields is not None:
             try:
-                key, value = mapit(fields, source=name, where_key=where_key, where=item[0], timestamp_ms=ts)
+                key, value = mapit(fields, item[0])
             except Exception as exc:  # a row shape nobody foresaw must not stop the run
                 log.warning("unexpected error mapping %s:%d: %r", name, item[0], exc)
                 key, value = "unexpected", f"{type(exc).__name__}: {exc}"[:300]
