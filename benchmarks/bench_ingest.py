@@ -92,17 +92,20 @@ def run_producer_performance(bootstrap: str, topic: str, n: int, size: int, opti
 
 
 def sweep(settings: ConnectionSettings, admin: TopicAdmin, corpus: Path, partitions: int) -> None:
-    print("linger.ms  batch.size   rec/s (run 1, run 2)")
+    print("linger.ms  batch.size   rec/s (run 1, run 2)   client CPU-s (run 1, run 2)")
     for linger in (5, 20, 50, 100):
         for batch in (262_144, 1_000_000):
-            rates = []
+            rates, cpus = [], []
             for attempt in range(2):
                 topic = f"sweep-{linger}-{batch}-{attempt}"
                 admin.create(plan_topic(topic, brokers=1, partitions=partitions))
+                cpu0 = time.process_time()
                 s = ingest([corpus], topic=topic, settings=settings,
                            options=IngestOptions(linger_ms=linger, batch_bytes=batch))
+                cpus.append(time.process_time() - cpu0)
                 rates.append(s.produced / s.produce_seconds)
-            print(f"{linger:>9} {batch:>11}   {rates[0]:>9,.0f} {rates[1]:>9,.0f}")
+            print(f"{linger:>9} {batch:>11}   {rates[0]:>9,.0f} {rates[1]:>9,.0f}"
+                  f"   {cpus[0]:>12.2f} {cpus[1]:>6.2f}")
 
 
 def main(argv: list[str] | None = None) -> int:

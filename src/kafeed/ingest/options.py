@@ -15,7 +15,7 @@ StdinFormat = Literal["jsonl", "text"]
 
 # Measured with benchmarks/bench_ingest.py (see docs/ingest.md): past ~20 ms linger
 # and 1 MB batches the single-process producer is bound by Python, not by requests.
-DEFAULT_LINGER_MS = 50
+DEFAULT_LINGER_MS = 100
 DEFAULT_BATCH_BYTES = 1_000_000
 DEFAULT_BATCH_MESSAGES = 100_000
 
