@@ -39,7 +39,7 @@ def test_jsonl_round_trip_exact_ids_keys_and_lineage(kafka: ConnectionSettings, 
     assert summary.per_partition == {p: sum(r.partition == p for r in recs) for p in by_partition}
     s = decode_raw(next(r.value for r in recs if r.key == b"j7"), [])
     assert (s.id, s.input_data, list(s.target_values)) == ("j7", b"doc 7", [1.0])
-    assert s.metadata["kafeed.line"] == "8" and s.source == str(src)
+    assert s.metadata["kafeed.line"] == "8" and s.source == s.metadata["kafeed.source"] == str(src)
     assert s.metadata["y"] == "1"
     assert summary.bytes_serialized > 0 and summary.bytes_compressed is not None
 

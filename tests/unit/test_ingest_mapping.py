@@ -30,7 +30,7 @@ def test_good_row_maps_id_labels_meta_and_lineage() -> None:
     s = decode_sample(value)
     assert s.input_data == b"text here" and s.id == "d-1" and s.source == "f.jsonl" and s.timestamp == 5
     assert list(s.target_values) == [1.0, 2.5]
-    assert dict(s.metadata) == {"kafeed.line": "7", "lang": "en", "n": "3"}
+    assert dict(s.metadata) == {"kafeed.source": "f.jsonl", "kafeed.line": "7", "lang": "en", "n": "3"}
 
 
 def test_missing_id_is_content_hash_and_int_id_is_string() -> None:
@@ -109,6 +109,7 @@ def test_wire_encoding_matches_the_protobuf_library(size: int) -> None:
                                timestamp_ms=1_732_000_000_000)
     assert isinstance(value, bytes)
     expected = make_sample(text, id=doc_id, source="dir/ü.jsonl", targets=[0.25, -3.0],
-                           metadata={"kafeed.line": "123456", "lang": "fr"},
+                           metadata={"kafeed.source": "dir/ü.jsonl", "kafeed.line": "123456",
+                                     "lang": "fr"},
                            timestamp_ms=1_732_000_000_000)
     assert decode_sample(value) == expected
