@@ -115,10 +115,14 @@ class Mapper:
         Callers tell the two apart by the type of the second element.
         """
         self.context(source, where_key, timestamp_ms)
-        return self.map_row(fields, where)
+        key, value = self.map_row(fields, where)
+        if isinstance(key, bytes) and isinstance(value, bytes):
+            return key.decode(), value
+        assert isinstance(key, str) and isinstance(value, str)  # a rejection: (kind, reason)
+        return key, value
 
-    def map_row(self, fields: Mapping[str, Any], where: int) -> tuple[str, bytes] | Reject:
-        """:meth:`map` under the current :meth:`context` (the hot loop's entry)."""
+    def map_row(self, fields: Mapping[str, Any], where: int) -> tuple[bytes, bytes] | Reject:
+        """:meth:`map` under the current :meth:`context`, the id as UTF-8 bytes (the hot loop's entry)."""
         text = fields.get(self.text_field, _MISSING)
         if type(text) is not str:
             if text is _MISSING:
@@ -159,29 +163,34 @@ class Mapper:
             if (v := fields.get(name)) is not None:
                 meta[name] = v if type(v) is str else str(v)
         try:
+            ident = doc_id.encode()
             if self.avro:
                 value = self._avro(data, doc_id, labels, meta, where)
             else:
-                value = self._protobuf(data, doc_id, labels, meta, where)
+                value = self._protobuf(data, ident, labels, meta, where)
         except UnicodeEncodeError:
             return "invalid_utf8", "id or metadata is not valid UTF-8 (lone surrogates)"
         if len(value) > self.max_value_bytes:
             return "oversize", (f"record is {len(value)} bytes serialized; the topic accepts "
                                 f"at most {self.max_value_bytes}")
-        return doc_id, value
+        return ident, value
 
-    def _protobuf(self, data: bytes, doc_id: str, labels: list[float], meta: dict[str, str],
+    def _protobuf(self, data: bytes, ident: bytes, labels: list[float], meta: dict[str, str],
                   where: int) -> bytes:
-        w = str(where).encode()
+        w = b"%d" % where
         entry = self._where_prefix + _SMALL[len(w)] + w
-        parts = [b"\x0a", _varint(len(data)), data]
+        n = len(data)
+        head = b"\x0a" + (_SMALL[n] if n < 128 else _varint(n))
+        if not labels and not meta:  # the common case in one join
+            return b"".join((head, data, b"\x1a", _SMALL[len(entry)], entry,
+                             b"\x2a", _varint(len(ident)), ident, self._tail))
+        parts = [head, data]
         if labels:
             packed = struct.pack(f"<{len(labels)}f", *labels)
             parts += [b"\x12", _varint(len(packed)), packed]
-        parts += [b"\x1a", _varint(len(entry)), entry]
+        parts += [b"\x1a", _SMALL[len(entry)], entry]
         for k, v in meta.items():
             parts.append(_map_entry(k, v))
-        ident = doc_id.encode()
         parts += [b"\x2a", _varint(len(ident)), ident, self._tail]
         return b"".join(parts)
 

@@ -191,8 +191,10 @@ def _produce_batch(
     headers: list[tuple[str, bytes]] | None, src: Source, job: str, dlq_room: int, txn: _Tally,
 ) -> tuple[int, int]:
     """Map and produce one read batch (the hot loop); returns (records produced, value bytes)."""
-    produce, mapit = writer.produce, mapper.map_row
-    produced = nbytes = 0
+    mapit = mapper.map_row
+    good: list[tuple[bytes, bytes]] = []
+    append = good.append
+    nbytes = 0
     for item in items:
         fields, reject = item[1], item[3]
         if reject is None and fields is not None:
@@ -202,13 +204,13 @@ def _produce_batch(
                 log.warning("unexpected error mapping %s:%d: %r", name, item[0], exc)
                 key, value = "unexpected", f"{type(exc).__name__}: {exc}"[:300]
             if type(value) is bytes:
-                produce(key.encode(), value, headers)
-                produced += 1
+                append((key, value))  # type: ignore[arg-type]
                 nbytes += len(value)
                 continue
             reject = (key, value)  # type: ignore[assignment]
         _dead_letter(writer, item, reject or ("unknown", "no fields"), src, job, dlq_room, txn)
-    return produced, nbytes
+    writer.produce_all(good, headers)
+    return len(good), nbytes
 
 
 def _dead_letter(writer: TxnWriter, item: Item, reject: tuple[str, str], src: Source, job: str,
