@@ -10,7 +10,7 @@ import pytest
 
 from kafeed.config import ConnectionSettings
 from kafeed.errors import ConfigError, IngestError, TopicError
-from kafeed.ingest import IngestOptions, content_id, ingest
+from kafeed.ingest import IngestOptions, IngestProgress, content_id, ingest
 from kafeed.schema import decode_raw
 from tests.integration.ingest_helpers import read_all, run_cli
 from tests.kafka_fixtures import TopicFactory
@@ -26,8 +26,11 @@ def test_jsonl_round_trip_exact_ids_keys_and_lineage(kafka: ConnectionSettings, 
                                                      tmp_path: Path) -> None:
     topic = make_topic(partitions=3)
     src = _jsonl(tmp_path / "a.jsonl", 500)
+    ticks: list[IngestProgress] = []
     summary = ingest([src], topic=topic, settings=kafka,
-                     options=IngestOptions(label_field="y", meta_fields=("y",), commit_records=128))
+                     options=IngestOptions(label_field="y", meta_fields=("y",), commit_records=128),
+                     on_progress=ticks.append)
+    assert ticks[-1].records == 500 and ticks[-1].bytes_read == ticks[-1].total_bytes == src.stat().st_size
     assert (summary.records_in, summary.produced, summary.dead_lettered) == (500, 500, 0)
     assert summary.transactions >= 4 and sum(summary.per_partition.values()) == 500
     recs = read_all(kafka, topic)
@@ -36,7 +39,7 @@ def test_jsonl_round_trip_exact_ids_keys_and_lineage(kafka: ConnectionSettings, 
     assert summary.per_partition == {p: sum(r.partition == p for r in recs) for p in by_partition}
     s = decode_raw(next(r.value for r in recs if r.key == b"j7"), [])
     assert (s.id, s.input_data, list(s.target_values)) == ("j7", b"doc 7", [1.0])
-    assert s.metadata["kafeed.line"] == "8" and s.metadata["kafeed.source"] == str(src)
+    assert s.metadata["kafeed.line"] == "8" and s.source == s.metadata["kafeed.source"] == str(src)
     assert s.metadata["y"] == "1"
     assert summary.bytes_serialized > 0 and summary.bytes_compressed is not None
 

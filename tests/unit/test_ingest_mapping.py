@@ -83,6 +83,8 @@ def test_job_id_depends_on_topic_sources_and_mapping() -> None:
     assert base != job_id_for("raw", ["a.jsonl"], IngestOptions(text_field="body"))
     assert base == job_id_for("raw", ["a.jsonl"], IngestOptions(linger_ms=5))  # tuning is not identity
     assert job_id_for("raw", ["a.jsonl"], IngestOptions(job_id="mine")) == "mine"
+    assert job_id_for("raw", ["-"], IngestOptions()) != job_id_for("raw", ["-"], IngestOptions())
+    assert job_id_for("raw", ["-"], IngestOptions(job_id="s")) == "s"
 
 
 def test_progress_state_round_trip_and_mismatch() -> None:
@@ -107,6 +109,7 @@ def test_wire_encoding_matches_the_protobuf_library(size: int) -> None:
                                timestamp_ms=1_732_000_000_000)
     assert isinstance(value, bytes)
     expected = make_sample(text, id=doc_id, source="dir/ü.jsonl", targets=[0.25, -3.0],
-                           metadata={"kafeed.source": "dir/ü.jsonl", "kafeed.line": "123456", "lang": "fr"},
+                           metadata={"kafeed.source": "dir/ü.jsonl", "kafeed.line": "123456",
+                                     "lang": "fr"},
                            timestamp_ms=1_732_000_000_000)
     assert decode_sample(value) == expected

@@ -41,6 +41,13 @@ def test_jsonl_parses_rejects_and_tracks_offsets() -> None:
     assert pos == Position(len(data), 6)
 
 
+def test_jsonl_absurd_nesting_is_a_bad_line_not_a_crash() -> None:
+    data = b"[" * 200_000 + b"]" * 200_000 + b"\n" + b'{"text": "after"}\n'
+    items, _ = _all(read_jsonl(io.BytesIO(data), Position(), 10))
+    assert items[0][3] is not None and items[0][3][0] == "bad_json"
+    assert items[1][1] == {"text": "after"}
+
+
 def test_jsonl_resumes_from_a_batch_position() -> None:
     lines = [json.dumps({"id": str(i), "text": f"t{i}"}).encode() + b"\n" for i in range(10)]
     data = b"".join(lines)

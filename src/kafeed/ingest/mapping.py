@@ -20,7 +20,10 @@ from kafeed.schema.records_pb2 import TrainingSample
 Reject = tuple[str, str]
 
 # C0 controls other than tab, newlines, vertical tab and form feed: binary, not text.
-_BINARY = re.compile("[\x00-\x08\x0e-\x1f\x7f]")
+# Checked on the UTF-8 bytes with bytes.translate (5x faster than a regex search);
+# these bytes never occur inside a multi-byte UTF-8 sequence.
+_CONTROL = bytes([*range(0x00, 0x09), *range(0x0E, 0x20), 0x7F])
+_BINARY = re.compile(rb"[\x00-\x08\x0e-\x1f\x7f]")
 
 
 def content_id(text: str, chars: int = 32) -> str:
@@ -78,7 +81,8 @@ class Mapper:
 
     Protobuf values are written directly in the wire format of ``TrainingSample``
     (field numbers from records.proto), with the parts that are constant for a
-    batch (source, timestamp, source metadata) encoded once by :meth:`context`:
+    batch (source, timestamp, the ``kafeed.source`` metadata entry) encoded once by
+    :meth:`context`:
     about twice as fast as building a message per record. Avro goes through fastavro.
     """
 
@@ -110,6 +114,15 @@ class Mapper:
 
         Callers tell the two apart by the type of the second element.
         """
+        self.context(source, where_key, timestamp_ms)
+        key, value = self.map_row(fields, where)
+        if isinstance(key, bytes) and isinstance(value, bytes):
+            return key.decode(), value
+        assert isinstance(key, str) and isinstance(value, str)  # a rejection: (kind, reason)
+        return key, value
+
+    def map_row(self, fields: Mapping[str, Any], where: int) -> tuple[bytes, bytes] | Reject:
+        """:meth:`map` under the current :meth:`context`, the id as UTF-8 bytes (the hot loop's entry)."""
         text = fields.get(self.text_field, _MISSING)
         if type(text) is not str:
             if text is _MISSING:
@@ -119,9 +132,14 @@ class Mapper:
             return "text_not_string", f"field {self.text_field!r} is a {type(text).__name__}, not a string"
         if not text or text.isspace():
             return "empty_text", f"field {self.text_field!r} is empty or whitespace"
-        binary = _BINARY.search(text)
-        if binary is not None:
-            return "binary_content", f"text contains control character {binary.group()!r}"
+        try:
+            data = text.encode()
+        except UnicodeEncodeError:
+            return "invalid_utf8", "text is not valid UTF-8 (lone surrogates)"
+        if len(data.translate(None, _CONTROL)) != len(data):
+            binary = _BINARY.search(data)
+            char = binary.group().decode() if binary else "?"
+            return "binary_content", f"text contains control character {char!r}"
         raw_id = fields.get(self.id_field)
         if raw_id is None or raw_id == "":
             doc_id = content_id(text, self.id_chars)
@@ -140,41 +158,45 @@ class Mapper:
             if isinstance(parsed, tuple):
                 return parsed
             labels = parsed
-        meta = {name: v if type(v) is str else str(v)
-                for name in self.meta_fields if (v := fields.get(name)) is not None}
-        if self._ctx != (source, where_key, timestamp_ms):
-            self.context(source, where_key, timestamp_ms)
+        meta: dict[str, str] = {}
+        for name in self.meta_fields:
+            if (v := fields.get(name)) is not None:
+                meta[name] = v if type(v) is str else str(v)
         try:
+            ident = doc_id.encode()
             if self.avro:
-                value = self._avro(text, doc_id, labels, meta, where)
+                value = self._avro(data, doc_id, labels, meta, where)
             else:
-                value = self._protobuf(text, doc_id, labels, meta, where)
+                value = self._protobuf(data, ident, labels, meta, where)
         except UnicodeEncodeError:
-            return "invalid_utf8", "text, id or metadata is not valid UTF-8 (lone surrogates)"
+            return "invalid_utf8", "id or metadata is not valid UTF-8 (lone surrogates)"
         if len(value) > self.max_value_bytes:
             return "oversize", (f"record is {len(value)} bytes serialized; the topic accepts "
                                 f"at most {self.max_value_bytes}")
-        return doc_id, value
+        return ident, value
 
-    def _protobuf(self, text: str, doc_id: str, labels: list[float], meta: dict[str, str],
+    def _protobuf(self, data: bytes, ident: bytes, labels: list[float], meta: dict[str, str],
                   where: int) -> bytes:
-        data = text.encode()
-        w = str(where).encode()
+        w = b"%d" % where
         entry = self._where_prefix + _SMALL[len(w)] + w
-        parts = [b"\x0a", _varint(len(data)), data]
+        n = len(data)
+        head = b"\x0a" + (_SMALL[n] if n < 128 else _varint(n))
+        if not labels and not meta:  # the common case in one join
+            return b"".join((head, data, b"\x1a", _SMALL[len(entry)], entry,
+                             b"\x2a", _varint(len(ident)), ident, self._tail))
+        parts = [head, data]
         if labels:
             packed = struct.pack(f"<{len(labels)}f", *labels)
             parts += [b"\x12", _varint(len(packed)), packed]
-        parts += [b"\x1a", _varint(len(entry)), entry]
+        parts += [b"\x1a", _SMALL[len(entry)], entry]
         for k, v in meta.items():
             parts.append(_map_entry(k, v))
-        ident = doc_id.encode()
         parts += [b"\x2a", _varint(len(ident)), ident, self._tail]
         return b"".join(parts)
 
-    def _avro(self, text: str, doc_id: str, labels: list[float], meta: dict[str, str], where: int) -> bytes:
+    def _avro(self, data: bytes, doc_id: str, labels: list[float], meta: dict[str, str], where: int) -> bytes:
         source, where_key, timestamp_ms = self._ctx
-        sample = TrainingSample(input_data=text.encode(), id=doc_id, source=source, timestamp=timestamp_ms)
+        sample = TrainingSample(input_data=data, id=doc_id, source=source, timestamp=timestamp_ms)
         sample.target_values.extend(labels)
         sample.metadata.update({"kafeed.source": source, where_key: str(where), **meta})
         return encode_avro(sample)

@@ -13,9 +13,9 @@ from kafeed.topics.plan import Compression
 TextMode = Literal["file", "line", "paragraph"]
 StdinFormat = Literal["jsonl", "text"]
 
-# Measured with benchmarks/bench_ingest.py (see docs/ingest.md): past ~20 ms linger
-# and 1 MB batches the single-process producer is bound by Python, not by requests.
-DEFAULT_LINGER_MS = 50
+# Measured with `benchmarks/bench_ingest.py --sweep` (see docs/ingest.md): 100 ms and
+# 1 MB batches cost the least client CPU per record; past ~20 ms the rate is flat.
+DEFAULT_LINGER_MS = 100
 DEFAULT_BATCH_BYTES = 1_000_000
 DEFAULT_BATCH_MESSAGES = 100_000
 

@@ -3,7 +3,10 @@
 Idempotent (implied by ``transactional.id``), acks=all, compression from the
 options, keyed records partitioned with murmur2 (the Java client's partitioner,
 so a document id maps to the same partition whichever client wrote it).
-Delivery counts per partition only become real when their transaction commits.
+Per-partition counts come from librdkafka's statistics (``msgs`` per partition:
+records enqueued, counted once, retries excluded) rather than from a delivery
+report per record, which cost ~1.4 µs per record here; delivery reports are
+only requested for errors.
 """
 
 from __future__ import annotations
@@ -12,7 +15,6 @@ import json
 import logging
 import threading
 import time
-from collections import Counter
 from typing import Any
 
 from kafeed.config import ConnectionSettings
@@ -32,10 +34,10 @@ class TxnWriter:
 
         self.topic = topic
         self.dlq_topic = dlq_topic
-        self._txn_parts: Counter[int] = Counter()
         self._errors: list[str] = []
         self._stats_lock = threading.Lock()
         self._txbytes: dict[str, int] = {}
+        self._msgs: dict[int, int] = {}
         self._stats_seen = 0
         conf = settings.client_config()
         conf.update({
@@ -53,6 +55,7 @@ class TxnWriter:
             "transaction.timeout.ms": 60_000,
             "message.timeout.ms": 55_000,
             "statistics.interval.ms": 500,
+            "delivery.report.only.error": True,
             "stats_cb": self._on_stats,
             "on_delivery": self._on_delivery,
             "logger": logging.getLogger("kafeed.librdkafka"),
@@ -64,8 +67,6 @@ class TxnWriter:
     def _on_delivery(self, err: Any, msg: Any) -> None:
         if err is not None:
             self._errors.append(f"{msg.topic()}: {err.str()}")
-        elif msg.topic() == self.topic:
-            self._txn_parts[msg.partition()] += 1
 
     def _on_stats(self, raw: str) -> None:
         # Broker-level txbytes are cumulative wire bytes, after compression; partition-level
@@ -74,6 +75,12 @@ class TxnWriter:
         with self._stats_lock:
             for name, broker in stats.get("brokers", {}).items():
                 self._txbytes[name] = int(broker.get("txbytes", 0))
+            # Partition -1 is the "unassigned" queue: its records are counted again
+            # when they move to their partition, so it is left out.
+            parts = stats.get("topics", {}).get(self.topic, {}).get("partitions", {})
+            for p, info in parts.items():
+                if int(p) >= 0:
+                    self._msgs[int(p)] = int(info.get("msgs", 0))
             self._stats_seen += 1
 
     # -- transactions --
@@ -87,7 +94,6 @@ class TxnWriter:
     def begin(self) -> None:
         if not self._open:
             self._p.begin_transaction()
-            self._txn_parts.clear()
             self._open = True
 
     def _produce(self, topic: str, key: bytes | None, value: bytes,
@@ -102,8 +108,18 @@ class TxnWriter:
             except BufferError:  # local queue full: let deliveries drain
                 self._p.poll(0.05)
 
-    def produce(self, key: bytes, value: bytes, headers: list[tuple[str, bytes]] | None = None) -> None:
-        self._produce(self.topic, key, value, headers)
+    def produce_all(self, records: list[tuple[bytes, bytes]],
+                    headers: list[tuple[str, bytes]] | None = None) -> None:
+        """Produce ``(key, value)`` pairs to the topic: one tight loop, no frame per record."""
+        produce, topic = self._p.produce, self.topic
+        for key, value in records:
+            try:
+                if headers:
+                    produce(topic, value, key, headers=headers)
+                else:
+                    produce(topic, value, key)
+            except BufferError:  # local queue full: the retry loop lets deliveries drain
+                self._produce(topic, key, value, headers)
 
     def dead_letter(self, key: bytes | None, value: bytes, headers: list[tuple[str, bytes]]) -> None:
         self._produce(self.dlq_topic, key, value, headers)
@@ -111,8 +127,8 @@ class TxnWriter:
     def poll(self) -> None:
         self._p.poll(0)
 
-    def commit(self, job: str, marker: dict[str, Any]) -> Counter[int]:
-        """Produce the marker, flush, commit; returns the committed per-partition counts."""
+    def commit(self, job: str, marker: dict[str, Any]) -> None:
+        """Produce the marker, flush, commit (or abort and raise)."""
         self._produce(PROGRESS_TOPIC, job.encode(), json.dumps(marker).encode(), None, partition=0)
         try:
             left = self._p.flush(60)
@@ -126,9 +142,6 @@ class TxnWriter:
                 raise
             raise translate_kafka_error(exc, action="commit the ingest transaction") from exc
         self._open = False
-        committed = Counter(self._txn_parts)
-        self._txn_parts.clear()
-        return committed
 
     def abort(self) -> None:
         if self._open:
@@ -138,21 +151,24 @@ class TxnWriter:
                 log.warning("aborting the ingest transaction failed: %s", exc)
             self._open = False
         self._errors.clear()
-        self._txn_parts.clear()
 
-    def compressed_bytes(self, wait_s: float = 1.5) -> int | None:
-        """Bytes this producer sent to the brokers (all requests, compressed batches), per the
-        next statistics tick; None if no statistics came."""
+    def final_stats(self, produced: int, wait_s: float = 5.0) -> tuple[dict[int, int], int | None]:
+        """Per-partition record counts and wire bytes, from a statistics tick taken after the
+        last commit: waits for a fresh tick whose partition counts add up to ``produced``."""
         with self._stats_lock:
             seen = self._stats_seen
         deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline:
-            self._p.poll(0.1)
+            self._p.poll(0.05)
             with self._stats_lock:
-                if self._stats_seen > seen:
+                if self._stats_seen > seen and sum(self._msgs.values()) == produced:
                     break
         with self._stats_lock:
-            return sum(self._txbytes.values()) if self._stats_seen else None
+            counts = {p: n for p, n in sorted(self._msgs.items()) if n}
+            if sum(counts.values()) != produced:
+                log.warning("partition counts from statistics (%d) differ from records produced (%d)",
+                            sum(counts.values()), produced)
+            return counts, (sum(self._txbytes.values()) if self._stats_seen else None)
 
     def close(self) -> None:
         self.abort()

@@ -33,7 +33,11 @@ MARKER_VERSION = 1
 
 
 def job_id_for(topic: str, args: list[str], options: IngestOptions) -> str:
-    """A stable id for (topic, sources, mapping): the same command resumes the same job."""
+    """A stable id for (topic, sources, mapping): the same command resumes the same job.
+
+    stdin has no identity to hash, so without ``--job-id`` every stdin run is a new job
+    (two different streams must not look like one finished job).
+    """
     if options.job_id:
         return options.job_id
     norm = [a if a == "-" else str(Path(a).absolute()) for a in args]
@@ -42,6 +46,7 @@ def job_id_for(topic: str, args: list[str], options: IngestOptions) -> str:
         "sources": norm,
         "sql": options.sql,
         "dsn": redact_dsn(options.dsn) if options.dsn else None,
+        "stdin_run": uuid.uuid4().hex if "-" in args else None,
         "mapping": [options.text_field, options.id_field, options.label_field, list(options.meta_fields),
                     options.text_mode, options.stdin_format, options.format, options.id_hash_chars],
     }
@@ -116,7 +121,7 @@ def read_latest(settings: ConnectionSettings, job: str, *, timeout: float = 60.0
         latest: bytes | None = None
         deadline = time.monotonic() + timeout
         while True:
-            msgs = consumer.consume(num_messages=1000, timeout=0.5)
+            msgs = consumer.consume(num_messages=1000, timeout=0.05)
             for msg in msgs:
                 if msg.error() is None and msg.key() == key:
                     latest = msg.value()

@@ -42,9 +42,13 @@ def connect(dsn: str) -> Any:
 
 
 def execute(conn: Any, query: str, dsn: str) -> Any:
-    """Run ``query``; bad SQL is one :class:`IngestError` sentence."""
+    """Run ``query``; bad SQL is one :class:`IngestError` sentence.
+
+    PostgreSQL gets a named (server-side) cursor so rows stream instead of
+    arriving all at once; sqlite3 cursors step lazily already.
+    """
     try:
-        cursor = conn.cursor()
+        cursor = conn.cursor() if isinstance(conn, sqlite3.Connection) else conn.cursor(name="kafeed_ingest")
         cursor.execute(query)
     except Exception as exc:
         raise IngestError(f"The query failed on {redact_dsn(dsn)}: {exc}.".replace("\n", " "),
