@@ -24,11 +24,13 @@ from kafeed.errors import SchemaError
 from kafeed.loader.assignment import assign, partition_key, warn_if_idle
 from kafeed.loader.offsets import list_partitions, resolve_end, resolve_start
 from kafeed.loader.settings import LoaderSettings
-from kafeed.schema.codec import decode_document, decode_sample, unpack_tokens
+from kafeed.schema.codec import UINT16, UINT32, decode_document, decode_sample, unpack_tokens
+from kafeed.schema.records_pb2 import TokenizedDocument
 
 log = logging.getLogger("kafeed")
 
 Ref = tuple[str, int]
+_DTYPES: dict[int, np.dtype[Any]] = {UINT16: np.dtype("<u2"), UINT32: np.dtype("<u4")}
 Item = tuple[Ref, Any, int]  # (partition key, offset), payload, tokens already emitted
 
 
@@ -214,23 +216,30 @@ class KafkaReader:
         msgs = self._consumer.consume(num_messages=self.settings.consume_batch, timeout=timeout)
         queued = 0
         limit = self.settings.queue_records
+        by_tp = self._by_tp
+        last_tp: tuple[str, int] | None = None
+        part: _Partition | None = None
         for msg in msgs:
             err = msg.error()
             if err is not None:
                 if err.code() == KafkaError._PARTITION_EOF:
-                    part = self._by_tp.get((msg.topic(), msg.partition()))
-                    if part is not None:
-                        part.eof = True
-                        if part.end is not None and msg.offset() >= part.end:
-                            part.fetch_done = True
+                    eof_part = by_tp.get((msg.topic(), msg.partition()))
+                    if eof_part is not None:
+                        eof_part.eof = True
+                        if eof_part.end is not None and msg.offset() >= eof_part.end:
+                            eof_part.fetch_done = True
                 else:
                     self._log_error(err)
                 continue
-            part = self._by_tp.get((msg.topic(), msg.partition()))
+            tp = (msg.topic(), msg.partition())
+            if tp != last_tp:  # records come in runs per partition: look up once per run
+                part = by_tp.get(tp)
+                last_tp = tp
             if part is None:
                 continue
             offset = msg.offset()
-            if part.end is not None and offset >= part.end:
+            end = part.end
+            if end is not None and offset >= end:
                 part.fetch_done = True
                 continue
             if offset < part.read:
@@ -239,12 +248,13 @@ class KafkaReader:
                     self.restored[(part.key, offset)] = self._decode(part, msg)
                     queued += 1
                 continue
-            part.queue.append(msg)
+            queue = part.queue
+            queue.append(msg)
             part.eof = False
             queued += 1
-            if part.end is not None and offset + 1 >= part.end:
+            if end is not None and offset + 1 >= end:
                 part.fetch_done = True
-            if not part.paused and len(part.queue) >= limit:
+            if len(queue) >= limit and not part.paused:
                 self._pause(part, True)
         return queued
 
@@ -335,6 +345,21 @@ class KafkaReader:
         return (part.key, offset), payload, part.partial.pop(offset, 0)
 
     def _decode(self, part: _Partition, msg: Any) -> Any:
+        if self.settings.kind == "tokens":
+            # Fast path, the hot loop: parse, check, one np.frombuffer. Anything odd goes
+            # through decode_document below, which names the record in its error.
+            try:
+                doc = TokenizedDocument()
+                doc.ParseFromString(msg.value())
+                dtype = _DTYPES.get(doc.dtype)
+                data = doc.tokens
+                tokenizer = self.settings.tokenizer
+                if dtype is not None and len(data) == doc.num_tokens * dtype.itemsize and (
+                        tokenizer is None or doc.tokenizer == tokenizer):
+                    self.stats["tokens"] += doc.num_tokens
+                    return np.frombuffer(data, dtype=dtype)
+            except Exception:
+                pass
         where = {"topic": part.topic, "partition": part.partition, "offset": msg.offset()}
         try:
             if self.settings.kind == "tokens":
@@ -383,6 +408,10 @@ class KafkaReader:
         part.delivered.add(ref[1])
         if len(part.delivered) > 4096 + 4 * len(part.in_flight):
             part.prune()
+
+    def delivered_many(self, refs: list[Ref]) -> None:
+        for ref in refs:
+            self.delivered(ref)
 
     def partitions_state(self) -> dict[str, dict[str, Any]]:
         return {p.key: p.entry() for p in self.parts}

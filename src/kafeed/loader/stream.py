@@ -150,8 +150,7 @@ class TokenStream(_Stream):
         if count == 0:
             return None
         tokens, starts, finished = packer.pop(count, boundaries=self.settings.return_boundaries)
-        for ref in finished:
-            self.reader.delivered(ref)
+        self.reader.delivered_many(finished)
         if pad:
             tokens = np.concatenate([tokens, np.full(pad, self.settings.eos_id, dtype=np.int64)])
             if starts is not None:
