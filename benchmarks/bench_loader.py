@@ -183,7 +183,12 @@ def rss_child(bootstrap: str, topic: str, seq_len: int, batch: int, fraction: fl
     c.close()
     ds = kafeed.KafkaTokenDataset(topic, seq_len=seq_len, bootstrap=bootstrap, end=end)
     tokens = sum(b["tokens"].numel() for b in kafeed.StreamLoader(ds, batch_size=batch))
-    print(json.dumps({"maxrss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "tokens": tokens}))
+    # VmHWM, not ru_maxrss: Linux keeps ru_maxrss across fork+exec, so it would report the
+    # (large) parent's peak; VmHWM belongs to this process's own address space.
+    hwm = next(int(line.split()[1]) for line in Path("/proc/self/status").read_text().splitlines()
+               if line.startswith("VmHWM:"))
+    print(json.dumps({"maxrss_kib": hwm, "ru_maxrss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+                      "tokens": tokens}))
 
 
 def rss(bootstrap: str, topic: str, seq_len: int, batch: int, fraction: float) -> dict[str, int]:

@@ -109,8 +109,11 @@ class KafkaReader:
             "enable.partition.eof": True,
             "auto.offset.reset": "latest" if s.start == "latest" else "earliest",
             "isolation.level": "read_committed",
-            "queued.max.messages.kbytes": 32768,
-            "fetch.max.bytes": 16 * 1024 * 1024,
+            # Read-ahead (128 MB per reader) big enough that consume() finds records waiting;
+            # with librdkafka defaults the round-robin stalled on many calls (benchmarks/).
+            "queued.max.messages.kbytes": 131072,
+            "fetch.max.bytes": 32 * 1024 * 1024,
+            "max.partition.fetch.bytes": 8 * 1024 * 1024,
             "logger": logging.getLogger("kafeed.librdkafka"),
         })
         conf.update(dict(s.consumer_config))
@@ -213,6 +216,10 @@ class KafkaReader:
         """One consume() call; returns how many records were queued or restored."""
         from confluent_kafka import KafkaError
 
+        if self.settings.bounded:
+            # consume() waits for a full batch or the timeout; near a partition's end the
+            # batch never fills, so a long wait there is pure stall.
+            timeout = min(timeout, 0.05)
         msgs = self._consumer.consume(num_messages=self.settings.consume_batch, timeout=timeout)
         queued = 0
         limit = self.settings.queue_records
