@@ -299,6 +299,22 @@ class KafkaReader:
 
     def take(self) -> Item | None:
         """The next record in order; ``None`` when exhausted or (unbounded) nothing is there now."""
+        # Fast path (the common case): the partition whose turn it is has a record queued.
+        parts = self.parts
+        n = len(parts)
+        if n:
+            rr = self.rr if self.rr < n else 0
+            part = parts[rr]
+            queue = part.queue
+            if queue and not part.paused:
+                msg = queue.popleft()
+                self.rr = rr + 1 if rr + 1 < n else 0
+                item = self._accept(part, msg)
+                if item is not None:
+                    return item
+        return self._take_slow()
+
+    def _take_slow(self) -> Item | None:
         idle = 0
         while True:
             parts = self.parts
@@ -349,7 +365,7 @@ class KafkaReader:
             return None
         part.in_flight.add(offset)
         self.stats["records"] += 1
-        return (part.key, offset), payload, part.partial.pop(offset, 0)
+        return (part.key, offset), payload, part.partial.pop(offset, 0) if part.partial else 0
 
     def _decode(self, part: _Partition, msg: Any) -> Any:
         if self.settings.kind == "tokens":

@@ -128,17 +128,19 @@ class TokenStream(_Stream):
         window = self.settings.window
         need = batch_size * window
         packer = self.packer
+        next_item = self._next_item
+        push = packer.push
         while packer.available < need:
-            item = self._next_item()
+            item = next_item()
             if item is None:
                 if self.exhausted:
                     break
                 continue
             ref, tokens, start = item
-            if len(tokens) + 1 - start <= 0:
+            if start and len(tokens) + 1 - start <= 0:
                 self.reader.delivered(ref)
                 continue
-            packer.push(ref, tokens, start)
+            push(ref, tokens, start)
         count = min(need, packer.available)
         pad = 0
         if count < need:  # a bounded stream's tail
