@@ -115,6 +115,7 @@ class KafkaReader:
             "fetch.max.bytes": 32 * 1024 * 1024,
             "max.partition.fetch.bytes": 8 * 1024 * 1024,
             "logger": logging.getLogger("kafeed.librdkafka"),
+            "error_cb": self._log_error,
         })
         conf.update(dict(s.consumer_config))
         return conf
@@ -273,10 +274,12 @@ class KafkaReader:
         part.paused = pause
 
     def _log_error(self, err: Any) -> None:
+        """One clear line per 30 s while the cluster misbehaves (librdkafka retries itself)."""
         now = time.monotonic()
         if now - self._last_error_log > 30:
             self._last_error_log = now
-            log.warning("kafeed loader: consumer error (%s); librdkafka keeps retrying.", err.str())
+            log.warning("kafeed loader (reader %d): Kafka error (%s); retrying, records resume when "
+                        "the broker is back.", self.index, err.str())
 
     def _restore(self) -> None:
         """Re-read the in-flight records of an exact resume (shuffle buffer, packer carry)."""
