@@ -18,19 +18,14 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
-from kafeed.errors import SchemaError
 from kafeed.loader.assignment import assign, partition_key, warn_if_idle
+from kafeed.loader.decode import RecordDecoder
 from kafeed.loader.offsets import list_partitions, resolve_end, resolve_start
 from kafeed.loader.settings import LoaderSettings
-from kafeed.schema.codec import UINT16, UINT32, decode_document, decode_sample, unpack_tokens
-from kafeed.schema.records_pb2 import TokenizedDocument
 
 log = logging.getLogger("kafeed")
 
 Ref = tuple[str, int]
-_DTYPES: dict[int, np.dtype[Any]] = {UINT16: np.dtype("<u2"), UINT32: np.dtype("<u4")}
 Item = tuple[Ref, Any, int]  # (partition key, offset), payload, tokens already emitted
 
 
@@ -94,7 +89,7 @@ class KafkaReader:
         self.restored: dict[Ref, Any] = {}
         self.stats = {"records": 0, "bad": 0, "tokens": 0}
         self._consumer: Any = None
-        self._producer: Any = None
+        self._decoder = RecordDecoder(settings, self.stats)
         self._assigned_once = settings.mode != "group"
         self._last_error_log = 0.0
 
@@ -147,9 +142,7 @@ class KafkaReader:
             except Exception as exc:  # closing must not mask the real outcome
                 log.debug("kafeed loader: consumer close failed: %s", exc)
             self._consumer = None
-        if self._producer is not None:
-            self._producer.flush(10)
-            self._producer = None
+        self._decoder.close()
 
     @property
     def consumer(self) -> Any:
@@ -253,7 +246,7 @@ class KafkaReader:
             if offset < part.read:
                 if offset in part.restore:
                     part.restore.discard(offset)
-                    self.restored[(part.key, offset)] = self._decode(part, msg)
+                    self.restored[(part.key, offset)] = self._decoder.decode(msg)
                     queued += 1
                 continue
             queue = part.queue
@@ -362,68 +355,13 @@ class KafkaReader:
         part.read = offset + 1
         if offset in part.delivered:
             return None
-        payload = self._decode(part, msg)
+        payload = self._decoder.decode(msg)
         if payload is None:
             part.delivered.add(offset)
             return None
         part.in_flight.add(offset)
         self.stats["records"] += 1
         return (part.key, offset), payload, part.partial.pop(offset, 0) if part.partial else 0
-
-    def _decode(self, part: _Partition, msg: Any) -> Any:
-        if self.settings.kind == "tokens":
-            # Fast path, the hot loop: parse, check, one np.frombuffer. Anything odd goes
-            # through decode_document below, which names the record in its error.
-            try:
-                doc = TokenizedDocument()
-                doc.ParseFromString(msg.value())
-                dtype = _DTYPES.get(doc.dtype)
-                data = doc.tokens
-                tokenizer = self.settings.tokenizer
-                if dtype is not None and len(data) == doc.num_tokens * dtype.itemsize and (
-                        tokenizer is None or doc.tokenizer == tokenizer):
-                    self.stats["tokens"] += doc.num_tokens
-                    return np.frombuffer(data, dtype=dtype)
-            except Exception:
-                pass
-        where = {"topic": part.topic, "partition": part.partition, "offset": msg.offset()}
-        try:
-            if self.settings.kind == "tokens":
-                doc = decode_document(msg.value(), **where)
-                if self.settings.tokenizer is not None and doc.tokenizer != self.settings.tokenizer:
-                    raise SchemaError(
-                        f"record {part.topic}/{part.partition}@{msg.offset()} was tokenized with "
-                        f"{doc.tokenizer!r}, not {self.settings.tokenizer!r}.")
-                tokens = unpack_tokens(doc.tokens, doc.dtype)
-                self.stats["tokens"] += int(tokens.size)
-                return tokens
-            sample = decode_sample(msg.value(), **where)
-            return {
-                "id": sample.id, "input": sample.input_data,
-                "targets": np.asarray(sample.target_values, dtype=np.float32),
-                "metadata": dict(sample.metadata), "source": sample.source,
-                "timestamp": sample.timestamp,
-            }
-        except SchemaError as exc:
-            self._bad(msg, exc)
-            return None
-
-    def _bad(self, msg: Any, exc: SchemaError) -> None:
-        self.stats["bad"] += 1
-        log.warning("kafeed loader: skipped a bad record: %s", exc.message)
-        if self.settings.dlq_topic is None:
-            return
-        if self._producer is None:
-            from confluent_kafka import Producer
-
-            conf = self.settings.connection.client_config()
-            conf["logger"] = logging.getLogger("kafeed.librdkafka")
-            self._producer = Producer(conf)
-        self._producer.produce(
-            self.settings.dlq_topic, value=msg.value(), key=msg.key(),
-            headers=[("kafeed.reason", exc.message.encode()),
-                     ("kafeed.source", f"{msg.topic()}:{msg.partition()}@{msg.offset()}".encode())])
-        self._producer.poll(0)
 
     def delivered(self, ref: Ref) -> None:
         """Mark a taken record as delivered (its last token/sample left in a batch)."""
