@@ -190,3 +190,14 @@ def test_breaking_out_and_iterating_again_continues(kafka: ConnectionSettings, m
     total = counts(first, len(expected)) + counts(list(loader), len(expected))
     assert np.array_equal(total, expected)
     assert list(loader) == []
+
+
+def test_start_and_end_by_timestamp(kafka: ConnectionSettings, make_topic: TopicFactory) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    topic = make_topic(partitions=2)
+    expected = produce_docs(kafka.bootstrap, topic, 40)
+    future = datetime.now(UTC) + timedelta(hours=1)
+    assert counts(list(_loader(kafka, topic, start=future)), len(expected)).sum() == 0
+    assert np.array_equal(counts(list(_loader(kafka, topic, start=0, end=future)), len(expected)), expected)
+    assert counts(list(_loader(kafka, topic, end=0)), len(expected)).sum() == 0
