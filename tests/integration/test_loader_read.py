@@ -176,3 +176,28 @@ def test_sample_dataset_batches(kafka: ConnectionSettings, make_topic: TopicFact
     assert b["targets"].shape[1] == 1 and b["targets"].dtype.is_floating_point
     for text, target in zip(b["text"], b["targets"][:, 0].tolist(), strict=True):
         assert float(int(text.split()[1]) % 3) == target
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_breaking_out_and_iterating_again_continues(kafka: ConnectionSettings, make_topic: TopicFactory,
+                                                    workers: int) -> None:
+    topic = make_topic(partitions=2)
+    expected = produce_docs(kafka.bootstrap, topic, 300)
+    loader = _loader(kafka, topic, workers=workers, shuffle_buffer=10)
+    it = iter(loader)
+    first = [next(it) for _ in range(5)]  # the workers prefetched more than this
+    it.close()
+    total = counts(first, len(expected)) + counts(list(loader), len(expected))
+    assert np.array_equal(total, expected)
+    assert list(loader) == []
+
+
+def test_start_and_end_by_timestamp(kafka: ConnectionSettings, make_topic: TopicFactory) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    topic = make_topic(partitions=2)
+    expected = produce_docs(kafka.bootstrap, topic, 40)
+    future = datetime.now(UTC) + timedelta(hours=1)
+    assert counts(list(_loader(kafka, topic, start=future)), len(expected)).sum() == 0
+    assert np.array_equal(counts(list(_loader(kafka, topic, start=0, end=future)), len(expected)), expected)
+    assert counts(list(_loader(kafka, topic, end=0)), len(expected)).sum() == 0

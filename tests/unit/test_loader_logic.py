@@ -195,3 +195,12 @@ def test_merge_and_partition_plan() -> None:
     b["fingerprint"] = {**b["fingerprint"], "seq_len": 99}
     with pytest.raises(ResumeMismatch):
         merge_states([a, b])
+
+
+def test_import_kafeed_does_not_import_torch() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, kafeed; assert 'torch' not in sys.modules; "
+            "kafeed.StreamLoader; assert 'torch' in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True)

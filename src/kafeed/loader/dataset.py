@@ -97,7 +97,8 @@ class KafkaDatasetBase(IterableDataset[Any]):
         return Topology(rank, world, info.id, info.num_workers)
 
     def _open_stream(self, topo: Topology) -> TokenStream | SampleStream:
-        saved = self._loaded
+        # A second iteration continues where the first one stopped.
+        saved = self.state_dict() if self._stream is not None else self._loaded
         exact: dict[str, Any] | None = None
         starts = None
         if saved is not None and saved["readers"]:

@@ -32,6 +32,7 @@ class TokenPacker:
             raise ValueError("window must hold at least 2 tokens")
         self.window = window
         self.eos_id = eos_id
+        self._eos = np.array([eos_id], dtype=np.int64)
         self._segments: deque[list[Any]] = deque()  # [ref, tokens, emitted]
         self._available = 0
 
@@ -58,33 +59,42 @@ class TokenPacker:
         """
         if count > self._available:
             raise ValueError(f"asked for {count} tokens, {self._available} available")
-        out = np.empty(count, dtype=np.int64)
-        starts = np.zeros(count, dtype=np.bool_) if boundaries else None
+        # Collect views (no copy) and one end-of-document token per finished document,
+        # then copy everything once with np.concatenate: Python work per document, not token.
+        pieces: list[Tokens] = []
+        append = pieces.append
+        eos = self._eos
+        firsts: list[int] = []
         finished: list[Ref] = []
+        segments = self._segments
         pos = 0
-        while pos < count:
-            seg = self._segments[0]
+        need = count
+        while need:
+            seg = segments[0]
             ref, tokens, emitted = seg
             length = len(tokens)
-            if emitted < length:
-                take = min(length - emitted, count - pos)
-                out[pos : pos + take] = tokens[emitted : emitted + take]
-                if starts is not None and emitted == 0:
-                    starts[pos] = True
-                pos += take
-                emitted += take
-            if emitted == length and pos < count:
-                out[pos] = self.eos_id
-                if starts is not None and length == 0:
-                    starts[pos] = True
-                pos += 1
-                emitted += 1
-            if emitted == length + 1:
-                self._segments.popleft()
+            remaining = length + 1 - emitted
+            if emitted == 0:
+                firsts.append(pos)
+            if remaining <= need:
+                if emitted < length:
+                    append(tokens[emitted:] if emitted else tokens)
+                append(eos)
+                segments.popleft()
                 finished.append(ref)
-            else:
-                seg[2] = emitted
+                pos += remaining
+                need -= remaining
+            else:  # the window ends inside this document's tokens (before its EOS)
+                append(tokens[emitted : emitted + need])
+                seg[2] = emitted + need
+                pos += need
+                need = 0
+        out = np.concatenate(pieces, dtype=np.int64) if pieces else np.empty(0, dtype=np.int64)
         self._available -= count
+        starts = None
+        if boundaries:
+            starts = np.zeros(count, dtype=np.bool_)
+            starts[firsts] = True
         return out, starts, finished
 
     def carry(self) -> list[tuple[Ref, int]]:

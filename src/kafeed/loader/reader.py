@@ -18,13 +18,10 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
-from kafeed.errors import SchemaError
 from kafeed.loader.assignment import assign, partition_key, warn_if_idle
+from kafeed.loader.decode import RecordDecoder
 from kafeed.loader.offsets import list_partitions, resolve_end, resolve_start
 from kafeed.loader.settings import LoaderSettings
-from kafeed.schema.codec import decode_document, decode_sample, unpack_tokens
 
 log = logging.getLogger("kafeed")
 
@@ -92,7 +89,7 @@ class KafkaReader:
         self.restored: dict[Ref, Any] = {}
         self.stats = {"records": 0, "bad": 0, "tokens": 0}
         self._consumer: Any = None
-        self._producer: Any = None
+        self._decoder = RecordDecoder(settings, self.stats)
         self._assigned_once = settings.mode != "group"
         self._last_error_log = 0.0
 
@@ -107,9 +104,13 @@ class KafkaReader:
             "enable.partition.eof": True,
             "auto.offset.reset": "latest" if s.start == "latest" else "earliest",
             "isolation.level": "read_committed",
-            "queued.max.messages.kbytes": 32768,
-            "fetch.max.bytes": 16 * 1024 * 1024,
+            # Read-ahead (128 MB per reader) big enough that consume() finds records waiting;
+            # with librdkafka defaults the round-robin stalled on many calls (benchmarks/).
+            "queued.max.messages.kbytes": 131072,
+            "fetch.max.bytes": 32 * 1024 * 1024,
+            "max.partition.fetch.bytes": 8 * 1024 * 1024,
             "logger": logging.getLogger("kafeed.librdkafka"),
+            "error_cb": self._log_error,
         })
         conf.update(dict(s.consumer_config))
         return conf
@@ -141,9 +142,7 @@ class KafkaReader:
             except Exception as exc:  # closing must not mask the real outcome
                 log.debug("kafeed loader: consumer close failed: %s", exc)
             self._consumer = None
-        if self._producer is not None:
-            self._producer.flush(10)
-            self._producer = None
+        self._decoder.close()
 
     @property
     def consumer(self) -> Any:
@@ -211,40 +210,52 @@ class KafkaReader:
         """One consume() call; returns how many records were queued or restored."""
         from confluent_kafka import KafkaError
 
+        if self.settings.bounded:
+            # consume() waits for a full batch or the timeout; near a partition's end the
+            # batch never fills, so a long wait there is pure stall.
+            timeout = min(timeout, 0.05)
         msgs = self._consumer.consume(num_messages=self.settings.consume_batch, timeout=timeout)
         queued = 0
         limit = self.settings.queue_records
+        by_tp = self._by_tp
+        last_tp: tuple[str, int] | None = None
+        part: _Partition | None = None
         for msg in msgs:
             err = msg.error()
             if err is not None:
                 if err.code() == KafkaError._PARTITION_EOF:
-                    part = self._by_tp.get((msg.topic(), msg.partition()))
-                    if part is not None:
-                        part.eof = True
-                        if part.end is not None and msg.offset() >= part.end:
-                            part.fetch_done = True
+                    eof_part = by_tp.get((msg.topic(), msg.partition()))
+                    if eof_part is not None:
+                        eof_part.eof = True
+                        if eof_part.end is not None and msg.offset() >= eof_part.end:
+                            eof_part.fetch_done = True
                 else:
                     self._log_error(err)
                 continue
-            part = self._by_tp.get((msg.topic(), msg.partition()))
+            tp = (msg.topic(), msg.partition())
+            if tp != last_tp:  # records come in runs per partition: look up once per run
+                part = by_tp.get(tp)
+                last_tp = tp
             if part is None:
                 continue
             offset = msg.offset()
-            if part.end is not None and offset >= part.end:
+            end = part.end
+            if end is not None and offset >= end:
                 part.fetch_done = True
                 continue
             if offset < part.read:
                 if offset in part.restore:
                     part.restore.discard(offset)
-                    self.restored[(part.key, offset)] = self._decode(part, msg)
+                    self.restored[(part.key, offset)] = self._decoder.decode(msg)
                     queued += 1
                 continue
-            part.queue.append(msg)
+            queue = part.queue
+            queue.append(msg)
             part.eof = False
             queued += 1
-            if part.end is not None and offset + 1 >= part.end:
+            if end is not None and offset + 1 >= end:
                 part.fetch_done = True
-            if not part.paused and len(part.queue) >= limit:
+            if len(queue) >= limit and not part.paused:
                 self._pause(part, True)
         return queued
 
@@ -256,10 +267,12 @@ class KafkaReader:
         part.paused = pause
 
     def _log_error(self, err: Any) -> None:
+        """One clear line per 30 s while the cluster misbehaves (librdkafka retries itself)."""
         now = time.monotonic()
         if now - self._last_error_log > 30:
             self._last_error_log = now
-            log.warning("kafeed loader: consumer error (%s); librdkafka keeps retrying.", err.str())
+            log.warning("kafeed loader (reader %d): Kafka error (%s); retrying, records resume when "
+                        "the broker is back.", self.index, err.str())
 
     def _restore(self) -> None:
         """Re-read the in-flight records of an exact resume (shuffle buffer, packer carry)."""
@@ -282,6 +295,22 @@ class KafkaReader:
 
     def take(self) -> Item | None:
         """The next record in order; ``None`` when exhausted or (unbounded) nothing is there now."""
+        # Fast path (the common case): the partition whose turn it is has a record queued.
+        parts = self.parts
+        n = len(parts)
+        if n:
+            rr = self.rr if self.rr < n else 0
+            part = parts[rr]
+            queue = part.queue
+            if queue and not part.paused:
+                msg = queue.popleft()
+                self.rr = rr + 1 if rr + 1 < n else 0
+                item = self._accept(part, msg)
+                if item is not None:
+                    return item
+        return self._take_slow()
+
+    def _take_slow(self) -> Item | None:
         idle = 0
         while True:
             parts = self.parts
@@ -326,53 +355,13 @@ class KafkaReader:
         part.read = offset + 1
         if offset in part.delivered:
             return None
-        payload = self._decode(part, msg)
+        payload = self._decoder.decode(msg)
         if payload is None:
             part.delivered.add(offset)
             return None
         part.in_flight.add(offset)
         self.stats["records"] += 1
-        return (part.key, offset), payload, part.partial.pop(offset, 0)
-
-    def _decode(self, part: _Partition, msg: Any) -> Any:
-        where = {"topic": part.topic, "partition": part.partition, "offset": msg.offset()}
-        try:
-            if self.settings.kind == "tokens":
-                doc = decode_document(msg.value(), **where)
-                if self.settings.tokenizer is not None and doc.tokenizer != self.settings.tokenizer:
-                    raise SchemaError(
-                        f"record {part.topic}/{part.partition}@{msg.offset()} was tokenized with "
-                        f"{doc.tokenizer!r}, not {self.settings.tokenizer!r}.")
-                tokens = unpack_tokens(doc.tokens, doc.dtype)
-                self.stats["tokens"] += int(tokens.size)
-                return tokens
-            sample = decode_sample(msg.value(), **where)
-            return {
-                "id": sample.id, "input": sample.input_data,
-                "targets": np.asarray(sample.target_values, dtype=np.float32),
-                "metadata": dict(sample.metadata), "source": sample.source,
-                "timestamp": sample.timestamp,
-            }
-        except SchemaError as exc:
-            self._bad(msg, exc)
-            return None
-
-    def _bad(self, msg: Any, exc: SchemaError) -> None:
-        self.stats["bad"] += 1
-        log.warning("kafeed loader: skipped a bad record: %s", exc.message)
-        if self.settings.dlq_topic is None:
-            return
-        if self._producer is None:
-            from confluent_kafka import Producer
-
-            conf = self.settings.connection.client_config()
-            conf["logger"] = logging.getLogger("kafeed.librdkafka")
-            self._producer = Producer(conf)
-        self._producer.produce(
-            self.settings.dlq_topic, value=msg.value(), key=msg.key(),
-            headers=[("kafeed.reason", exc.message.encode()),
-                     ("kafeed.source", f"{msg.topic()}:{msg.partition()}@{msg.offset()}".encode())])
-        self._producer.poll(0)
+        return (part.key, offset), payload, part.partial.pop(offset, 0) if part.partial else 0
 
     def delivered(self, ref: Ref) -> None:
         """Mark a taken record as delivered (its last token/sample left in a batch)."""
@@ -383,6 +372,10 @@ class KafkaReader:
         part.delivered.add(ref[1])
         if len(part.delivered) > 4096 + 4 * len(part.in_flight):
             part.prune()
+
+    def delivered_many(self, refs: list[Ref]) -> None:
+        for ref in refs:
+            self.delivered(ref)
 
     def partitions_state(self) -> dict[str, dict[str, Any]]:
         return {p.key: p.entry() for p in self.parts}

@@ -128,17 +128,19 @@ class TokenStream(_Stream):
         window = self.settings.window
         need = batch_size * window
         packer = self.packer
+        next_item = self._next_item
+        push = packer.push
         while packer.available < need:
-            item = self._next_item()
+            item = next_item()
             if item is None:
                 if self.exhausted:
                     break
                 continue
             ref, tokens, start = item
-            if len(tokens) + 1 - start <= 0:
+            if start and len(tokens) + 1 - start <= 0:
                 self.reader.delivered(ref)
                 continue
-            packer.push(ref, tokens, start)
+            push(ref, tokens, start)
         count = min(need, packer.available)
         pad = 0
         if count < need:  # a bounded stream's tail
@@ -150,8 +152,7 @@ class TokenStream(_Stream):
         if count == 0:
             return None
         tokens, starts, finished = packer.pop(count, boundaries=self.settings.return_boundaries)
-        for ref in finished:
-            self.reader.delivered(ref)
+        self.reader.delivered_many(finished)
         if pad:
             tokens = np.concatenate([tokens, np.full(pad, self.settings.eos_id, dtype=np.int64)])
             if starts is not None:

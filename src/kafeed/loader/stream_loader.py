@@ -51,7 +51,9 @@ class StreamLoader:
     with ``return_boundaries``. Sample batches are :func:`collate_samples` dicts.
 
     ``state_dict()`` is everything up to and including the last batch yielded, as JSON data;
-    ``load_state_dict()`` resumes there. Under torch.distributed with a bounded dataset,
+    ``load_state_dict()`` resumes there. Iterating again continues after the last batch
+    handed out (a finished bounded run yields nothing more: make a new loader per epoch).
+    Under torch.distributed with a bounded dataset,
     ranks agree each step (all_reduce MIN of a have-a-batch flag) so that every rank yields
     the same number of batches and none hangs in a collective (``sync_ranks``).
     """
@@ -98,6 +100,8 @@ class StreamLoader:
 
     def __iter__(self) -> Iterator[Any]:
         rank, _ = rank_and_world(self.dataset.settings)
+        if self._entries:  # iterating again continues after the last batch handed out
+            self._loaded = check_state(self.state_dict(), self.dataset.settings)
         if self._loaded is not None:
             self.dataset.load_state_dict(self._loaded)
         next_worker = 0
