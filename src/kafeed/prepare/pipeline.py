@@ -74,6 +74,7 @@ class BatchPipeline:
         result = BatchResult(positions=_positions(records))
         counts = result.counts
         counts.records_in = len(records)
+        dedup.new_layer()
         decoded = decode_batch(records)
         result.dead_letters.extend(decoded.rejected)
 
