@@ -24,8 +24,10 @@ def _sample(text: str | bytes, id: str = "") -> bytes:
 GOOD = "The quick brown fox jumps over the lazy dog near the river bank."
 
 
-def test_batch_accounting_balances() -> None:
-    pipeline = BatchPipeline(PrepareSettings(), load_tokenizer())
+@pytest.mark.parametrize("overlap", [False, True])
+def test_batch_accounting_balances(overlap: bool) -> None:
+    settings = PrepareSettings(tokenizer={"overlap": overlap, "chunk_size": 2})  # type: ignore[arg-type]
+    pipeline = BatchPipeline(settings, load_tokenizer())
     dedup = DedupState()
     avro = make_sample("Avro records are read through their header too.", id="av")
     records = [
@@ -59,6 +61,7 @@ def test_batch_accounting_balances() -> None:
     assert again.counts.documents_out == 3
     dedup.commit()
     assert pipeline.run(records[:1], dedup).counts.duplicates == 1
+    pipeline.close()
 
 
 def test_oversized_document_goes_to_dlq() -> None:

@@ -22,12 +22,29 @@ from kafeed.topics import TopicAdmin, plan_topic
 log = logging.getLogger("kafeed")
 
 
+def _partitions(admin: TopicAdmin, name: str, timeout_s: float = 15.0) -> int:
+    """Partition count of ``name``, waiting a little for a topic that is still being created."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            info = admin.describe(name, sizes=False)
+            if info.partitions and all(p.leader is not None and p.leader >= 0 for p in info.partitions):
+                return len(info.partitions)
+        except TopicError:
+            if time.monotonic() > deadline:
+                raise
+        if time.monotonic() > deadline:
+            raise TopicError(f"Topic {name!r} has partitions without a leader.",
+                             hint="Check the brokers with `kafeed broker status`.")
+        time.sleep(0.2)
+
+
 def ensure_topics(admin: TopicAdmin, settings: PrepareSettings) -> int:
     """Check the input exists, create output / DLQ / changelog when missing; the input's partitions."""
     if not admin.exists(settings.input):
         raise TopicError(f"Input topic {settings.input!r} does not exist.",
                          hint="Create it with `kafeed topic create` or write to it with `kafeed ingest`.")
-    partitions = len(admin.describe(settings.input, sizes=False).partitions)
+    partitions = _partitions(admin, settings.input)
     brokers = admin.broker_count()
     wanted = [(settings.output, False), (settings.dlq_topic, False)]
     if settings.dedup.enabled:
@@ -38,10 +55,11 @@ def ensure_topics(admin: TopicAdmin, settings: PrepareSettings) -> int:
         if not settings.create_topics:
             raise TopicError(f"Topic {name!r} does not exist.",
                              hint="Create it, or let prepare create it (create_topics = true).")
-        admin.create(plan_topic(name, brokers=brokers, partitions=partitions, compact=compact,
-                                compression="lz4"), exist_ok=True)
+        if not admin.create(plan_topic(name, brokers=brokers, partitions=partitions, compact=compact,
+                                       compression="lz4"), exist_ok=True):
+            _partitions(admin, name)  # another worker created it just now: wait until it is visible
     if settings.dedup.enabled:
-        have = len(admin.describe(settings.changelog_topic, sizes=False).partitions)
+        have = _partitions(admin, settings.changelog_topic)
         if have < partitions:
             raise TopicError(
                 f"Dedup changelog {settings.changelog_topic!r} has {have} partitions but input "
