@@ -63,7 +63,7 @@ class TokenizerSettings(_Frozen):
     add_special_tokens: bool = False
     append_eos: bool = True
     chunk_size: int = Field(default=500, ge=1)  # texts per encode_batch call
-    overlap: bool = False  # tokenize chunks on a helper thread while Python stages run
+    overlap: bool = True  # tokenize chunks on a helper thread while Python stages run
 
 
 class KafkaTuning(_Frozen):
