@@ -43,6 +43,7 @@ log = logging.getLogger("kafeed")
 
 ProgressFn = Callable[[PrepareStats], None]
 _MAX_ATTEMPTS = 5
+_DLQ_MAX_VALUE = 900_000  # bytes of the original value kept in a dead letter
 
 
 class _Rewind(Exception):
@@ -182,14 +183,21 @@ class PrepareProcessor:
             self._produce(s.output, key=doc.key, value=doc.value)
         for bad in result.dead_letters:
             r = bad.record
-            self._produce(s.dlq_topic, key=r.key, value=r.value, headers=[
+            headers = [
                 ("kafeed.error.kind", bad.kind.encode()),
                 ("kafeed.error.reason", bad.reason.encode("utf-8", "replace")),
                 ("kafeed.source.topic", r.topic.encode()),
                 ("kafeed.source.partition", str(r.partition).encode()),
                 ("kafeed.source.offset", str(r.offset).encode()),
                 *r.headers,
-            ])
+            ]
+            value = r.value
+            if value is not None and len(value) > _DLQ_MAX_VALUE:
+                # Headers push a near-limit record over message.max.bytes; the source offset
+                # still finds the original.
+                value = None
+                headers.append(("kafeed.error.value_dropped", b"true"))
+            self._produce(s.dlq_topic, key=r.key, value=value, headers=headers)
         offsets = {r.partition: r.offset for r in records}
         for partition, key in result.changelog:
             self._produce(s.changelog_topic, partition=partition, key=key,
