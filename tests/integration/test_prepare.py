@@ -2,6 +2,8 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
+
 from kafeed.config import ConnectionSettings
 from kafeed.prepare import PrepareSettings, run_prepare
 from kafeed.schema import decode_document, make_sample, unpack_tokens
@@ -13,7 +15,9 @@ def _settings(raw: str, group: str, **kw: object) -> PrepareSettings:
                            kafka={"batch_size": 50, "transaction_timeout_ms": 10_000}, **kw)  # type: ignore[arg-type]
 
 
-def test_prepare_dedups_filters_and_dead_letters(kafka: ConnectionSettings, make_topic) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("changelog_format", ["hash", "batch"])
+def test_prepare_dedups_filters_and_dead_letters(kafka: ConnectionSettings, make_topic,  # type: ignore[no-untyped-def]
+                                                 changelog_format: str) -> None:
     raw = make_topic(partitions=3)
     good = paragraphs(40)
     records = [sample_record(t) for t in good]
@@ -28,7 +32,7 @@ def test_prepare_dedups_filters_and_dead_letters(kafka: ConnectionSettings, make
            (b"tombstone", None, None)]
     produce(kafka, raw, records + bad)
 
-    settings = _settings(raw, f"g-{raw}")
+    settings = _settings(raw, f"g-{raw}", dedup={"changelog_format": changelog_format})
     stats = run_prepare(settings, kafka, until_caught_up=True)
 
     assert stats.balanced, stats

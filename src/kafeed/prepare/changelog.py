@@ -15,7 +15,7 @@ from typing import Any
 
 from kafeed.config import ConnectionSettings
 from kafeed.errors import KafkaOperationError, TopicError, translate_kafka_error
-from kafeed.prepare.dedup import parse_changelog_key
+from kafeed.prepare.dedup import parse_changelog_record
 from kafeed.prepare.settings import PrepareSettings
 from kafeed.topics import TopicAdmin, plan_topic
 
@@ -116,8 +116,13 @@ def rebuild_seen(
                 key = msg.key()
                 if key is None:
                     continue
-                part, digest = parse_changelog_key(key)
-                seen.setdefault(part, set()).add(digest)
+                try:
+                    part, digests = parse_changelog_record(key, msg.value())
+                except ValueError as exc:
+                    log.warning("skipping a changelog record of %s/%d@%d: %s", topic, msg.partition(),
+                                msg.offset(), exc)
+                    continue
+                seen.setdefault(part, set()).update(digests)
                 if msg.offset() + 1 >= ends[msg.partition()]:
                     pending.discard(msg.partition())
     finally:

@@ -22,6 +22,7 @@ from typing import Any
 HASH_BYTES = 16
 STATE_VERSION = 1
 _PARTITION = struct.Struct(">i")
+_BATCH_KEY = struct.Struct(">iq")  # input partition, first input offset of the batch
 
 
 def content_hash(text: str) -> bytes:
@@ -38,6 +39,23 @@ def parse_changelog_key(key: bytes) -> tuple[int, bytes]:
     if len(key) != _PARTITION.size + HASH_BYTES:
         raise ValueError(f"changelog key has {len(key)} bytes, expected {_PARTITION.size + HASH_BYTES}")
     return _PARTITION.unpack_from(key)[0], key[_PARTITION.size:]
+
+
+def batch_changelog_record(partition: int, first_offset: int, digests: list[bytes]) -> tuple[bytes, bytes]:
+    """One record for a whole batch: key = partition + first input offset, value = the hashes."""
+    return _BATCH_KEY.pack(partition, first_offset), b"".join(digests)
+
+
+def parse_changelog_record(key: bytes, value: bytes | None) -> tuple[int, list[bytes]]:
+    """(input partition, hashes) of a changelog record in either format, told apart by key length."""
+    if len(key) == _BATCH_KEY.size:
+        partition = _BATCH_KEY.unpack(key)[0]
+        data = value or b""
+        if len(data) % HASH_BYTES:
+            raise ValueError(f"changelog batch value of {len(data)} bytes is not whole hashes")
+        return partition, [data[i:i + HASH_BYTES] for i in range(0, len(data), HASH_BYTES)]
+    partition, digest = parse_changelog_key(key)
+    return partition, [digest]
 
 
 class DedupState:

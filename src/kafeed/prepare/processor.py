@@ -198,10 +198,8 @@ class PrepareProcessor:
                 value = None
                 headers.append(("kafeed.error.value_dropped", b"true"))
             self._produce(s.dlq_topic, key=r.key, value=value, headers=headers)
-        offsets = {r.partition: r.offset for r in records}
-        for partition, key in result.changelog:
-            self._produce(s.changelog_topic, partition=partition, key=key,
-                          value=str(offsets.get(partition, -1)).encode())
+        for partition, key, value in result.changelog:
+            self._produce(s.changelog_topic, partition=partition, key=key, value=value)
         positions = [TopicPartition(t, part, off) for (t, part), off in result.positions.items()]
         self._retrying("send offsets", lambda: p.send_offsets_to_transaction(positions, metadata, timeout))
         self._retrying("commit", lambda: p.commit_transaction(timeout))

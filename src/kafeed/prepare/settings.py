@@ -50,6 +50,9 @@ class DedupSettings(_Frozen):
 
     enabled: bool = True
     changelog_topic: str | None = None  # default: __kafeed_dedup_<group>
+    # "hash": one record per new hash, keyed by partition + hash; "batch": one record per batch
+    # and partition carrying all its new hashes (fewer produce calls; see docs/prepare.md).
+    changelog_format: Literal["hash", "batch"] = "hash"
     rebuild_timeout_s: float = Field(default=120.0, gt=0)
 
     def topic(self, group: str) -> str:
