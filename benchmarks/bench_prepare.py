@@ -89,6 +89,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3,
                     help="each round: tokenizer alone, prepare (every mode), tokenizer alone")
     ap.add_argument("--modes", default="both", help=f"comma-separated, of {', '.join(MODES)}")
+    ap.add_argument("--changelog-format", choices=("hash", "batch"), default="hash")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
@@ -117,6 +118,7 @@ def main() -> None:
                     settings = PrepareSettings(
                         input="raw", output=f"tokens-{mode}-{r}", group=f"bench-{mode}-{r}", idle_s=1.0,
                         tokenizer=tok_settings.model_copy(update={"overlap": tok_overlap}),
+                        dedup={"changelog_format": args.changelog_format},
                         kafka={"batch_size": args.batch_size, "linger_ms": args.linger_ms,
                                "compression": args.compression, "overlap_commit": commit_overlap},
                     )
