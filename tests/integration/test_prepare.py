@@ -58,3 +58,22 @@ def test_prepare_dedups_filters_and_dead_letters(kafka: ConnectionSettings, make
     again = run_prepare(settings, kafka, until_caught_up=True)
     assert (again.records_in, again.duplicates, again.documents_out) == (6, 5, 1)
     assert len(read_topic(kafka, settings.output)) == 41
+
+
+def test_cli_summary_and_errors(kafka: ConnectionSettings, make_topic, capsys, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from kafeed.cli.main import main
+
+    monkeypatch.setenv("KAFEED_HOME", str(tmp_path))
+    raw = make_topic(partitions=1)
+    produce(kafka, raw, [sample_record(t) for t in paragraphs(5)] + [sample_record("Hi")])
+    config = tmp_path / "kafeed.toml"
+    config.write_text("[prepare]\nidle_s = 1.0\n[prepare.filters]\nmin_words = 1\n")
+    code = main(["prepare", "-b", kafka.bootstrap, "-i", raw, "-o", f"{raw}.tokens", "-g", f"g-{raw}",
+                 "--config", str(config), "--until-caught-up"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "balanced" in out and "documents out" in out
+    # The settings file's min_words = 1 lets "Hi" past min_words; mean word length stops it.
+    assert "filtered: mean_word_length" in out and "min_words" not in out
+    assert main(["prepare", "-b", kafka.bootstrap, "-i", "no-such-topic", "--until-caught-up"]) == 1
+    assert main(["prepare", "-b", kafka.bootstrap, "--batch-size", "0"]) == 2
