@@ -77,3 +77,29 @@ def test_cli_summary_and_errors(kafka: ConnectionSettings, make_topic, capsys, t
     assert "filtered: mean_word_length" in out and "min_words" not in out
     assert main(["prepare", "-b", kafka.bootstrap, "-i", "no-such-topic", "--until-caught-up"]) == 1
     assert main(["prepare", "-b", kafka.bootstrap, "--batch-size", "0"]) == 2
+
+
+def test_transactional_input_is_caught_up(kafka: ConnectionSettings, make_topic) -> None:  # type: ignore[no-untyped-def]
+    """A raw topic written in transactions (as ingest does) ends with a commit marker; still caught up."""
+    import logging
+    import threading
+
+    from confluent_kafka import Producer
+
+    raw = make_topic(partitions=1)
+    producer = Producer(kafka.client_config() | {
+        "transactional.id": f"writer-{raw}", "logger": logging.getLogger("kafeed.librdkafka")})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for key, value, _ in [sample_record(t) for t in paragraphs(10)]:
+        producer.produce(raw, key=key, value=value)
+    producer.commit_transaction(30)
+    stop = threading.Event()
+    timer = threading.Timer(60, stop.set)
+    timer.start()
+    try:
+        stats = run_prepare(_settings(raw, f"g-{raw}"), kafka, until_caught_up=True, stop_event=stop)
+    finally:
+        timer.cancel()
+    assert not stop.is_set(), "prepare never saw itself caught up"
+    assert stats.documents_out == 10
