@@ -7,6 +7,7 @@ import pytest
 from kafeed.config import ConnectionSettings
 from kafeed.prepare import PrepareSettings, run_prepare
 from kafeed.schema import decode_document, make_sample, unpack_tokens
+from kafeed.schema.avro import encode_avro, format_headers
 from tests.prepare_support import document_ids, paragraphs, produce, read_topic, sample_record
 
 
@@ -30,6 +31,10 @@ def test_prepare_dedups_filters_and_dead_letters(kafka: ConnectionSettings, make
     bad = [(b"garbage", b"\xff\xff\xff", None),
            (b"latin1", make_sample(b"caf\xe9 au lait is good", id="latin1").SerializeToString(), None),
            (b"tombstone", None, None)]
+    # One Avro-encoded sample, told apart by its kafeed.format header.
+    avro_text = paragraphs(1, seed="avro")[0]
+    avro_value = encode_avro(make_sample(avro_text, id="avro-doc"))
+    records += [(b"avro-doc", avro_value, format_headers("avro"))]
     produce(kafka, raw, records + bad)
 
     settings = _settings(raw, f"g-{raw}", dedup={"changelog_format": changelog_format})
@@ -37,13 +42,13 @@ def test_prepare_dedups_filters_and_dead_letters(kafka: ConnectionSettings, make
 
     assert stats.balanced, stats
     assert stats.records_in == len(records) + len(bad)
-    assert stats.documents_out == 40
+    assert stats.documents_out == 41
     assert stats.duplicates == 8
     assert stats.filtered == {"min_words": 1, "symbol_ratio": 1, "duplicate_lines": 1}
     assert stats.dead_lettered == 3
     out = read_topic(kafka, settings.output)
     ids = document_ids(out)
-    assert len(ids) == len(set(ids)) == 40
+    assert len(ids) == len(set(ids)) == 41 and "avro-doc" in ids
     doc = decode_document(out[0].value())
     assert doc.tokenizer.startswith("bytes:") and doc.input_topic == raw
     assert unpack_tokens(doc.tokens, doc.dtype)[-1] == 256
@@ -57,7 +62,7 @@ def test_prepare_dedups_filters_and_dead_letters(kafka: ConnectionSettings, make
     produce(kafka, raw, [sample_record(t) for t in good[:5]] + [sample_record(paragraphs(1, seed="new")[0])])
     again = run_prepare(settings, kafka, until_caught_up=True)
     assert (again.records_in, again.duplicates, again.documents_out) == (6, 5, 1)
-    assert len(read_topic(kafka, settings.output)) == 41
+    assert len(read_topic(kafka, settings.output)) == 42
 
 
 def test_cli_summary_and_errors(kafka: ConnectionSettings, make_topic, capsys, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
