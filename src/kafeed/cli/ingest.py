@@ -9,13 +9,14 @@ import typer
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from kafeed.cli.common import BootstrapOpt, ConfigOpt, JsonOpt, connection, console, human_bytes, print_json
+from kafeed.cli.common import BootstrapOpt, ConfigOpt, JsonOpt, connection, console, print_json
 from kafeed.config import read_settings_file
 from kafeed.errors import ConfigError
 from kafeed.ingest import IngestOptions, IngestProgress, IngestSummary, ingest
 from kafeed.ingest.options import DEFAULT_BATCH_BYTES, DEFAULT_LINGER_MS, StdinFormat, TextMode
 from kafeed.schema.avro import RawFormat
 from kafeed.topics.plan import Compression
+from kafeed.units import human_bytes
 
 _TUNABLES = ("compression", "linger_ms", "batch_bytes", "batch_messages", "read_batch",
              "commit_records", "commit_interval_ms", "format", "text_field", "id_field")
