@@ -86,8 +86,10 @@ def produce(bootstrap: str, topic: str, json_topic: str, tokens: int, doc_tokens
 def bare_loop(bootstrap: str, topic: str, partitions: int, docs: int) -> tuple[float, int]:
     from confluent_kafka import Consumer, TopicPartition
 
+    # The loader's own fetch settings, so the ceiling is fair (kafeed/loader/reader.py).
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-bare", "enable.auto.commit": False,
-                  "fetch.max.bytes": 16 * 1024 * 1024, "logger": QUIET})
+                  "queued.max.messages.kbytes": 131072, "fetch.max.bytes": 32 * 1024 * 1024,
+                  "max.partition.fetch.bytes": 8 * 1024 * 1024, "logger": QUIET})
     c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     seen = nbytes = 0
     t0 = time.perf_counter()
