@@ -1,13 +1,9 @@
 """A local Apache Kafka cluster managed from Python."""
 
-from kafeed.broker.cluster import (
-    ClusterStatus,
-    LocalCluster,
-    NodeStatus,
-    default_data_dir,
-    free_port_block,
-)
+from kafeed.broker.cluster import LocalCluster, default_data_dir
 from kafeed.broker.fetch import KAFKA_VERSION, KafkaLibs, kafeed_home, resolve_libs
+from kafeed.broker.ports import free_port_block
+from kafeed.broker.status import ClusterStatus, NodeStatus
 
 __all__ = [
     "KAFKA_VERSION",

@@ -14,16 +14,16 @@ import logging
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 import uuid
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kafeed.broker.fetch import KafkaLibs, kafeed_home, resolve_libs
+from kafeed.broker.ports import port_free
 from kafeed.broker.render import LOG4J2, NodeSpec, node_specs, server_properties
+from kafeed.broker.status import ClusterStatus, NodeStatus, cluster_view, dir_size, quiet_logger
 from kafeed.errors import BrokerError, ConfigError
 
 log = logging.getLogger("kafeed")
@@ -34,35 +34,6 @@ STATE_VERSION = 1
 
 def default_data_dir() -> Path:
     return kafeed_home() / "clusters" / "default"
-
-
-@dataclass(frozen=True)
-class NodeStatus:
-    node_id: int
-    port: int
-    pid: int | None
-    alive: bool
-    log_dir: str
-    disk_used_bytes: int
-
-
-@dataclass(frozen=True)
-class ClusterStatus:
-    data_dir: str
-    bootstrap: str
-    nodes: list[NodeStatus]
-    controller_id: int | None = None
-    topics: list[str] = field(default_factory=list)
-    disk_free_bytes: int = 0
-
-    @property
-    def nodes_up(self) -> int:
-        return sum(n.alive for n in self.nodes)
-
-    def as_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["nodes_up"] = self.nodes_up
-        return out
 
 
 def _pid_alive(pid: int | None, marker: str) -> bool:
@@ -81,41 +52,6 @@ def _pid_alive(pid: int | None, marker: str) -> bool:
     except OSError:
         return False
     return marker in cmdline and state != b"Z"
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def dir_size(path: Path) -> int:
-    """Bytes allocated on disk below ``path``."""
-    total = 0
-    for root, _dirs, files in os.walk(path):
-        for name in files:
-            try:
-                # Blocks, not apparent size: Kafka preallocates sparse index files.
-                total += os.stat(os.path.join(root, name)).st_blocks * 512
-            except OSError:
-                pass
-    return total
-
-
-def free_port_block(count: int, *, start: int = 20000, stop: int = 60000) -> int:
-    """A port ``p`` such that ``p .. p+count-1`` are all free on 127.0.0.1 now."""
-    import random
-
-    rng = random.Random()
-    for _ in range(500):
-        base = rng.randrange(start, stop - count)
-        if all(_port_free(base + i) for i in range(count)):
-            return base
-    raise BrokerError(f"Found no {count} consecutive free ports between {start} and {stop}.")
 
 
 def _new_cluster_id() -> str:
@@ -222,7 +158,7 @@ class LocalCluster:
         if state is None:
             state = self._create(libs)
         specs = self._specs(state)
-        busy = [p for s in specs for p in (s.port, s.controller_port) if not _port_free(p)]
+        busy = [p for s in specs for p in (s.port, s.controller_port) if not port_free(p)]
         if busy:
             raise BrokerError(
                 f"Port {busy[0]} on 127.0.0.1 is already in use, so the broker cannot listen.",
@@ -308,7 +244,7 @@ class LocalCluster:
 
         specs = self._specs(state)
         bootstrap = ",".join(f"127.0.0.1:{s.port}" for s in specs)
-        admin = AdminClient({"bootstrap.servers": bootstrap, "logger": _quiet_logger()})
+        admin = AdminClient({"bootstrap.servers": bootstrap, "logger": quiet_logger()})
         deadline = time.monotonic() + timeout
         while True:
             for spec in specs:
@@ -394,7 +330,7 @@ class LocalCluster:
         controller: int | None = None
         topics: list[str] = []
         if any(n.alive for n in nodes):
-            controller, topics = _cluster_view(bootstrap, timeout)
+            controller, topics = cluster_view(bootstrap, timeout)
         return ClusterStatus(
             data_dir=str(self.data_dir),
             bootstrap=bootstrap,
@@ -403,23 +339,3 @@ class LocalCluster:
             topics=topics,
             disk_free_bytes=shutil.disk_usage(self.data_dir).free,
         )
-
-
-def _quiet_logger() -> logging.Logger:
-    # librdkafka logs connection refusals while a node boots; route them to
-    # the library logger at debug level instead of stderr.
-    return logging.getLogger("kafeed.librdkafka")
-
-
-def _cluster_view(bootstrap: str, timeout: float) -> tuple[int | None, list[str]]:
-    from confluent_kafka.admin import AdminClient
-
-    admin = AdminClient({"bootstrap.servers": bootstrap, "logger": _quiet_logger()})
-    try:
-        meta = admin.list_topics(timeout=timeout)
-        desc = admin.describe_cluster(request_timeout=timeout).result(timeout=timeout)
-    except Exception:
-        return None, []
-    controller = desc.controller.id if desc.controller is not None else None
-    topics = sorted(t for t in meta.topics if not t.startswith("__"))
-    return controller, topics

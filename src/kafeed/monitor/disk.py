@@ -16,8 +16,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from kafeed.broker.cluster import dir_size
 from kafeed.broker.render import node_specs
+from kafeed.broker.status import dir_size
 from kafeed.config import ConnectionSettings
 from kafeed.errors import KafeedError
 from kafeed.topics.admin import describe_log_dirs, parse_log_dirs_output

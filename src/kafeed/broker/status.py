@@ -1,0 +1,71 @@
+"""What `kafeed broker status` reports: nodes, controller, topics, disk."""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class NodeStatus:
+    node_id: int
+    port: int
+    pid: int | None
+    alive: bool
+    log_dir: str
+    disk_used_bytes: int
+
+
+@dataclass(frozen=True)
+class ClusterStatus:
+    data_dir: str
+    bootstrap: str
+    nodes: list[NodeStatus]
+    controller_id: int | None = None
+    topics: list[str] = field(default_factory=list)
+    disk_free_bytes: int = 0
+
+    @property
+    def nodes_up(self) -> int:
+        return sum(n.alive for n in self.nodes)
+
+    def as_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["nodes_up"] = self.nodes_up
+        return out
+
+
+def dir_size(path: Path) -> int:
+    """Bytes allocated on disk below ``path``."""
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                # Blocks, not apparent size: Kafka preallocates sparse index files.
+                total += os.stat(os.path.join(root, name)).st_blocks * 512
+            except OSError:
+                pass
+    return total
+
+
+def quiet_logger() -> logging.Logger:
+    # librdkafka logs connection refusals while a node boots; route them to
+    # the library logger at debug level instead of stderr.
+    return logging.getLogger("kafeed.librdkafka")
+
+
+def cluster_view(bootstrap: str, timeout: float) -> tuple[int | None, list[str]]:
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "logger": quiet_logger()})
+    try:
+        meta = admin.list_topics(timeout=timeout)
+        desc = admin.describe_cluster(request_timeout=timeout).result(timeout=timeout)
+    except Exception:
+        return None, []
+    controller = desc.controller.id if desc.controller is not None else None
+    topics = sorted(t for t in meta.topics if not t.startswith("__"))
+    return controller, topics
