@@ -5,9 +5,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
+import pytest
+
+import kafeed
 from kafeed.config import ConnectionSettings
 from kafeed.ingest import IngestOptions, ingest
 from kafeed.monitor import metrics as m
+from tests.integration.loader_data import EOS, counts, produce_docs, produce_samples
 from tests.kafka_fixtures import TopicFactory
 
 
@@ -43,3 +48,55 @@ def test_ingest_counts_records_bytes_dead_letters_and_transactions(
         == summary.transactions >= 3
     # librdkafka's statistics (chained with ingest's own per-partition counts) reached the metrics
     assert total("kafeed_client_tx_bytes_total", stage="ingest") > tx0
+
+
+def _latency() -> tuple[float, float]:
+    return (value("kafeed_end_to_end_latency_seconds_count", stage="loader"),
+            value("kafeed_end_to_end_latency_seconds_sum", stage="loader"))
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_loader_counts_batches_tokens_records_positions_and_latency(
+        kafka: ConnectionSettings, make_topic: TopicFactory, workers: int) -> None:
+    topic = make_topic(partitions=3)
+    expected = produce_docs(kafka.bootstrap, topic, 150, seed=3)
+    batches0 = value("kafeed_batches_total", stage="loader")
+    tokens0 = value("kafeed_tokens_total", stage="loader")
+    count0, sum0 = _latency()
+    ds = kafeed.KafkaTokenDataset(topic, seq_len=15, connection=kafka, eos_id=EOS, shuffle_buffer=8)
+    loader = kafeed.StreamLoader(ds, batch_size=4, num_workers=workers)
+
+    it = iter(loader)
+    first = [next(it) for _ in range(3)]
+    # mid-epoch (workers prefetch further): the figures describe what was handed out
+    assert value("kafeed_batches_total", stage="loader") - batches0 == 3
+    assert _latency()[0] - count0 == value("kafeed_records_in_total", stage="loader", topic=topic) > 0
+    rest = list(it)
+    batches = first + rest
+
+    assert np.array_equal(counts(batches, len(expected)), expected)  # metrics did not disturb the data
+    assert value("kafeed_batches_total", stage="loader") - batches0 == len(batches)
+    assert value("kafeed_tokens_total", stage="loader") - tokens0 == sum(b["tokens"].numel() for b in batches)
+    # every document's last token was handed out: one record and one latency observation each
+    assert value("kafeed_records_in_total", stage="loader", topic=topic) == 150
+    count, seconds = _latency()
+    assert count - count0 == 150
+    assert 0 <= (seconds - sum0) / 150 < 120  # produced moments ago, not at the epoch or in the future
+    state = loader.state_dict()
+    nexts = {key: p["next"] for r in state["readers"].values() for key, p in r["partitions"].items()}
+    assert len(nexts) == 3 and sum(nexts.values()) == 150
+    for key, offset in nexts.items():
+        t, _, p = key.rpartition(":")
+        assert value("kafeed_loader_position", topic=t, partition=p) == offset
+
+
+def test_loader_samples_count_records_not_tokens(kafka: ConnectionSettings, make_topic: TopicFactory) -> None:
+    topic = make_topic(partitions=2)
+    produce_samples(kafka.bootstrap, topic, 30)
+    tokens0 = value("kafeed_tokens_total", stage="loader")
+    count0, _ = _latency()
+    batches = list(kafeed.StreamLoader(kafeed.KafkaSampleDataset(topic, connection=kafka), batch_size=8))
+    assert len(batches) == 4
+    assert value("kafeed_records_in_total", stage="loader", topic=topic) == 30
+    assert _latency()[0] - count0 == 30
+    assert value("kafeed_tokens_total", stage="loader") == tokens0
