@@ -3,16 +3,25 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import kafeed
+from kafeed.broker import free_port_block
 from kafeed.config import ConnectionSettings
 from kafeed.ingest import IngestOptions, ingest
 from kafeed.monitor import metrics as m
+from tests.integration.ingest_helpers import SRC
 from tests.integration.loader_data import EOS, counts, produce_docs, produce_samples
+from tests.integration.train_data import paragraphs, produce_documents
 from tests.kafka_fixtures import TopicFactory
 
 
@@ -100,3 +109,57 @@ def test_loader_samples_count_records_not_tokens(kafka: ConnectionSettings, make
     assert value("kafeed_records_in_total", stage="loader", topic=topic) == 30
     assert _latency()[0] - count0 == 30
     assert value("kafeed_tokens_total", stage="loader") == tokens0
+
+
+def _scrape(port: int) -> dict[str, float]:
+    """``name{labels}`` -> value from a /metrics page (comments skipped)."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    samples = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, number = line.rpartition(" ")
+            samples[name] = float(number)
+    return samples
+
+
+def test_train_cli_serves_trainer_and_loader_metrics(kafka: ConnectionSettings, make_topic: TopicFactory,
+                                                     tmp_path: Path) -> None:
+    from kafeed.demo import bundled_corpus
+
+    topic = make_topic(partitions=2)
+    corpus = bundled_corpus(tmp_path / "corpus.txt")  # far more text than the test waits for
+    produce_documents(kafka, topic, paragraphs(corpus), partitions=2)
+    port = free_port_block(1)
+    cmd = [sys.executable, "-m", "kafeed.cli.main", "train", "--model", "gpt", "--topic", topic,
+           "--steps", "100000", "--batch-size", "4", "--seq-len", "64", "--d-model", "32",
+           "--checkpoint-dir", str(tmp_path / "ck"), "--checkpoint-every", "100000", "--log-every", "5",
+           "-b", kafka.bootstrap, "--json", "--metrics-port", str(port)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(SRC)})
+    try:
+        deadline = time.monotonic() + 120
+        got: dict[str, float] = {}
+        while time.monotonic() < deadline:
+            try:
+                got = _scrape(port)
+            except OSError:
+                got = {}
+            if got.get('kafeed_train_step{stage="train"}', 0) >= 5:
+                break
+            assert proc.poll() is None, proc.communicate()[1][-3000:]
+            time.sleep(0.3)
+        assert got.get('kafeed_train_step{stage="train"}', 0) >= 5, got
+        loader_batches = got['kafeed_batches_total{stage="loader"}']
+        assert loader_batches >= got['kafeed_batches_total{stage="train"}'] >= 5
+        assert got['kafeed_tokens_total{stage="loader"}'] == loader_batches * 4 * 65
+        assert got[f'kafeed_records_in_total{{stage="loader",topic="{topic}"}}'] > 0
+        assert got['kafeed_end_to_end_latency_seconds_count{stage="loader"}'] > 0
+        # present for both partitions (the value may still be 0: the shuffle buffer holds
+        # early records in flight, and the position is the exact-resume point)
+        assert all(got.get(f'kafeed_loader_position{{partition="{p}",topic="{topic}"}}', -1) >= 0
+                   for p in (0, 1)), got
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err[-3000:]
+    assert json.loads(out)["stopped_by_signal"] is True

@@ -126,7 +126,9 @@ class KafkaDatasetBase(IterableDataset[Any]):
                 if topo.index == 0:
                     log.info("kafeed loader: elastic resume from %s to %d readers",
                              saved["num_readers"], topo.count)
-        reader = KafkaReader(self.settings, index=topo.index, count=topo.count, starts=starts)
+        # Only the main process's registry is served: workers' client statistics would be lost.
+        reader = KafkaReader(self.settings, index=topo.index, count=topo.count, starts=starts,
+                             client_stats=get_worker_info() is None)
         stream: TokenStream | SampleStream
         if self.settings.kind == "tokens":
             stream = TokenStream(self.settings, reader, exact)

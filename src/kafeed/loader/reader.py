@@ -23,6 +23,7 @@ from kafeed.loader.assignment import assign, partition_key, warn_if_idle
 from kafeed.loader.decode import RecordDecoder
 from kafeed.loader.offsets import list_partitions, resolve_end, resolve_start
 from kafeed.loader.settings import LoaderSettings
+from kafeed.monitor.stats import client_stats_config
 
 log = logging.getLogger("kafeed")
 
@@ -79,7 +80,7 @@ class KafkaReader:
 
     def __init__(
         self, settings: LoaderSettings, *, index: int, count: int,
-        starts: dict[str, PartitionStart] | None = None,
+        starts: dict[str, PartitionStart] | None = None, client_stats: bool = False,
     ) -> None:
         self.settings = settings
         self.index = index
@@ -95,6 +96,7 @@ class KafkaReader:
         self._decoder = RecordDecoder(settings, self.stats)
         self._assigned_once = settings.mode != "group"
         self._last_error_log = 0.0
+        self._client_stats = client_stats  # librdkafka statistics -> metrics (main process only)
 
     # -- lifecycle -------------------------------------------------------------------------
     def consumer_config(self) -> dict[str, Any]:
@@ -115,6 +117,8 @@ class KafkaReader:
             "logger": logging.getLogger("kafeed.librdkafka"),
             "error_cb": self._log_error,
         })
+        if self._client_stats:
+            conf.update(client_stats_config("loader"))
         conf.update(dict(s.consumer_config))
         return conf
 
