@@ -11,7 +11,7 @@ dedup keeps them) to a raw topic, then measures
 
 and prints records/s, tokens/s and the ratio. Not a test.
 
-    PYTHONPATH=src python benchmarks/bench_prepare.py --docs 50000 --tokenizer minilm
+    PYTHONPATH=src python benchmarks/bench_prepare.py --docs 20000 --rounds 3 --modes sync,commit,both
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -58,7 +59,9 @@ def write_raw(conn: ConnectionSettings, topic: str, docs: list[str]) -> float:
     return time.perf_counter() - start
 
 
-def tokenizer_alone(docs: list[str], settings: TokenizerSettings, batch: int, repeats: int) -> tuple[float, int]:
+def tokenizer_alone(
+    docs: list[str], settings: TokenizerSettings, batch: int, repeats: int,
+) -> tuple[float, int]:
     tok = load_tokenizer(settings)
     best, tokens = float("inf"), 0
     for _ in range(repeats):
@@ -70,6 +73,11 @@ def tokenizer_alone(docs: list[str], settings: TokenizerSettings, batch: int, re
     return best, tokens
 
 
+MODES = {  # name: (tokenize in a background thread, commit on a helper thread)
+    "sync": (False, False), "tok": (True, False), "commit": (False, True), "both": (True, True),
+}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--docs", type=int, default=20_000, help="records to prepare (size flag)")
@@ -78,12 +86,22 @@ def main() -> None:
     ap.add_argument("--linger-ms", type=int, default=20)
     ap.add_argument("--compression", default="lz4")
     ap.add_argument("--partitions", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="each round: tokenizer alone, prepare (every mode), tokenizer alone")
+    ap.add_argument("--modes", default="both", help=f"comma-separated, of {', '.join(MODES)}")
+    ap.add_argument("--changelog-format", choices=("hash", "batch"), default="hash")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    unknown = [m for m in modes if m not in MODES]
+    if unknown:
+        ap.error(f"unknown modes {unknown}")
     logging.getLogger("kafeed.librdkafka").setLevel(logging.CRITICAL)
 
     docs = texts(args.docs, SHAKESPEARE)
+    normalized = [normalize_text(t) for t in docs]  # what prepare hands the tokenizer
     tok_settings = TokenizerSettings(name=args.tokenizer)
+    rounds: list[dict[str, object]] = []
     with tempfile.TemporaryDirectory(prefix="kafeed-bench-") as tmp:
         cluster = LocalCluster(Path(tmp) / "kafka", nodes=1, port=free_port_block(2), heap_mb=768)
         cluster.start()
@@ -92,36 +110,51 @@ def main() -> None:
             TopicAdmin(conn).create(plan_topic("raw", brokers=1, partitions=args.partitions,
                                                compression="lz4"))
             write_s = write_raw(conn, "raw", docs)
-            settings = PrepareSettings(
-                input="raw", output="tokens", group="bench", idle_s=1.0, tokenizer=tok_settings,
-                kafka={"batch_size": args.batch_size, "linger_ms": args.linger_ms,
-                       "compression": args.compression},
-            )
-            stats = run_prepare(settings, conn, until_caught_up=True)
+            for r in range(args.rounds):
+                before_s, tokens = tokenizer_alone(normalized, tok_settings, args.batch_size, repeats=1)
+                runs = {}
+                for mode in modes:
+                    tok_overlap, commit_overlap = MODES[mode]
+                    settings = PrepareSettings(
+                        input="raw", output=f"tokens-{mode}-{r}", group=f"bench-{mode}-{r}", idle_s=1.0,
+                        tokenizer=tok_settings.model_copy(update={"overlap": tok_overlap}),
+                        dedup={"changelog_format": args.changelog_format},
+                        kafka={"batch_size": args.batch_size, "linger_ms": args.linger_ms,
+                               "compression": args.compression, "overlap_commit": commit_overlap},
+                    )
+                    stats = run_prepare(settings, conn, until_caught_up=True)
+                    runs[mode] = stats
+                after_s, _ = tokenizer_alone(normalized, tok_settings, args.batch_size, repeats=1)
+                tok_rate = len(docs) / ((before_s + after_s) / 2)
+                rounds.append({
+                    "tokenizer_alone": {"records_per_s": round(tok_rate),
+                                        "tokens_per_s": round(tokens / ((before_s + after_s) / 2))},
+                    "prepare": {m: {"records_per_s": round(st.records_per_s),
+                                    "tokens_per_s": round(st.tokens_per_s), "busy_s": round(st.busy_s, 2),
+                                    "balanced": st.balanced, "documents_out": st.documents_out,
+                                    "ratio": round(st.records_per_s / tok_rate, 3)}
+                                for m, st in runs.items()},
+                })
         finally:
             cluster.stop(timeout=15, purge=True)
-    # The tokenizer alone on the texts prepare tokenized (normalized), after the broker is gone.
-    normalized = [normalize_text(t) for t in docs]
-    tok_s, tok_tokens = tokenizer_alone(normalized, tok_settings, args.batch_size, repeats=2)
-    result = {
-        "docs": args.docs, "tokenizer": args.tokenizer, "batch_size": args.batch_size,
-        "linger_ms": args.linger_ms, "compression": args.compression, "partitions": args.partitions,
-        "write_raw_s": round(write_s, 2),
-        "tokenizer_alone": {"records_per_s": round(len(docs) / tok_s), "tokens_per_s": round(tok_tokens / tok_s)},
-        "prepare": {"records_per_s": round(stats.records_per_s), "tokens_per_s": round(stats.tokens_per_s),
-                    "busy_s": round(stats.busy_s, 2), "documents_out": stats.documents_out,
-                    "balanced": stats.balanced},
-        "ratio": round(stats.records_per_s / (len(docs) / tok_s), 3),
-    }
+    summary = {m: statistics.median(rd["prepare"][m]["ratio"] for rd in rounds)  # type: ignore[index]
+               for m in modes}
+    result = {"docs": args.docs, "tokenizer": args.tokenizer, "batch_size": args.batch_size,
+              "linger_ms": args.linger_ms, "compression": args.compression,
+              "partitions": args.partitions, "write_raw_s": round(write_s, 2), "rounds": rounds,
+              "median_ratio": summary}
     if args.json:
         print(json.dumps(result))
-    else:
-        ta, pr = result["tokenizer_alone"], result["prepare"]
-        print(f"tokenizer alone ({args.tokenizer}): {ta['records_per_s']:,} records/s, "  # type: ignore[index]
+        return
+    for i, rd in enumerate(rounds):
+        ta = rd["tokenizer_alone"]
+        print(f"round {i}: tokenizer alone ({args.tokenizer}) {ta['records_per_s']:,} records/s, "  # type: ignore[index]
               f"{ta['tokens_per_s']:,} tokens/s")  # type: ignore[index]
-        print(f"prepare end to end:   {pr['records_per_s']:,} records/s, {pr['tokens_per_s']:,} tokens/s "  # type: ignore[index]
-              f"({pr['documents_out']:,} docs in {pr['busy_s']} s)")  # type: ignore[index]
-        print(f"ratio prepare / tokenizer alone: {result['ratio']:.2f}x")
+        for m, pr in rd["prepare"].items():  # type: ignore[attr-defined]
+            print(f"  prepare [{m}]: {pr['records_per_s']:,} records/s, {pr['tokens_per_s']:,} tokens/s, "
+                  f"{pr['documents_out']:,} docs in {pr['busy_s']} s, ratio {pr['ratio']:.2f}x")
+    for m, ratio in summary.items():
+        print(f"median ratio prepare [{m}] / tokenizer alone: {ratio:.2f}x")
 
 
 if __name__ == "__main__":

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 from kafeed.config import ConnectionSettings
 from tests.prepare_support import (
     document_ids,
+    high_watermarks,
     paragraphs,
     prepare_command,
     prepare_env,
@@ -34,10 +37,31 @@ def test_two_processes_share_six_partitions(kafka: ConnectionSettings, make_topi
         stdout, stderr = p.communicate(timeout=240)
         assert p.returncode == 0, stderr
         results.append(json.loads(stdout))
-    print([(r["records_in"], r["batches"], r["rebalances"], r["elapsed_s"]) for r in results])
     assert all(r["balanced"] for r in results)
     # Committed counts add up across workers: no record was processed twice or skipped.
     assert sum(r["records_in"] for r in results) == len(records)
     assert sum(r["duplicates"] for r in results) == 120
     ids = document_ids(read_topic(kafka, output))
     assert len(ids) == len(set(ids)) == 1200
+
+
+def test_sigterm_finishes_the_open_transaction(kafka: ConnectionSettings, make_topic, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    raw = make_topic(partitions=2)
+    good = paragraphs(3000)
+    produce(kafka, raw, [sample_record(t) for t in good])
+    output = f"{raw}.tokens"
+    cmd = prepare_command(kafka.bootstrap, raw, output, f"g-{raw}", "--batch-size", "20", "--json")
+    proc = subprocess.Popen(cmd, env=prepare_env(str(tmp_path)), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while high_watermarks(kafka, output) < 200 and time.monotonic() < deadline:
+        assert proc.poll() is None
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 0, stderr
+    stats = json.loads(stdout)
+    assert stats["balanced"] and 0 < stats["records_in"] < 3000
+    # What it reported as committed is exactly what the output topic holds.
+    ids = document_ids(read_topic(kafka, output))
+    assert len(ids) == len(set(ids)) == stats["documents_out"]

@@ -80,27 +80,34 @@ def test_classifier_beats_chance(kafka: ConnectionSettings, make_topic, corpus: 
 
 def test_kill_and_resume_equals_uninterrupted(kafka: ConnectionSettings, tokens_topic: str,
                                               tmp_path: Path) -> None:
-    reference = _finish(_train_cli(kafka, tokens_topic, tmp_path / "ref"))
-    assert reference["steps"] == 40
+    steps = ["--steps", "120"]
+    reference = _finish(_train_cli(kafka, tokens_topic, tmp_path / "ref", *steps))
+    assert reference["steps"] == 120
 
     ckpt = tmp_path / "killed"
-    for _attempt in range(3):
-        proc = _train_cli(kafka, tokens_topic, ckpt, "--resume")
-        # kill -9 somewhere after a checkpoint was written
-        deadline = time.monotonic() + 120
-        while not list(ckpt.glob("step-*.json")) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        time.sleep(random.uniform(0.2, 1.5))
+    rng = random.Random()
+    for kill_after in (20, 50, 80):
+        proc = _train_cli(kafka, tokens_topic, ckpt, "--resume", *steps)
+        # kill -9 at a random moment once the checkpoint of step `kill_after` exists
+        marker = ckpt / f"step-{kill_after:08d}.json"
+        deadline = time.monotonic() + 180
+        while not marker.exists() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.02)
+        time.sleep(rng.uniform(0.0, 0.2))
         proc.send_signal(signal.SIGKILL)
         proc.communicate()
-    resumed = _finish(_train_cli(kafka, tokens_topic, ckpt, "--resume"))
-    assert resumed["steps"] == 40 and resumed["resumed_from"]
+    interrupted = CheckpointManager(ckpt).load_latest()
+    assert interrupted is not None and interrupted.step < 120
+    resumed = _finish(_train_cli(kafka, tokens_topic, ckpt, "--resume", *steps))
+    assert resumed["steps"] == 120 and resumed["resumed_from"]
 
     ref_ck = CheckpointManager(tmp_path / "ref").load_latest()
     new_ck = CheckpointManager(ckpt).load_latest()
-    assert ref_ck is not None and new_ck is not None and ref_ck.step == new_ck.step == 40
+    assert ref_ck is not None and new_ck is not None and ref_ck.step == new_ck.step == 120
     assert new_ck.manifest["loader"] == ref_ck.manifest["loader"]
     assert new_ck.manifest["lineage"] == ref_ck.manifest["lineage"]
+    # same seed, same data in the same order: the same loss at the same step
+    assert new_ck.manifest["loss"] == pytest.approx(ref_ck.manifest["loss"], abs=1e-5)
     assert resumed["final_loss"] == pytest.approx(reference["final_loss"], abs=1e-4)
 
 

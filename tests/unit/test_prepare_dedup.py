@@ -61,3 +61,18 @@ def test_state_dict_round_trip() -> None:
     assert not other.check_and_add(3, content_hash("a"))
     with pytest.raises(ValueError):
         other.load_state_dict({"version": 99, "seen": {}})
+
+
+def test_layers_for_overlapped_commits() -> None:
+    state = DedupState()
+    a, b = content_hash("a"), content_hash("b")
+    state.new_layer()
+    assert state.check_and_add(0, a)              # batch N
+    state.new_layer()
+    assert not state.check_and_add(0, a)          # batch N+1 sees N's pending hash
+    assert state.check_and_add(0, b)
+    assert state.pending() == {0: {b}}            # N+1's changelog holds only its own
+    state.commit()                                 # N committed
+    assert state.size(0) == 1 and state.pending() == {0: {b}}
+    state.rollback()                               # N+1 failed
+    assert state.size(0) == 1 and state.check_and_add(0, b)

@@ -24,8 +24,10 @@ def _sample(text: str | bytes, id: str = "") -> bytes:
 GOOD = "The quick brown fox jumps over the lazy dog near the river bank."
 
 
-def test_batch_accounting_balances() -> None:
-    pipeline = BatchPipeline(PrepareSettings(), load_tokenizer())
+@pytest.mark.parametrize("overlap", [False, True])
+def test_batch_accounting_balances(overlap: bool) -> None:
+    settings = PrepareSettings(tokenizer={"overlap": overlap, "chunk_size": 2})  # type: ignore[arg-type]
+    pipeline = BatchPipeline(settings, load_tokenizer())
     dedup = DedupState()
     avro = make_sample("Avro records are read through their header too.", id="av")
     records = [
@@ -45,7 +47,7 @@ def test_batch_accounting_balances() -> None:
     assert dict(c.dead_letter_kinds) == {"decode": 2, "encoding": 1}
     assert c.records_in == c.documents_out + sum(c.filtered.values()) + c.duplicates + c.dead_lettered
     assert result.positions == {("raw", 0): 17, ("raw", 1): 4}
-    assert sorted(p for p, _ in result.changelog) == [0, 0, 1]
+    assert sorted(p for p, _, _ in result.changelog) == [0, 0, 1]
     docs = [decode_document(d.value) for d in result.documents]
     assert [d.id for d in docs] == ["d1", "d7", "av"]
     first = docs[0]
@@ -59,6 +61,23 @@ def test_batch_accounting_balances() -> None:
     assert again.counts.documents_out == 3
     dedup.commit()
     assert pipeline.run(records[:1], dedup).counts.duplicates == 1
+    pipeline.close()
+
+
+def test_batch_changelog_format() -> None:
+    from kafeed.prepare.dedup import content_hash, parse_changelog_record
+
+    settings = PrepareSettings(dedup={"changelog_format": "batch"})  # type: ignore[arg-type]
+    pipeline = BatchPipeline(settings, load_tokenizer())
+    texts = [GOOD, GOOD + " Again.", GOOD + " Thrice."]
+    records = [_rec(5 + i, _sample(t, f"d{i}")) for i, t in enumerate(texts)] + [
+        _rec(9, _sample(GOOD, "o"), partition=2)]
+    result = pipeline.run(records, DedupState())
+    assert [(p, len(k)) for p, k, _ in result.changelog] == [(0, 12), (2, 12)]
+    part, digests = parse_changelog_record(result.changelog[0][1], result.changelog[0][2])
+    assert part == 0 and sorted(digests) == sorted(content_hash(t) for t in texts)
+    with pytest.raises(ValueError):
+        parse_changelog_record(result.changelog[0][1], b"x" * 17)
 
 
 def test_oversized_document_goes_to_dlq() -> None:

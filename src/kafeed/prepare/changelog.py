@@ -15,11 +15,28 @@ from typing import Any
 
 from kafeed.config import ConnectionSettings
 from kafeed.errors import KafkaOperationError, TopicError, translate_kafka_error
-from kafeed.prepare.dedup import parse_changelog_key
+from kafeed.prepare.dedup import parse_changelog_record
 from kafeed.prepare.settings import PrepareSettings
 from kafeed.topics import TopicAdmin, plan_topic
 
 log = logging.getLogger("kafeed")
+
+
+def _partitions(admin: TopicAdmin, name: str, timeout_s: float = 15.0) -> int:
+    """Partition count of ``name``, waiting a little for a topic that is still being created."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            info = admin.describe(name, sizes=False)
+            if info.partitions and all(p.leader is not None and p.leader >= 0 for p in info.partitions):
+                return len(info.partitions)
+        except TopicError:
+            if time.monotonic() > deadline:
+                raise
+        if time.monotonic() > deadline:
+            raise TopicError(f"Topic {name!r} has partitions without a leader.",
+                             hint="Check the brokers with `kafeed broker status`.")
+        time.sleep(0.2)
 
 
 def ensure_topics(admin: TopicAdmin, settings: PrepareSettings) -> int:
@@ -27,7 +44,7 @@ def ensure_topics(admin: TopicAdmin, settings: PrepareSettings) -> int:
     if not admin.exists(settings.input):
         raise TopicError(f"Input topic {settings.input!r} does not exist.",
                          hint="Create it with `kafeed topic create` or write to it with `kafeed ingest`.")
-    partitions = len(admin.describe(settings.input, sizes=False).partitions)
+    partitions = _partitions(admin, settings.input)
     brokers = admin.broker_count()
     wanted = [(settings.output, False), (settings.dlq_topic, False)]
     if settings.dedup.enabled:
@@ -38,10 +55,11 @@ def ensure_topics(admin: TopicAdmin, settings: PrepareSettings) -> int:
         if not settings.create_topics:
             raise TopicError(f"Topic {name!r} does not exist.",
                              hint="Create it, or let prepare create it (create_topics = true).")
-        admin.create(plan_topic(name, brokers=brokers, partitions=partitions, compact=compact,
-                                compression="lz4"), exist_ok=True)
+        if not admin.create(plan_topic(name, brokers=brokers, partitions=partitions, compact=compact,
+                                       compression="lz4"), exist_ok=True):
+            _partitions(admin, name)  # another worker created it just now: wait until it is visible
     if settings.dedup.enabled:
-        have = len(admin.describe(settings.changelog_topic, sizes=False).partitions)
+        have = _partitions(admin, settings.changelog_topic)
         if have < partitions:
             raise TopicError(
                 f"Dedup changelog {settings.changelog_topic!r} has {have} partitions but input "
@@ -98,8 +116,13 @@ def rebuild_seen(
                 key = msg.key()
                 if key is None:
                     continue
-                part, digest = parse_changelog_key(key)
-                seen.setdefault(part, set()).add(digest)
+                try:
+                    part, digests = parse_changelog_record(key, msg.value())
+                except ValueError as exc:
+                    log.warning("skipping a changelog record of %s/%d@%d: %s", topic, msg.partition(),
+                                msg.offset(), exc)
+                    continue
+                seen.setdefault(part, set()).update(digests)
                 if msg.offset() + 1 >= ends[msg.partition()]:
                     pending.discard(msg.partition())
     finally:

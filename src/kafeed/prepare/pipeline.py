@@ -12,7 +12,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from kafeed.prepare.decode import Decoded, RawRecord, Rejection, decode_batch
-from kafeed.prepare.dedup import DedupState, changelog_key, content_hash
+from kafeed.prepare.dedup import DedupState, batch_changelog_record, changelog_key, content_hash
 from kafeed.prepare.filters import first_failed_filter
 from kafeed.prepare.normalize import normalize_text
 from kafeed.prepare.settings import PrepareSettings
@@ -31,7 +31,7 @@ class OutputRecord:
 class BatchResult:
     documents: list[OutputRecord] = field(default_factory=list)
     dead_letters: list[Rejection] = field(default_factory=list)
-    changelog: list[tuple[int, bytes]] = field(default_factory=list)  # (input partition, key)
+    changelog: list[tuple[int, bytes, bytes]] = field(default_factory=list)  # (partition, key, value)
     positions: dict[tuple[str, int], int] = field(default_factory=dict)  # next offset to read
     counts: BatchCounts = field(default_factory=BatchCounts)
 
@@ -74,6 +74,7 @@ class BatchPipeline:
         result = BatchResult(positions=_positions(records))
         counts = result.counts
         counts.records_in = len(records)
+        dedup.new_layer()
         decoded = decode_batch(records)
         result.dead_letters.extend(decoded.rejected)
 
@@ -107,11 +108,25 @@ class BatchPipeline:
         for entries, future in chunks:
             self._emit(self._collect(entries, future, result), result)
         if s.dedup.enabled:
-            for partition, digests in dedup.pending().items():
-                result.changelog.extend((partition, changelog_key(partition, d)) for d in digests)
+            self._changelog(records, dedup, result)
         for rejection in result.dead_letters:
             counts.dead_letter_kinds[rejection.kind] += 1
         return result
+
+    def _changelog(self, records: Sequence[RawRecord], dedup: DedupState, result: BatchResult) -> None:
+        """The batch's new hashes as changelog records (value: the input offset, or all hashes)."""
+        first: dict[int, int] = {}
+        last: dict[int, int] = {}
+        for r in records:
+            first.setdefault(r.partition, r.offset)
+            last[r.partition] = r.offset
+        for partition, digests in dedup.pending().items():
+            if self.settings.dedup.changelog_format == "batch":
+                key, value = batch_changelog_record(partition, first[partition], sorted(digests))
+                result.changelog.append((partition, key, value))
+            else:
+                offset = str(last[partition]).encode()
+                result.changelog.extend((partition, changelog_key(partition, d), offset) for d in digests)
 
     def _submit(self, entries: list[Kept]) -> Future[TokenBatch]:
         texts = [text for _, text, _ in entries]

@@ -6,12 +6,16 @@ dead letters and dedup changelog entries, add the input positions (last
 processed offset + 1) with ``send_offsets_to_transaction`` (KIP-447: one producer
 per process, fenced through the consumer group's metadata), commit.
 
+With ``overlap_commit`` (the default) batch N's produce-and-commit runs on a
+helper thread while the main thread consumes batch N+1 and runs its stages; N+1
+is produced only after N committed. If N fails, N+1 is discarded with it.
+
 Errors: a retriable error retries the call; an abortable one aborts, rolls back
-the batch's dedup hashes and seeks the consumer back to the batch's first
-offsets (the last committed positions), so the batch is read again; a fatal one
+the pending dedup hashes and seeks the consumer back to the failed batch's first
+offsets (the last committed positions), so it is read again; a fatal one
 (fenced) rebuilds the producer, then rewinds the same way. Rebalance callbacks
-run only inside ``consume()``, when no transaction is open; they still abort one
-if it is, then drop (revoke) or rebuild (assign) the partitions' dedup state.
+run inside ``consume()``: they first wait for the in-flight transaction to finish
+(or abort it), then drop (revoke) or rebuild (assign) the partitions' dedup state.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from kafeed.config import ConnectionSettings
@@ -38,6 +43,7 @@ log = logging.getLogger("kafeed")
 
 ProgressFn = Callable[[PrepareStats], None]
 _MAX_ATTEMPTS = 5
+_DLQ_MAX_VALUE = 900_000  # bytes of the original value kept in a dead letter
 
 
 class _Rewind(Exception):
@@ -67,6 +73,11 @@ class PrepareProcessor:
         self._started = 0.0
         self._transactional_id = ""
         self._failures = 0  # transactions in a row that did not commit
+        self._inflight: tuple[list[RawRecord], BatchResult, Future[None]] | None = None
+        self._rewind_records: list[RawRecord] = []
+        self._commit_pool: ThreadPoolExecutor | None = (
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="kafeed-commit")
+            if settings.kafka.overlap_commit else None)
 
     # -- clients -------------------------------------------------------------------------------
 
@@ -112,17 +123,8 @@ class PrepareProcessor:
 
     # -- rebalance callbacks (run inside consume()) -----------------------------------------------
 
-    def _abort_if_open(self) -> None:
-        if self._txn_open:
-            log.warning("partitions revoked with a transaction open: aborting it")
-            try:
-                self._producer.abort_transaction(self.settings.kafka.transaction_timeout_ms / 1000)
-            except Exception as exc:  # the producer is rebuilt on its next use if fatal
-                log.warning("abort on revoke failed: %s", exc)
-            self._txn_open = False
-            self.dedup.rollback()
-
     def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
+        self._settle()
         parts = [tp.partition for tp in partitions if tp.topic == self.settings.input]
         self.stats.rebalances += 1
         if self.settings.dedup.enabled and parts:
@@ -135,7 +137,8 @@ class PrepareProcessor:
         self._assigned.update(parts)
 
     def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
-        self._abort_if_open()
+        # Finish (or abort) the open transaction before the partitions move: nothing doubles.
+        self._settle()
         self.stats.rebalances += 1
         for tp in partitions:
             self._assigned.discard(tp.partition)
@@ -167,7 +170,8 @@ class PrepareProcessor:
                 raise
         return None
 
-    def _send(self, result: BatchResult, records: Sequence[RawRecord]) -> None:
+    def _send(self, result: BatchResult, records: Sequence[RawRecord], metadata: Any) -> None:
+        """Produce one batch's outputs and commit them with its input positions (any thread)."""
         from confluent_kafka import TopicPartition
 
         s = self.settings
@@ -179,29 +183,68 @@ class PrepareProcessor:
             self._produce(s.output, key=doc.key, value=doc.value)
         for bad in result.dead_letters:
             r = bad.record
-            self._produce(s.dlq_topic, key=r.key, value=r.value, headers=[
+            headers = [
                 ("kafeed.error.kind", bad.kind.encode()),
                 ("kafeed.error.reason", bad.reason.encode("utf-8", "replace")),
                 ("kafeed.source.topic", r.topic.encode()),
                 ("kafeed.source.partition", str(r.partition).encode()),
                 ("kafeed.source.offset", str(r.offset).encode()),
                 *r.headers,
-            ])
-        offsets = {r.partition: r.offset for r in records}
-        for partition, key in result.changelog:
-            self._produce(s.changelog_topic, partition=partition, key=key,
-                          value=str(offsets.get(partition, -1)).encode())
+            ]
+            value = r.value
+            if value is not None and len(value) > _DLQ_MAX_VALUE:
+                # Headers push a near-limit record over message.max.bytes; the source offset
+                # still finds the original.
+                value = None
+                headers.append(("kafeed.error.value_dropped", b"true"))
+            self._produce(s.dlq_topic, key=r.key, value=value, headers=headers)
+        for partition, key, value in result.changelog:
+            self._produce(s.changelog_topic, partition=partition, key=key, value=value)
         positions = [TopicPartition(t, part, off) for (t, part), off in result.positions.items()]
-        metadata = self._consumer.consumer_group_metadata()
         self._retrying("send offsets", lambda: p.send_offsets_to_transaction(positions, metadata, timeout))
         self._retrying("commit", lambda: p.commit_transaction(timeout))
         self._txn_open = False
 
-    def _recover(self, exc: Exception, records: Sequence[RawRecord]) -> None:
-        """Undo a failed transaction: abort (or rebuild the producer), then rewind the consumer."""
-        from confluent_kafka import KafkaException, TopicPartition
+    def _submit(self, records: list[RawRecord], result: BatchResult) -> None:
+        metadata = self._consumer.consumer_group_metadata()
+        if self._commit_pool is None:
+            future: Future[None] = Future()
+            try:
+                self._send(result, records, metadata)
+                future.set_result(None)
+            except Exception as exc:
+                future.set_exception(exc)
+        else:
+            future = self._commit_pool.submit(self._send, result, records, metadata)
+        self._inflight = (records, result, future)
+
+    def _settle(self) -> None:
+        """Wait for the in-flight transaction; count it, or undo it and mark its records for rewind."""
+        from confluent_kafka import KafkaException
+
+        if self._inflight is None:
+            return
+        records, result, future = self._inflight
+        self._inflight = None
+        try:
+            future.result()
+        except KafkaException as exc:
+            log.warning("batch of %d aborted: %s", len(records), exc)
+            self._recover(exc)
+            self._rewind_records.extend(records)
+            return
+        self.dedup.commit()
+        self.stats.add(result.counts)
+        self.stats.last_commit = time.monotonic()
+        self._failures = 0
+
+    def _recover(self, exc: Exception) -> None:
+        """Undo a failed transaction: abort it, or rebuild the producer when that is impossible."""
+        from confluent_kafka import KafkaException
 
         self.dedup.rollback()
+        self.stats.aborted_batches += 1
+        self._failures += 1
         err = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
         fatal = err is not None and err.fatal()
         if not fatal and self._txn_open:
@@ -216,34 +259,27 @@ class PrepareProcessor:
             self._producer = None
             self._producer = self._make_producer()
             self.stats.producer_rebuilds += 1
-        self.stats.aborted_batches += 1
+        if self._failures >= 10 * _MAX_ATTEMPTS:
+            raise KafkaOperationError(
+                f"{self._failures} transactions in a row failed to commit.",
+                hint="Check the broker logs and the transaction coordinator; run with -v for details.")
+
+    def _rewind(self, discarded: Sequence[RawRecord]) -> None:
+        """Seek every still-assigned partition back to the first offset not committed."""
+        from confluent_kafka import KafkaException, TopicPartition
+
         starts: dict[tuple[str, int], int] = {}
-        for r in records:
+        for r in (*self._rewind_records, *discarded):
             tp = (r.topic, r.partition)
             starts[tp] = min(starts.get(tp, r.offset), r.offset)
+        self._rewind_records = []
         for (topic, partition), offset in starts.items():
             if partition not in self._assigned:
-                continue
+                continue  # revoked meanwhile: the next owner reads from the committed offset
             try:
                 self._consumer.seek(TopicPartition(topic, partition, offset))
-            except KafkaException as seek_exc:  # revoked meanwhile: the next owner reads it
+            except KafkaException as seek_exc:
                 log.info("seek %s/%d failed: %s", topic, partition, seek_exc)
-
-    def process_batch(self, records: Sequence[RawRecord]) -> bool:
-        """Run and commit one batch; False when it was aborted and will be read again."""
-        from confluent_kafka import KafkaException
-
-        result = self.pipeline.run(records, self.dedup)
-        try:
-            self._send(result, records)
-        except KafkaException as exc:
-            log.warning("batch of %d aborted: %s", len(records), exc)
-            self._recover(exc, records)
-            return False
-        self.dedup.commit()
-        self.stats.add(result.counts)
-        self.stats.last_commit = time.monotonic()
-        return True
 
     # -- the loop -----------------------------------------------------------------------------------
 
@@ -294,6 +330,8 @@ class PrepareProcessor:
             if self._producer is not None:
                 self._producer.flush(5)
             self.pipeline.close()
+            if self._commit_pool is not None:
+                self._commit_pool.shutdown(wait=True)
             lock.release()
         return self.snapshot()
 
@@ -318,27 +356,25 @@ class PrepareProcessor:
                     topic=m.topic(), partition=m.partition(), offset=m.offset(), key=m.key(),
                     value=m.value(), headers=tuple(m.headers() or ()), timestamp_ms=m.timestamp()[1],
                 ))
-            if records:
+            result = None
+            if records and not self._rewind_records:
                 last_data = time.monotonic()
                 if self.stats.first_data is None:
                     self.stats.first_data = last_data
-                self._process_with_limit(records)
+                result = self.pipeline.run(records, self.dedup)  # overlaps the in-flight commit
+            self._settle()
+            if self._rewind_records:
+                self._rewind(records)
+                continue
+            if result is not None:
+                self._submit(records, result)
             elif until_caught_up and time.monotonic() - last_data >= s.idle_s and self._caught_up():
                 break
             if self.on_progress is not None:
                 self.on_progress(self.snapshot())
-
-    def _process_with_limit(self, records: list[RawRecord]) -> None:
-        # An abort rewinds; the same records come back through consume(). Count only to stop a
-        # batch that can never commit from spinning forever.
-        if self.process_batch(records):
-            self._failures = 0
-            return
-        self._failures += 1
-        if self._failures >= 10 * _MAX_ATTEMPTS:
-            raise KafkaOperationError(
-                f"{self._failures} transactions in a row failed to commit.",
-                hint="Check the broker logs and the transaction coordinator; run with -v for details.")
+        self._settle()
+        if self._rewind_records:
+            self._rewind(())
 
 
 def run_prepare(

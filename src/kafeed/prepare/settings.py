@@ -50,6 +50,9 @@ class DedupSettings(_Frozen):
 
     enabled: bool = True
     changelog_topic: str | None = None  # default: __kafeed_dedup_<group>
+    # "hash": one record per new hash, keyed by partition + hash; "batch": one record per batch
+    # and partition carrying all its new hashes (fewer produce calls; see docs/prepare.md).
+    changelog_format: Literal["hash", "batch"] = "hash"
     rebuild_timeout_s: float = Field(default=120.0, gt=0)
 
     def topic(self, group: str) -> str:
@@ -63,7 +66,7 @@ class TokenizerSettings(_Frozen):
     add_special_tokens: bool = False
     append_eos: bool = True
     chunk_size: int = Field(default=500, ge=1)  # texts per encode_batch call
-    overlap: bool = True  # tokenize in a background thread while Python stages run
+    overlap: bool = True  # tokenize chunks on a helper thread while Python stages run
 
 
 class KafkaTuning(_Frozen):
@@ -79,6 +82,7 @@ class KafkaTuning(_Frozen):
     message_timeout_ms: int | None = None  # default: transaction timeout - 5 s
     session_timeout_ms: int = Field(default=10_000, ge=1000)
     auto_offset_reset: OffsetReset = "earliest"
+    overlap_commit: bool = True  # commit batch N on a helper thread while batch N+1 runs its stages
 
     @model_validator(mode="after")
     def _check(self) -> KafkaTuning:

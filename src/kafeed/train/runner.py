@@ -132,6 +132,7 @@ class Runner:
     config: dict[str, Any] = field(default_factory=dict)
 
     step: int = 0
+    last_loss: float | None = None
 
     def resume(self) -> str | None:
         """Restore everything from the newest valid checkpoint; its path, or None."""
@@ -148,6 +149,7 @@ class Runner:
         set_rng_state(payload["rng"])
         self.loader.load_state_dict(payload["loader"])
         self.step = int(payload["step"])
+        self.last_loss = payload.get("loss")
         log.info("resumed from %s at step %d", ckpt.path, self.step)
         return str(ckpt.path)
 
@@ -165,10 +167,11 @@ class Runner:
                 "scheduler": self.scheduler.state_dict() if self.scheduler is not None else None,
                 "rng": rng_state(),
                 "step": self.step,
+                "loss": self.last_loss,
                 "loader": loader_state,
                 "config": self.config,
             }
-            manifest = {"loader": loader_state, "config": self.config}
+            manifest = {"loss": self.last_loss, "loader": loader_state, "config": self.config}
             if self.manifest_fn is not None:
                 manifest.update(self.manifest_fn(loader_state))
             path = str(self.checkpoints.save(self.step, payload, manifest=manifest))
@@ -204,6 +207,7 @@ class Runner:
                 waited = time.monotonic() - w0
                 loss, ntok = self.step_fn(batch)
                 self.step += 1
+                self.last_loss = loss
                 _observe(waited, ntok, loss, self.step)
                 wait += waited
                 window_wait += waited
@@ -242,7 +246,8 @@ class Runner:
             recorder.close()
         return RunResult(
             steps=self.step, start_step=start_step,
-            first_loss=losses[0] if losses else None, final_loss=losses[-1] if losses else None,
+            first_loss=losses[0] if losses else None,
+            final_loss=losses[-1] if losses else self.last_loss,
             tokens=tokens * self.world_size, seconds=time.monotonic() - t0, data_wait_seconds=wait,
             checkpoint=last_ckpt, resumed_from=None, stopped_by_signal=stopped, losses=losses,
         )
