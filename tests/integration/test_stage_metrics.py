@@ -163,3 +163,39 @@ def test_train_cli_serves_trainer_and_loader_metrics(kafka: ConnectionSettings, 
         out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err[-3000:]
     assert json.loads(out)["stopped_by_signal"] is True
+
+
+def test_prepare_metrics_balance_like_its_stats(kafka: ConnectionSettings, make_topic: TopicFactory) -> None:
+    from kafeed.prepare import PrepareSettings, run_prepare
+    from tests.prepare_support import paragraphs, produce, sample_record
+
+    raw = make_topic(partitions=2)
+    good = paragraphs(30, seed="metrics")
+    records = [sample_record(t) for t in good] + [sample_record(t) for t in good[:4]]  # 4 duplicates
+    records += [sample_record("Hi"), (b"garbage", b"\xff\xff\xff", None)]  # filtered, dead-lettered
+    produce(kafka, raw, records)
+    filters = ("min_words", "symbol_ratio", "duplicate_lines")
+    before = {
+        "dups": value("kafeed_duplicates_total", stage="prepare"),
+        "commits": value("kafeed_transactions_total", stage="prepare", result="commit"),
+        "tokens": value("kafeed_tokens_total", stage="prepare"),
+        "dead": total("kafeed_dead_lettered_total", stage="prepare"),
+        **{f: value("kafeed_filtered_total", stage="prepare", filter=f) for f in filters},
+    }
+    settings = PrepareSettings(input=raw, output=f"{raw}.tokens", group=f"g-{raw}", idle_s=1.0,
+                               kafka={"batch_size": 10, "transaction_timeout_ms": 10_000})  # type: ignore[arg-type]
+    stats = run_prepare(settings, kafka, until_caught_up=True)
+
+    assert stats.balanced and stats.records_in == len(records) and stats.duplicates == 4
+    assert value("kafeed_records_in_total", stage="prepare", topic=raw) == stats.records_in
+    raw_bytes = sum(len(r[1] or b"") for r in records)
+    assert value("kafeed_bytes_in_total", stage="prepare", topic=raw) == raw_bytes
+    assert value("kafeed_records_out_total", stage="prepare", topic=settings.output) == stats.documents_out
+    assert value("kafeed_bytes_out_total", stage="prepare", topic=settings.output) > 0
+    assert value("kafeed_tokens_total", stage="prepare") - before["tokens"] == stats.tokens_out
+    assert value("kafeed_duplicates_total", stage="prepare") - before["dups"] == stats.duplicates
+    assert {f: value("kafeed_filtered_total", stage="prepare", filter=f) - before[f] for f in filters
+            if value("kafeed_filtered_total", stage="prepare", filter=f) - before[f]} == stats.filtered
+    assert total("kafeed_dead_lettered_total", stage="prepare") - before["dead"] == stats.dead_lettered == 1
+    assert value("kafeed_transactions_total", stage="prepare", result="commit") - before["commits"] \
+        == stats.batches >= 4
