@@ -56,4 +56,3 @@ def batch_tokens(batch: Any) -> int:
     """Token ids in a token batch (its ``tokens`` tensor); 0 for anything else."""
     tokens = batch.get("tokens") if isinstance(batch, dict) else None
     return int(tokens.numel()) if tokens is not None and hasattr(tokens, "numel") else 0
-
