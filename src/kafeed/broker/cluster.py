@@ -93,7 +93,8 @@ def _port_free(port: int) -> bool:
     return True
 
 
-def _dir_size(path: Path) -> int:
+def dir_size(path: Path) -> int:
+    """Bytes allocated on disk below ``path``."""
     total = 0
     for root, _dirs, files in os.walk(path):
         for name in files:
@@ -385,7 +386,7 @@ class LocalCluster:
                 pid=state["pids"].get(str(s.node_id)),
                 alive=_pid_alive(state["pids"].get(str(s.node_id)), str(self.data_dir)),
                 log_dir=str(s.log_dir),
-                disk_used_bytes=_dir_size(s.log_dir),
+                disk_used_bytes=dir_size(s.log_dir),
             )
             for s in specs
         ]

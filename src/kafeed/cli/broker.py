@@ -9,7 +9,8 @@ import typer
 from rich.table import Table
 
 from kafeed.broker import KAFKA_VERSION, LocalCluster, resolve_libs
-from kafeed.cli.common import DataDirOpt, JsonOpt, console, human_bytes, out, print_json
+from kafeed.cli.common import DataDirOpt, JsonOpt, console, out, print_json
+from kafeed.units import human_bytes
 
 app = typer.Typer(help="Run a local Apache Kafka (KRaft) cluster.", no_args_is_help=True)
 

@@ -42,17 +42,6 @@ def print_json(data: Any) -> None:
     out.print_json(json.dumps(data, default=str))
 
 
-def human_bytes(n: int | None) -> str:
-    if n is None:
-        return "n/a"
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if size < 1024 or unit == "TiB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{n} B"
-
-
 def setup_logging(verbose: bool) -> None:
     level = logging.DEBUG if verbose else getattr(
         logging, os.environ.get("KAFEED_LOG_LEVEL", "WARNING").upper(), logging.WARNING)

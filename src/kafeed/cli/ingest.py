@@ -16,7 +16,6 @@ from kafeed.cli.common import (
     MetricsPortOpt,
     connection,
     console,
-    human_bytes,
     print_json,
     start_metrics,
 )
@@ -26,6 +25,7 @@ from kafeed.ingest import IngestOptions, IngestProgress, IngestSummary, ingest
 from kafeed.ingest.options import DEFAULT_BATCH_BYTES, DEFAULT_LINGER_MS, StdinFormat, TextMode
 from kafeed.schema.avro import RawFormat
 from kafeed.topics.plan import Compression
+from kafeed.units import human_bytes
 
 _TUNABLES = ("compression", "linger_ms", "batch_bytes", "batch_messages", "read_batch",
              "commit_records", "commit_interval_ms", "format", "text_field", "id_field")

@@ -7,16 +7,9 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from kafeed.cli.common import (
-    BootstrapOpt,
-    ConfigOpt,
-    JsonOpt,
-    connection,
-    human_bytes,
-    out,
-    print_json,
-)
+from kafeed.cli.common import BootstrapOpt, ConfigOpt, JsonOpt, connection, out, print_json
 from kafeed.topics import DEFAULT_PER_PARTITION_MBPS, Compression, TopicAdmin, plan_topic
+from kafeed.units import human_bytes
 
 app = typer.Typer(help="Create, list, describe and delete topics.", no_args_is_help=True)
 

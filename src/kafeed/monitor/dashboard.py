@@ -11,20 +11,10 @@ from rich.text import Text
 
 from kafeed.monitor.alerts import Condition
 from kafeed.monitor.watch import Snapshot
+from kafeed.units import human_bytes
 
 _STYLE = {"OK": "green", "WARN": "yellow", "ERR": "bold red", "STALL": "red", "STOP": "bold red",
           "REWIND": "magenta"}
-
-
-def _bytes(n: int | None) -> str:
-    if n is None:
-        return "n/a"
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if size < 1024 or unit == "TiB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{n} B"
 
 
 def _rate(value: float | None) -> str:
@@ -88,7 +78,7 @@ def render(snapshot: Snapshot, firing: list[Condition] | None = None, *, interva
             disk.add_column(col)
         for d in snapshot.disk:
             ratio = d.used_ratio
-            disk.add_row(str(d.broker), d.log_dir, _bytes(d.used_bytes), _bytes(d.free_bytes),
+            disk.add_row(str(d.broker), d.log_dir, human_bytes(d.used_bytes), human_bytes(d.free_bytes),
                          "n/a" if ratio is None else f"{ratio:.0%}")
         parts.append(disk)
 

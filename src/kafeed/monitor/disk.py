@@ -12,14 +12,15 @@ import json
 import logging
 import os
 import shutil
-import subprocess
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from kafeed.broker.cluster import dir_size
 from kafeed.broker.render import node_specs
 from kafeed.config import ConnectionSettings
 from kafeed.errors import KafeedError
+from kafeed.topics.admin import describe_log_dirs, parse_log_dirs_output
 
 log = logging.getLogger("kafeed")
 
@@ -44,18 +45,6 @@ class DiskUsage:
         ratio = self.used_ratio
         out["used_ratio"] = None if ratio is None else round(ratio, 4)
         return out
-
-
-def _dir_size(path: Path) -> int:
-    total = 0
-    for root, _dirs, files in os.walk(path):
-        for name in files:
-            try:
-                # Allocated blocks: Kafka preallocates sparse index files.
-                total += os.stat(os.path.join(root, name)).st_blocks * 512
-            except OSError:
-                pass
-    return total
 
 
 def _fs(path: str) -> tuple[int | None, int | None]:
@@ -87,26 +76,23 @@ def local_disk_usage(data_dir: Path) -> list[DiskUsage]:
     out = []
     for spec in specs:
         free, total = _fs(str(spec.log_dir))
-        out.append(DiskUsage(spec.node_id, str(spec.log_dir), _dir_size(spec.log_dir), free, total))
+        out.append(DiskUsage(spec.node_id, str(spec.log_dir), dir_size(spec.log_dir), free, total))
     return out
 
 
 def parse_log_dirs(text: str) -> list[DiskUsage]:
-    """Parse LogDirsCommand ``--describe`` output (one JSON line among status lines)."""
+    """Usage per broker log dir from LogDirsCommand ``--describe`` output."""
+    return _usage(parse_log_dirs_output(text))
+
+
+def _usage(brokers: list[dict[str, Any]]) -> list[DiskUsage]:
     out: list[DiskUsage] = []
-    for line in text.splitlines():
-        if not line.startswith("{"):
-            continue
-        try:
-            doc = json.loads(line)
-        except ValueError:
-            continue
-        for broker in doc.get("brokers", []):
-            for logdir in broker.get("logDirs", []):
-                path = str(logdir.get("logDir", "?"))
-                used = sum(int(p.get("size", 0)) for p in logdir.get("partitions", []))
-                free, total = _fs(path) if os.path.isdir(path) else (None, None)
-                out.append(DiskUsage(int(broker["broker"]), path, used, free, total))
+    for broker in brokers:
+        for logdir in broker.get("logDirs", []):
+            path = str(logdir.get("logDir", "?"))
+            used = sum(int(p.get("size", 0)) for p in logdir.get("partitions", []))
+            free, total = _fs(path) if os.path.isdir(path) else (None, None)
+            out.append(DiskUsage(int(broker["broker"]), path, used, free, total))
     return out
 
 
@@ -116,22 +102,4 @@ def remote_disk_usage(settings: ConnectionSettings, *, timeout: float = 60.0) ->
     Needs the cached Kafka jars (``kafeed broker fetch``) and a PLAINTEXT listener,
     like ``kafeed topic describe``'s sizes.
     """
-    from kafeed.broker.fetch import resolve_libs
-
-    if settings.security_protocol != "PLAINTEXT":
-        return []
-    try:
-        libs = resolve_libs(fetch=False)
-    except KafeedError:
-        return []
-    try:
-        proc = subprocess.run(
-            [libs.java, "-Xmx128m", "-XX:TieredStopAtLevel=1", "-cp", libs.classpath,
-             "org.apache.kafka.tools.LogDirsCommand", "--bootstrap-server", settings.bootstrap,
-             "--describe"],
-            capture_output=True, text=True, check=False, timeout=timeout,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        log.warning("LogDirsCommand failed: %s", exc)
-        return []
-    return parse_log_dirs(proc.stdout)
+    return _usage(describe_log_dirs(settings, timeout=timeout) or [])

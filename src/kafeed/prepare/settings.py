@@ -64,7 +64,9 @@ class TokenizerSettings(_Frozen):
 
     name: str = "bytes"
     add_special_tokens: bool = False
-    append_eos: bool = True
+    # The loader joins documents with the end-of-document id, so stored documents
+    # carry none by default; True stores it too (for consumers that do not pack).
+    append_eos: bool = False
     chunk_size: int = Field(default=500, ge=1)  # texts per encode_batch call
     overlap: bool = True  # tokenize chunks on a helper thread while Python stages run
 

@@ -52,7 +52,8 @@ class BatchTokenizer:
 
     name: str
     vocab_size: int
-    eos_id: int | None
+    eos_id: int | None  # the end-of-document id, whether or not encode appends it
+    append_eos: bool
     fingerprint: str
 
     @property
@@ -66,15 +67,16 @@ class BatchTokenizer:
 class ByteTokenizer(BatchTokenizer):
     """UTF-8 bytes as ids 0-255, EOS 256: works offline, vocabulary 257."""
 
-    def __init__(self, *, append_eos: bool = True) -> None:
+    def __init__(self, *, append_eos: bool = False) -> None:
         self.name = "bytes"
         self.vocab_size = 257
-        self.eos_id = 256 if append_eos else None
+        self.eos_id = 256
+        self.append_eos = append_eos
         self.fingerprint = "bytes:v1" + ("+eos256" if append_eos else "")
 
     def encode_batch(self, texts: Sequence[str]) -> TokenBatch:
         encoded = [t.encode("utf-8") for t in texts]
-        extra = 1 if self.eos_id is not None else 0
+        extra = 1 if self.append_eos else 0
         lengths = np.fromiter((len(b) + extra for b in encoded), dtype=np.int64, count=len(encoded))
         offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
@@ -108,9 +110,8 @@ class HFTokenizer(BatchTokenizer):
         vocab = tok.get_vocab(with_added_tokens=True)
         self.name = name
         self.vocab_size = max(vocab.values()) + 1 if vocab else tok.get_vocab_size()
-        self.eos_id = None
-        if append_eos:
-            self.eos_id = next((vocab[t] for t in _EOS_CANDIDATES if t in vocab), None)
+        self.eos_id = next((vocab[t] for t in _EOS_CANDIDATES if t in vocab), None)
+        self.append_eos = append_eos and self.eos_id is not None
         digest = hashlib.blake2b(
             json.dumps(sorted(vocab.items())).encode(), digest_size=8).hexdigest()
         self.fingerprint = f"{name}:{digest}"
@@ -118,7 +119,7 @@ class HFTokenizer(BatchTokenizer):
     def encode_batch(self, texts: Sequence[str]) -> TokenBatch:
         encodings = self._tok.encode_batch(list(texts), add_special_tokens=self._add_special)
         id_lists = [e.ids for e in encodings]
-        extra = 1 if self.eos_id is not None else 0
+        extra = 1 if self.append_eos else 0
         if extra:
             eos = [self.eos_id]
             id_lists = [ids + eos for ids in id_lists]

@@ -170,40 +170,54 @@ def _transient(exc: BaseException) -> bool:
     )
 
 
-def log_dir_sizes(settings: ConnectionSettings, topic: str) -> dict[int, int]:
-    """Bytes on disk per partition (leader replica) through Kafka's LogDirsCommand.
+def describe_log_dirs(settings: ConnectionSettings, *, topics: list[str] | None = None,
+                      timeout: float = 60.0) -> list[dict[str, Any]] | None:
+    """Kafka's LogDirsCommand ``--describe``: its ``brokers`` list, or None when it cannot run.
 
-    Needs the cached Kafka jars and a PLAINTEXT listener; returns ``{}`` otherwise,
-    since sizes are informative and not worth failing a describe for.
+    Needs the cached Kafka jars and a PLAINTEXT listener; sizes are informative, so
+    callers show "n/a" rather than fail when this returns None.
     """
     from kafeed.broker.fetch import resolve_libs
 
     if settings.security_protocol != "PLAINTEXT":
-        return {}
+        return None
     try:
         libs = resolve_libs(fetch=False)
     except KafeedError:
-        return {}
-    proc = subprocess.run(
-        [libs.java, "-Xmx128m", "-XX:TieredStopAtLevel=1", "-cp", libs.classpath,
-         "org.apache.kafka.tools.LogDirsCommand", "--bootstrap-server", settings.bootstrap,
-         "--describe", "--topic-list", topic],
-        capture_output=True, text=True, check=False, timeout=60,
-    )
+        return None
+    cmd = [libs.java, "-Xmx128m", "-XX:TieredStopAtLevel=1", "-cp", libs.classpath,
+           "org.apache.kafka.tools.LogDirsCommand", "--bootstrap-server", settings.bootstrap, "--describe"]
+    if topics:
+        cmd += ["--topic-list", ",".join(topics)]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        log.warning("LogDirsCommand failed: %s", exc)
+        return None
+    return parse_log_dirs_output(proc.stdout)
+
+
+def parse_log_dirs_output(text: str) -> list[dict[str, Any]]:
+    """The ``brokers`` list of LogDirsCommand's output (one JSON line among status lines)."""
+    for line in text.splitlines():
+        if line.startswith("{"):
+            try:
+                brokers: list[dict[str, Any]] = json.loads(line).get("brokers", [])
+            except ValueError:
+                continue
+            return brokers
+    return []
+
+
+def log_dir_sizes(settings: ConnectionSettings, topic: str) -> dict[int, int]:
+    """Bytes on disk per partition (largest replica); ``{}`` when they cannot be read."""
     sizes: dict[int, int] = {}
-    for line in proc.stdout.splitlines():
-        if not line.startswith("{"):
-            continue
-        try:
-            doc = json.loads(line)
-        except ValueError:
-            continue
-        for broker in doc.get("brokers", []):
-            for logdir in broker.get("logDirs", []):
-                for part in logdir.get("partitions", []):
-                    name, _, idx = part["partition"].rpartition("-")
-                    if name == topic:
-                        sizes[int(idx)] = max(sizes.get(int(idx), 0), int(part["size"]))
+    for broker in describe_log_dirs(settings, topics=[topic]) or []:
+        for logdir in broker.get("logDirs", []):
+            for part in logdir.get("partitions", []):
+                name, _, idx = part["partition"].rpartition("-")
+                if name == topic:
+                    sizes[int(idx)] = max(sizes.get(int(idx), 0), int(part["size"]))
     return sizes
 
 

@@ -17,11 +17,10 @@ import torch
 import torch.nn.functional as F
 
 from kafeed.config import ConnectionSettings
-from kafeed.train.checkpoint import CheckpointManager
 from kafeed.train.models import build_classifier, cosine_lr, minilm_dir, parameter_count
 from kafeed.train.options import TrainOptions
-from kafeed.train.runner import Runner, RunResult, distributed_context, seed_everything
-from kafeed.train.wiring import LoaderWiring, resumed_manifest
+from kafeed.train.runner import RunResult, distributed_context, seed_everything
+from kafeed.train.wiring import run_on_loader
 
 log = logging.getLogger("kafeed")
 
@@ -123,21 +122,11 @@ def train_classifier(options: TrainOptions, connection: ConnectionSettings, *,
         last_loss = float(loss.detach())
         return last_loss, int(mask.sum())
 
-    wiring = LoaderWiring(loader, connection, options, rank=rank, world=world)
-    runner = Runner(
+    result, wiring = run_on_loader(
         model=core, optimizer=optimizer, scheduler=scheduler, loader=loader, step_fn=step_fn,
-        checkpoints=CheckpointManager(options.checkpoint_dir, keep=options.keep),
-        checkpoint_every=options.checkpoint_every, total_steps=options.steps,
-        log_every=options.log_every, run_dir=options.run_dir, rank=rank, world_size=world,
-        gather_loader_state=wiring.gather if world > 1 else None,
-        after_checkpoint=wiring.mirror_offsets, manifest_fn=wiring.manifest, lag_fn=wiring.lag,
-        progress=progress, config={"model": "classifier", **options.model_dump(mode="json"),
-                                   "encoder": encoder_desc["encoder"]},
+        connection=connection, options=options, rank=rank, world=world, progress=progress,
+        config={"model": "classifier", "encoder": encoder_desc["encoder"]},
     )
-    resumed = runner.resume() if options.resume else None
-    wiring.begin(resumed_manifest=resumed_manifest(resumed))
-    result = runner.run()
-    result.resumed_from = resumed
     accuracy, majority = evaluate(core, encode, eval_texts, eval_labels)
     describe = {"parameters": parameter_count(core), **encoder_desc, "held_out": len(eval_labels),
                 "accuracy": accuracy, "majority_rate": majority, "bad_labels": bad_labels,

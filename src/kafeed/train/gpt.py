@@ -9,11 +9,10 @@ from typing import Any
 import torch
 
 from kafeed.config import ConnectionSettings
-from kafeed.train.checkpoint import CheckpointManager
 from kafeed.train.models import GPTConfig, TinyGPT, cosine_lr, parameter_count
 from kafeed.train.options import TrainOptions
-from kafeed.train.runner import Runner, RunResult, distributed_context, seed_everything
-from kafeed.train.wiring import LoaderWiring, resumed_manifest, tokenizer_info
+from kafeed.train.runner import RunResult, distributed_context, seed_everything
+from kafeed.train.wiring import run_on_loader, tokenizer_info
 
 log = logging.getLogger("kafeed")
 
@@ -53,21 +52,11 @@ def train_gpt(options: TrainOptions, connection: ConnectionSettings, *,
         scheduler.step()
         return float(loss.detach()), int(window.shape[0] * (window.shape[1] - 1))
 
-    wiring = LoaderWiring(loader, connection, options, rank=rank, world=world)
-    runner = Runner(
+    result, wiring = run_on_loader(
         model=core, optimizer=optimizer, scheduler=scheduler, loader=loader, step_fn=step_fn,
-        checkpoints=CheckpointManager(options.checkpoint_dir, keep=options.keep),
-        checkpoint_every=options.checkpoint_every, total_steps=options.steps,
-        log_every=options.log_every, run_dir=options.run_dir, rank=rank, world_size=world,
-        gather_loader_state=wiring.gather if world > 1 else None,
-        after_checkpoint=wiring.mirror_offsets, manifest_fn=wiring.manifest, lag_fn=wiring.lag,
-        progress=progress, config={"model": "gpt", **options.model_dump(mode="json"),
-                                   "gpt": cfg.model_dump(), "tokenizer_fingerprint": tok.fingerprint},
+        connection=connection, options=options, rank=rank, world=world, progress=progress,
+        config={"model": "gpt", "gpt": cfg.model_dump(), "tokenizer_fingerprint": tok.fingerprint},
     )
-    resumed = runner.resume() if options.resume else None
-    wiring.begin(resumed_manifest=resumed_manifest(resumed))
-    result = runner.run()
-    result.resumed_from = resumed
     describe = {"parameters": parameter_count(core), "vocab_size": tok.vocab_size,
                 "tokenizer": tok.fingerprint, "loader_stats": wiring.stats()}
     return result, describe

@@ -16,6 +16,7 @@ from typing import Any
 from kafeed.config import ConnectionSettings
 from kafeed.errors import KafeedError
 from kafeed.train.options import TrainOptions
+from kafeed.train.runner import Runner, RunResult
 
 log = logging.getLogger("kafeed")
 
@@ -176,3 +177,28 @@ class LoaderWiring:
             for key, value in reader["stats"].items():
                 totals[key] = totals.get(key, 0) + int(value)
         return totals
+
+
+def run_on_loader(
+    *, model: Any, optimizer: Any, scheduler: Any, loader: Any, step_fn: Any,
+    connection: ConnectionSettings, options: TrainOptions, rank: int, world: int,
+    progress: Any, config: dict[str, Any],
+) -> tuple[RunResult, LoaderWiring]:
+    """Build the runner around kafeed's loader, resume if asked, run; (result, wiring)."""
+    from kafeed.train.checkpoint import CheckpointManager
+
+    wiring = LoaderWiring(loader, connection, options, rank=rank, world=world)
+    runner = Runner(
+        model=model, optimizer=optimizer, scheduler=scheduler, loader=loader, step_fn=step_fn,
+        checkpoints=CheckpointManager(options.checkpoint_dir, keep=options.keep),
+        checkpoint_every=options.checkpoint_every, total_steps=options.steps,
+        log_every=options.log_every, run_dir=options.run_dir, rank=rank, world_size=world,
+        gather_loader_state=wiring.gather if world > 1 else None,
+        after_checkpoint=wiring.mirror_offsets, manifest_fn=wiring.manifest, lag_fn=wiring.lag,
+        progress=progress, config={**options.model_dump(mode="json"), **config},
+    )
+    resumed = runner.resume() if options.resume else None
+    wiring.begin(resumed_manifest=resumed_manifest(resumed))
+    result = runner.run()
+    result.resumed_from = resumed
+    return result, wiring
