@@ -112,3 +112,57 @@ def test_prometheus_scrapes_kafeed_metrics(kafka: ConnectionSettings, make_topic
     for proc in processes:
         stop(proc)
     assert all(proc.poll() is not None for proc in processes)
+
+
+def test_prometheus_scrapes_a_running_prepare(
+        kafka: ConnectionSettings, make_topic: TopicFactory, tmp_path: Path,
+        processes: list[subprocess.Popen[bytes]]) -> None:
+    from tests.prepare_support import paragraphs, produce, sample_record
+
+    binary = prometheus_binary()
+    raw = make_topic(partitions=2)
+    produced = produce(kafka, raw, [sample_record(t) for t in paragraphs(60)])
+    base = free_port_block(2)
+    metrics_port, prom_port = base, base + 1
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(Path(kafeed.__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")])}
+    # streaming (no --until-caught-up): it keeps running, as in production, until SIGTERM
+    prepare = spawn(
+        [sys.executable, "-m", "kafeed.cli.main", "prepare", "-i", raw, "-o", f"{raw}.tokens",
+         "-g", f"g-{raw}", "--batch-size", "20", "-b", kafka.bootstrap, "--json",
+         "--metrics-port", str(metrics_port)], tmp_path / "prepare.log", env)
+    processes.append(prepare)
+    config = tmp_path / "prometheus.yml"
+    config.write_text(
+        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+        "scrape_configs:\n  - job_name: kafeed-prepare\n    static_configs:\n"
+        f"      - targets: ['127.0.0.1:{metrics_port}']\n"
+    )
+    processes.append(spawn(
+        [binary, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+         f"--web.listen-address=127.0.0.1:{prom_port}", "--storage.tsdb.retention.time=1h"],
+        tmp_path / "prometheus.log"))
+    expr = f'kafeed_records_in_total{{stage="prepare",topic="{raw}"}}'
+    deadline = time.monotonic() + 120
+    seen = 0.0
+    while time.monotonic() < deadline:
+        for proc, name in zip(processes, ("prepare.log", "prometheus.log"), strict=True):
+            assert proc.poll() is None, (tmp_path / name).read_text()[-2000:]
+        try:
+            result = query(prom_port, expr)
+        except OSError:
+            result = []  # Prometheus still starting
+        seen = float(result[0]["value"][1]) if result else 0.0
+        if seen >= produced:
+            break
+        time.sleep(1)
+    assert seen == produced, (tmp_path / "prepare.log").read_text()[-2000:]
+    out = query(prom_port, f'kafeed_records_out_total{{stage="prepare",topic="{raw}.tokens"}}')
+    assert out and out[0]["metric"]["job"] == "kafeed-prepare" and float(out[0]["value"][1]) > 0
+    commits = query(prom_port, 'kafeed_transactions_total{stage="prepare",result="commit"}')
+    assert commits and float(commits[0]["value"][1]) >= 3  # 60 records, 20 per transaction
+    prepare.send_signal(signal.SIGTERM)
+    assert prepare.wait(timeout=60) == 0, (tmp_path / "prepare.log").read_text()[-2000:]
+    for proc in processes:
+        stop(proc)
+    assert all(proc.poll() is not None for proc in processes)

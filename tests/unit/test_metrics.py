@@ -116,3 +116,17 @@ def test_data_wait_counts_the_block() -> None:
         time.sleep(0.05)
     got = value("kafeed_data_wait_seconds_total", stage="wait-test")
     assert got is not None and 0.04 < got < 1.0
+
+
+def test_metrics_port_in_use_is_a_config_error() -> None:
+    from kafeed.cli.common import start_metrics
+    from kafeed.errors import ConfigError
+
+    port = m.serve_metrics(0)
+    try:
+        with pytest.raises(ConfigError, match=f"port {port}"):
+            start_metrics(port)
+        start_metrics(None)  # off by default: serves nothing, raises nothing
+        assert len(m._servers) == 1
+    finally:
+        m.stop_metrics_servers()

@@ -12,6 +12,7 @@ import typer
 from rich.console import Console
 
 from kafeed.config import ConnectionSettings, load_connection
+from kafeed.errors import ConfigError
 
 console = Console(stderr=True)
 out = Console()
@@ -67,5 +68,9 @@ def start_metrics(port: int | None) -> None:
     if port is not None:
         from kafeed.monitor.metrics import serve_metrics
 
-        bound = serve_metrics(port)
+        try:
+            bound = serve_metrics(port)
+        except OSError as exc:  # port taken or not ours to bind: a usage error, not a crash
+            raise ConfigError(f"Cannot serve metrics on port {port}: {exc.strerror or exc}.",
+                              hint="Pick a free port for --metrics-port, or leave it off.") from None
         console.print(f"Serving metrics on http://127.0.0.1:{bound}/metrics", highlight=False)

@@ -9,7 +9,16 @@ import typer
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from kafeed.cli.common import BootstrapOpt, ConfigOpt, JsonOpt, connection, console, print_json
+from kafeed.cli.common import (
+    BootstrapOpt,
+    ConfigOpt,
+    JsonOpt,
+    MetricsPortOpt,
+    connection,
+    console,
+    print_json,
+    start_metrics,
+)
 from kafeed.config import read_settings_file
 from kafeed.errors import ConfigError
 from kafeed.ingest import IngestOptions, IngestProgress, IngestSummary, ingest
@@ -121,6 +130,7 @@ def ingest_command(
     bootstrap: BootstrapOpt = None,
     config: ConfigOpt = None,
     json_out: JsonOpt = False,
+    metrics_port: MetricsPortOpt = None,
 ) -> None:
     """Ingest sources into a topic: idempotent, transactional, resumable; bad input → <topic>.dlq."""
     settings = connection(bootstrap, config)
@@ -136,6 +146,7 @@ def ingest_command(
                                 restart=restart, sql=sql, dsn=dsn, **values)
     except ValueError as exc:
         raise ConfigError(f"Invalid ingest options: {exc}".replace("\n", " ")) from None
+    start_metrics(metrics_port)
     if no_progress or not console.is_terminal:
         summary = ingest(sources or [], topic=topic, settings=settings, options=options)
     else:

@@ -14,7 +14,17 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from kafeed.cli.common import BootstrapOpt, ConfigOpt, JsonOpt, connection, console, out, print_json
+from kafeed.cli.common import (
+    BootstrapOpt,
+    ConfigOpt,
+    JsonOpt,
+    MetricsPortOpt,
+    connection,
+    console,
+    out,
+    print_json,
+    start_metrics,
+)
 from kafeed.prepare import PrepareStats, load_prepare_settings, run_prepare
 
 
@@ -71,6 +81,7 @@ def prepare(
     bootstrap: BootstrapOpt = None,
     config: ConfigOpt = None,
     json_out: JsonOpt = False,
+    metrics_port: MetricsPortOpt = None,
 ) -> None:
     """Normalize, filter, dedup and tokenize raw samples into documents, exactly once.
 
@@ -87,6 +98,7 @@ def prepare(
         overrides["filters"] = {"enabled": False}
     settings = load_prepare_settings(config, **overrides)
     conn = connection(bootstrap, config)
+    start_metrics(metrics_port)
 
     stop = threading.Event()
 

@@ -9,7 +9,17 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from kafeed.cli.common import BootstrapOpt, ConfigOpt, JsonOpt, connection, console, out, print_json
+from kafeed.cli.common import (
+    BootstrapOpt,
+    ConfigOpt,
+    JsonOpt,
+    MetricsPortOpt,
+    connection,
+    console,
+    out,
+    print_json,
+    start_metrics,
+)
 from kafeed.train.options import ModelKind, TrainOptions
 
 
@@ -46,6 +56,7 @@ def train(
     bootstrap: BootstrapOpt = None,
     config: ConfigOpt = None,
     json_out: JsonOpt = False,
+    metrics_port: MetricsPortOpt = None,
 ) -> None:
     """Train a reference model on kafeed's loader, with exact checkpoints and lineage."""
     default_lr = 3e-3 if model == "gpt" else 5e-5
@@ -57,7 +68,11 @@ def train(
         checkpoint_every=checkpoint_every, keep=keep, resume=resume, group=group, run_dir=run_dir,
         log_every=log_every, num_labels=num_labels, pretrained=pretrained,
     )
-    summary = run_training(options, connection(bootstrap, config))
+    conn = connection(bootstrap, config)
+    if metrics_port is not None:
+        # Under torchrun each local rank serves its own port: PORT + LOCAL_RANK (0: any free port).
+        start_metrics(metrics_port + int(os.environ.get("LOCAL_RANK", "0")) if metrics_port else 0)
+    summary = run_training(options, conn)
     if os.environ.get("RANK", "0") != "0":  # under torchrun, rank 0 speaks for the job
         return
     if json_out:

@@ -6,7 +6,9 @@ so a document id maps to the same partition whichever client wrote it).
 Per-partition counts come from librdkafka's statistics (``msgs`` per partition:
 records enqueued, counted once, retries excluded) rather than from a delivery
 report per record, which cost ~1.4 µs per record here; delivery reports are
-only requested for errors.
+only requested for errors. The same statistics feed kafeed's librdkafka metrics
+(:mod:`kafeed.monitor.stats`), and commits, aborts and delivery errors count in
+:mod:`kafeed.monitor.metrics` under ``stage="ingest"``.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from kafeed.config import ConnectionSettings
 from kafeed.errors import KafkaOperationError, translate_kafka_error
 from kafeed.ingest.options import IngestOptions
 from kafeed.ingest.progress import PROGRESS_TOPIC
+from kafeed.monitor import metrics as m
+from kafeed.monitor.stats import StatsCallback
 
 log = logging.getLogger("kafeed")
 
@@ -39,6 +43,7 @@ class TxnWriter:
         self._txbytes: dict[str, int] = {}
         self._msgs: dict[int, int] = {}
         self._stats_seen = 0
+        self._metrics_stats = StatsCallback("ingest")
         conf = settings.client_config()
         conf.update({
             "transactional.id": transactional_id,
@@ -67,11 +72,13 @@ class TxnWriter:
     def _on_delivery(self, err: Any, msg: Any) -> None:
         if err is not None:
             self._errors.append(f"{msg.topic()}: {err.str()}")
+            m.PRODUCE_ERRORS.labels(stage="ingest").inc()
 
     def _on_stats(self, raw: str) -> None:
         # Broker-level txbytes are cumulative wire bytes, after compression; partition-level
         # txbytes count messages before compression, so they cannot tell what zstd saved.
         stats = json.loads(raw)
+        self._metrics_stats(stats)  # the same document feeds the Prometheus client metrics
         with self._stats_lock:
             for name, broker in stats.get("brokers", {}).items():
                 self._txbytes[name] = int(broker.get("txbytes", 0))
@@ -136,6 +143,7 @@ class TxnWriter:
                 raise KafkaOperationError(
                     f"{left} records undelivered; first error: {self._errors[:1] or 'timeout'}.")
             self._p.commit_transaction(60)
+            m.TRANSACTIONS.labels(stage="ingest", result="commit").inc()
         except Exception as exc:
             self.abort()
             if isinstance(exc, KafkaOperationError):
@@ -147,6 +155,7 @@ class TxnWriter:
         if self._open:
             try:
                 self._p.abort_transaction(30)
+                m.TRANSACTIONS.labels(stage="ingest", result="abort").inc()
             except Exception as exc:  # the run is failing already; keep the first error
                 log.warning("aborting the ingest transaction failed: %s", exc)
             self._open = False

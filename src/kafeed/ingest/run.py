@@ -25,6 +25,7 @@ from kafeed.ingest.producer import TxnWriter
 from kafeed.ingest.progress import JobProgress, job_id_for, read_latest
 from kafeed.ingest.readers import Item, Position
 from kafeed.ingest.sources import Source, discover
+from kafeed.monitor import metrics as m
 from kafeed.schema.avro import format_headers
 
 log = logging.getLogger("kafeed")
@@ -135,6 +136,7 @@ def _run(
             progress.totals = {"produced": progress.totals["produced"] - txn.produced,
                                "dead_lettered": progress.totals["dead_lettered"] - txn.dead}
             raise
+        _count_committed(txn, topic)
         run.fold(txn)
         txn = _Tally()
         gc.collect(1)
@@ -184,6 +186,14 @@ def _run(
         seconds=time.monotonic() - t0,
         transactions=transactions, resumed=resumed, already_complete=False,
         produce_seconds=produce_seconds, skipped_committed=skipped, job_totals=dict(progress.totals))
+
+
+def _count_committed(txn: _Tally, topic: str) -> None:
+    """Metrics count a transaction once it commits, so they match what read_committed consumers see."""
+    m.RECORDS_OUT.labels(stage="ingest", topic=topic).inc(txn.produced)
+    m.BYTES_OUT.labels(stage="ingest", topic=topic).inc(txn.value_bytes)
+    for kind, n in txn.kinds.items():
+        m.DEAD_LETTERED.labels(stage="ingest", reason=kind).inc(n)
 
 
 def _produce_batch(

@@ -25,7 +25,13 @@ from kafeed.errors import ConfigError, ResumeMismatch
 from kafeed.loader.reader import KafkaReader
 from kafeed.loader.settings import EndSpec, LoaderSettings, Mode, OffsetSpec
 from kafeed.loader.state import check_state, empty_state, partition_plan
-from kafeed.loader.stream import SampleStream, TokenStream, starts_from_plan, starts_from_reader_state
+from kafeed.loader.stream import (
+    Delivered,
+    SampleStream,
+    TokenStream,
+    starts_from_plan,
+    starts_from_reader_state,
+)
 
 log = logging.getLogger("kafeed")
 
@@ -120,7 +126,9 @@ class KafkaDatasetBase(IterableDataset[Any]):
                 if topo.index == 0:
                     log.info("kafeed loader: elastic resume from %s to %d readers",
                              saved["num_readers"], topo.count)
-        reader = KafkaReader(self.settings, index=topo.index, count=topo.count, starts=starts)
+        # Only the main process's registry is served: workers' client statistics would be lost.
+        reader = KafkaReader(self.settings, index=topo.index, count=topo.count, starts=starts,
+                             client_stats=get_worker_info() is None)
         stream: TokenStream | SampleStream
         if self.settings.kind == "tokens":
             stream = TokenStream(self.settings, reader, exact)
@@ -134,21 +142,26 @@ class KafkaDatasetBase(IterableDataset[Any]):
     def _convert(self, batch: Any) -> Any:
         raise NotImplementedError
 
-    def iter_batches(self, batch_size: int, *, skip_first: bool = False) -> Iterator[tuple[int, Any, str]]:
-        """Yield ``(worker, batch, reader_state_json)``: first one state-only item (batch
-        ``None``), one more placeholder when ``skip_first`` (round-robin alignment on resume),
-        then the batches, each with this reader's state as of that batch."""
+    def iter_batches(self, batch_size: int, *,
+                     skip_first: bool = False) -> Iterator[tuple[int, Any, str, Delivered]]:
+        """Yield ``(worker, batch, reader_state_json, delivered)``: first one state-only item
+        (batch ``None``), one more placeholder when ``skip_first`` (round-robin alignment on
+        resume), then the batches, each with this reader's state as of that batch and what
+        it handed out (for the metrics, which the main process updates)."""
         topo = self.topology()
         stream = self._open_stream(topo)
         try:
-            yield topo.worker, None, json.dumps(stream.state())
+            state = stream.state()
+            yield topo.worker, None, json.dumps(state), Delivered.of(({}, []), state)
             if skip_first:
-                yield topo.worker, None, ""
+                yield topo.worker, None, "", Delivered()
             while True:
                 batch = stream.next_batch(batch_size)
                 if batch is None:
                     return
-                yield topo.worker, self._convert(batch), json.dumps(stream.state())
+                state = stream.state()
+                yield (topo.worker, self._convert(batch), json.dumps(state),
+                       Delivered.of(stream.last_delivered, state))
         finally:
             stream.close()
 

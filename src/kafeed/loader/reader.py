@@ -8,6 +8,7 @@ turn. A queue that grows past ``queue_records`` pauses its partition, so memory 
 
 The reader tracks, per partition, what is in flight (taken but not yet delivered) and
 what was delivered out of order, which is what the state needs (see kafeed.loader.state).
+In-flight records' Kafka timestamps are kept for the latency metric (not state).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from kafeed.loader.assignment import assign, partition_key, warn_if_idle
 from kafeed.loader.decode import RecordDecoder
 from kafeed.loader.offsets import list_partitions, resolve_end, resolve_start
 from kafeed.loader.settings import LoaderSettings
+from kafeed.monitor.stats import client_stats_config
 
 log = logging.getLogger("kafeed")
 
@@ -52,6 +54,8 @@ class _Partition:
     partial: dict[int, int]
     restore: set[int]
     in_flight: set[int] = field(default_factory=set)
+    stamps: dict[int, int] = field(default_factory=dict)  # in-flight offset -> Kafka timestamp (ms)
+    done: list[int] = field(default_factory=list)  # timestamps of records delivered since the drain
     queue: deque[Any] = field(default_factory=deque)
     fetch_done: bool = False
     eof: bool = False
@@ -76,7 +80,7 @@ class KafkaReader:
 
     def __init__(
         self, settings: LoaderSettings, *, index: int, count: int,
-        starts: dict[str, PartitionStart] | None = None,
+        starts: dict[str, PartitionStart] | None = None, client_stats: bool = False,
     ) -> None:
         self.settings = settings
         self.index = index
@@ -92,6 +96,7 @@ class KafkaReader:
         self._decoder = RecordDecoder(settings, self.stats)
         self._assigned_once = settings.mode != "group"
         self._last_error_log = 0.0
+        self._client_stats = client_stats  # librdkafka statistics -> metrics (main process only)
 
     # -- lifecycle -------------------------------------------------------------------------
     def consumer_config(self) -> dict[str, Any]:
@@ -112,6 +117,8 @@ class KafkaReader:
             "logger": logging.getLogger("kafeed.librdkafka"),
             "error_cb": self._log_error,
         })
+        if self._client_stats:
+            conf.update(client_stats_config("loader"))
         conf.update(dict(s.consumer_config))
         return conf
 
@@ -247,6 +254,7 @@ class KafkaReader:
                 if offset in part.restore:
                     part.restore.discard(offset)
                     self.restored[(part.key, offset)] = self._decoder.decode(msg)
+                    part.stamps[offset] = msg.timestamp()[1]
                     queued += 1
                 continue
             queue = part.queue
@@ -360,22 +368,38 @@ class KafkaReader:
             part.delivered.add(offset)
             return None
         part.in_flight.add(offset)
+        part.stamps[offset] = msg.timestamp()[1]
         self.stats["records"] += 1
         return (part.key, offset), payload, part.partial.pop(offset, 0) if part.partial else 0
 
-    def delivered(self, ref: Ref) -> None:
-        """Mark a taken record as delivered (its last token/sample left in a batch)."""
+    def delivered(self, ref: Ref, *, handed_out: bool = True) -> None:
+        """Mark a taken record as delivered (its last token/sample left in a batch, unless
+        ``handed_out=False``: nothing of it was left to hand out after a resume)."""
         part = self._by_key.get(ref[0])
         if part is None:  # revoked in group mode
             return
         part.in_flight.discard(ref[1])
         part.delivered.add(ref[1])
+        stamp = part.stamps.pop(ref[1], None)
+        if handed_out and stamp is not None:
+            part.done.append(stamp)
         if len(part.delivered) > 4096 + 4 * len(part.in_flight):
             part.prune()
 
     def delivered_many(self, refs: list[Ref]) -> None:
         for ref in refs:
             self.delivered(ref)
+
+    def drain_delivered(self) -> tuple[dict[str, int], list[int]]:
+        """Records delivered since the last drain: count per topic, Kafka timestamps (ms)."""
+        per_topic: dict[str, int] = {}
+        stamps: list[int] = []
+        for part in self.parts:
+            if part.done:
+                per_topic[part.topic] = per_topic.get(part.topic, 0) + len(part.done)
+                stamps.extend(part.done)
+                part.done = []
+        return per_topic, stamps
 
     def partitions_state(self) -> dict[str, dict[str, Any]]:
         return {p.key: p.entry() for p in self.parts}

@@ -7,9 +7,11 @@ loader state (see kafeed.loader.state) as of the last batch returned.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from kafeed.loader.packing import TokenPacker
 from kafeed.loader.reader import Item, KafkaReader, PartitionStart, Ref
@@ -17,6 +19,23 @@ from kafeed.loader.settings import LoaderSettings
 from kafeed.loader.shuffle import ShuffleBuffer
 
 Batch = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Delivered:
+    """What a batch handed out, for the loader metrics (travels beside the batch, not in it):
+    records finished per topic, their Kafka timestamps (ms), and the reader's next offset
+    per partition key as of the batch."""
+
+    per_topic: dict[str, int] = field(default_factory=dict)
+    timestamps: npt.NDArray[np.int64] = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+    positions: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, drained: tuple[dict[str, int], list[int]], state: dict[str, Any]) -> Delivered:
+        per_topic, stamps = drained
+        return cls(per_topic=per_topic, timestamps=np.array(stamps, dtype=np.int64),
+                   positions={key: int(p["next"]) for key, p in state["partitions"].items()})
 
 
 def starts_from_reader_state(entry: dict[str, Any]) -> dict[str, PartitionStart]:
@@ -50,6 +69,8 @@ class _Stream:
         self.reader = reader
         self.exact = exact
         self.shuffle: ShuffleBuffer[Item] | None = None
+        # What the last next_batch() handed out; drained every batch so nothing piles up.
+        self.last_delivered: tuple[dict[str, int], list[int]] = ({}, [])
         if settings.shuffle_buffer:
             self.shuffle = ShuffleBuffer(settings.shuffle_buffer, [settings.seed, reader.index])
 
@@ -138,7 +159,7 @@ class TokenStream(_Stream):
                 continue
             ref, tokens, start = item
             if start and len(tokens) + 1 - start <= 0:
-                self.reader.delivered(ref)
+                self.reader.delivered(ref, handed_out=False)
                 continue
             push(ref, tokens, start)
         count = min(need, packer.available)
@@ -153,6 +174,7 @@ class TokenStream(_Stream):
             return None
         tokens, starts, finished = packer.pop(count, boundaries=self.settings.return_boundaries)
         self.reader.delivered_many(finished)
+        self.last_delivered = self.reader.drain_delivered()
         if pad:
             tokens = np.concatenate([tokens, np.full(pad, self.settings.eos_id, dtype=np.int64)])
             if starts is not None:
@@ -182,5 +204,6 @@ class SampleStream(_Stream):
             self.reader.delivered(ref)
             topic, _, partition = ref[0].rpartition(":")
             out.append({**sample, "topic": topic, "partition": int(partition), "offset": ref[1]})
+        self.last_delivered = self.reader.drain_delivered()
         return out
 

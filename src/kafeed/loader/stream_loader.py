@@ -5,6 +5,9 @@ state *as of that batch*. The main process keeps, per worker, the state attached
 last batch it yielded, and which worker comes next in DataLoader's round-robin. That is
 the whole state: batches the workers prefetched but the caller never saw are not in it,
 so a resume reads them again.
+
+The loader's Prometheus metrics (kafeed.loader.metrics) are updated here, in the main
+process, as each batch is yielded: worker processes' registries are never scraped.
 """
 
 from __future__ import annotations
@@ -20,7 +23,9 @@ from torch.utils.data import DataLoader, IterableDataset
 from kafeed.errors import ConfigError, translate_kafka_error
 from kafeed.loader.assignment import parse_key
 from kafeed.loader.dataset import KafkaDatasetBase, rank_and_world
+from kafeed.loader.metrics import LoaderMetrics, batch_tokens
 from kafeed.loader.state import check_state, empty_state
+from kafeed.loader.stream import Delivered
 
 log = logging.getLogger("kafeed")
 
@@ -34,7 +39,7 @@ class _BatchView(IterableDataset[Any]):
         self.batch_size = batch_size
         self.next_worker = next_worker
 
-    def __iter__(self) -> Iterator[tuple[int, Any, str]]:
+    def __iter__(self) -> Iterator[tuple[int, Any, str, Delivered]]:
         worker = self.dataset.topology().worker
         return self.dataset.iter_batches(self.batch_size, skip_first=worker < self.next_worker)
 
@@ -77,6 +82,7 @@ class StreamLoader:
         self._next_worker = 0
         self._loaded: dict[str, Any] | None = None
         self._batches = 0
+        self._metrics = LoaderMetrics()
 
     @property
     def workers(self) -> int:
@@ -119,10 +125,12 @@ class StreamLoader:
         sync = self._should_sync()
         tokens_kind = self.dataset.settings.kind == "tokens"
         stopped = False
-        for worker, batch, state in loader:
+        metrics = self._metrics
+        for worker, batch, state, delivered in loader:
             if batch is None:
                 if state:
                     self._entries.setdefault(worker, state)
+                    metrics.positions(delivered)
                 continue
             if sync and not self._agree(True):
                 stopped = True
@@ -134,6 +142,7 @@ class StreamLoader:
                 tokens = batch["tokens"]
                 batch["input_ids"] = tokens[:, :-1]
                 batch["labels"] = tokens[:, 1:]
+            metrics.batch(delivered, batch_tokens(batch) if tokens_kind else 0)
             yield batch
         if sync and not stopped:
             self._agree(False)

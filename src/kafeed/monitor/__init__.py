@@ -16,7 +16,7 @@ from kafeed.monitor.lag import (
 )
 from kafeed.monitor.metrics import REGISTRY, serve_metrics, stop_metrics_servers
 from kafeed.monitor.recorder import METRICS_FILE, MetricsRecorder
-from kafeed.monitor.stats import librdkafka_stats_callback
+from kafeed.monitor.stats import client_stats_config, librdkafka_stats_callback
 from kafeed.monitor.watch import ClusterMonitor, MonitorOptions, Snapshot
 
 __all__ = [
@@ -34,6 +34,7 @@ __all__ = [
     "Observation",
     "PartitionLag",
     "Snapshot",
+    "client_stats_config",
     "evaluate_partition",
     "group_state",
     "librdkafka_stats_callback",

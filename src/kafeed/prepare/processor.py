@@ -29,6 +29,8 @@ from typing import Any
 
 from kafeed.config import ConnectionSettings
 from kafeed.errors import KafkaOperationError, translate_kafka_error
+from kafeed.monitor.stats import client_stats_config
+from kafeed.prepare import metrics
 from kafeed.prepare.changelog import ensure_topics, rebuild_seen
 from kafeed.prepare.decode import RawRecord
 from kafeed.prepare.dedup import DedupState
@@ -97,7 +99,9 @@ class PrepareProcessor:
             "queue.buffering.max.messages": max(100_000, 4 * k.batch_size),
             "enable.idempotence": True,
             "acks": "all",
-        })
+            "delivery.report.only.error": True,
+            "on_delivery": metrics.on_delivery,
+        } | client_stats_config("prepare"))
         try:
             producer.init_transactions(k.transaction_timeout_ms / 1000)
         except Exception as exc:
@@ -119,7 +123,7 @@ class PrepareProcessor:
             "session.timeout.ms": k.session_timeout_ms,
             "fetch.max.bytes": k.fetch_max_bytes,
             "max.partition.fetch.bytes": k.max_partition_fetch_bytes,
-        })
+        } | client_stats_config("prepare"))
 
     # -- rebalance callbacks (run inside consume()) -----------------------------------------------
 
@@ -165,6 +169,7 @@ class PrepareProcessor:
                 err = exc.args[0]
                 if err.retriable() and not err.txn_requires_abort() and attempt + 1 < _MAX_ATTEMPTS:
                     log.info("%s: retriable error %s, retrying", what, err)
+                    metrics.count_retry()
                     time.sleep(0.2 * (attempt + 1))
                     continue
                 raise
@@ -235,6 +240,8 @@ class PrepareProcessor:
             return
         self.dedup.commit()
         self.stats.add(result.counts)
+        metrics.count_committed(records, result, input_topic=self.settings.input,
+                                output_topic=self.settings.output)
         self.stats.last_commit = time.monotonic()
         self._failures = 0
 
@@ -244,6 +251,7 @@ class PrepareProcessor:
 
         self.dedup.rollback()
         self.stats.aborted_batches += 1
+        metrics.count_abort()
         self._failures += 1
         err = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
         fatal = err is not None and err.fatal()

@@ -1,0 +1,59 @@
+"""The loader's metrics bookkeeping without a broker: Delivered -> kafeed_* figures."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from kafeed.loader.metrics import LoaderMetrics, batch_tokens
+from kafeed.loader.reader import KafkaReader
+from kafeed.loader.settings import LoaderSettings
+from kafeed.loader.stream import Delivered
+from kafeed.monitor import metrics as m
+from kafeed.monitor.stats import StatsCallback
+
+
+def value(name: str, **labels: str) -> float:
+    return m.REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+def test_batch_counts_records_per_topic_positions_and_skips_missing_timestamps() -> None:
+    now_ms = 1_900_000_000_000
+    lm = LoaderMetrics()
+    batches0 = value("kafeed_batches_total", stage="loader")
+    tokens0 = value("kafeed_tokens_total", stage="loader")
+    count0 = value("kafeed_end_to_end_latency_seconds_count", stage="loader")
+    stamps = np.array([now_ms - 2000, now_ms - 500, -1], dtype=np.int64)  # -1: no broker timestamp
+    delivered = Delivered(per_topic={"lm-a": 2, "lm-b": 1}, timestamps=stamps,
+                          positions={"lm-a:0": 7, "lm-b:3": 12})
+    lm.batch(delivered, tokens=64)
+    lm.batch(Delivered(positions={"lm-a:0": 9}), tokens=0)
+    assert value("kafeed_batches_total", stage="loader") - batches0 == 2
+    assert value("kafeed_tokens_total", stage="loader") - tokens0 == 64
+    assert value("kafeed_records_in_total", stage="loader", topic="lm-a") == 2
+    assert value("kafeed_records_in_total", stage="loader", topic="lm-b") == 1
+    assert value("kafeed_end_to_end_latency_seconds_count", stage="loader") - count0 == 2
+    assert value("kafeed_loader_position", topic="lm-a", partition="0") == 9
+    assert value("kafeed_loader_position", topic="lm-b", partition="3") == 12
+
+
+def test_delivered_of_reads_next_offsets_from_the_state() -> None:
+    state = {"partitions": {"t:0": {"next": 4, "read": 9, "end": None, "delivered": [5, 6]},
+                            "t:1": {"next": 0, "read": 0, "end": 0, "delivered": []}}}
+    d = Delivered.of(({"t": 3}, [10, 20, 30]), state)
+    assert d.positions == {"t:0": 4, "t:1": 0} and d.per_topic == {"t": 3}
+    assert d.timestamps.dtype == np.int64 and d.timestamps.tolist() == [10, 20, 30]
+
+
+def test_batch_tokens() -> None:
+    assert batch_tokens({"tokens": torch.zeros(4, 17, dtype=torch.int64)}) == 68
+    assert batch_tokens({"targets": torch.zeros(4, 1)}) == 0
+
+
+def test_only_main_process_readers_report_client_statistics() -> None:
+    settings = LoaderSettings(topics=("t",), kind="tokens", seq_len=8)
+    main = KafkaReader(settings, index=0, count=1, client_stats=True).consumer_config()
+    worker = KafkaReader(settings, index=0, count=2).consumer_config()
+    assert isinstance(main["stats_cb"], StatsCallback) and main["stats_cb"].stage == "loader"
+    assert main["statistics.interval.ms"] > 0
+    assert "stats_cb" not in worker and "statistics.interval.ms" not in worker
