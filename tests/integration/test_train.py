@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from kafeed.config import ConnectionSettings
+from kafeed.errors import TopicError
 from kafeed.train.checkpoint import CheckpointManager
 from kafeed.train.classifier import train_classifier
 from kafeed.train.gpt import train_gpt
@@ -177,3 +178,24 @@ def test_torchrun_two_ranks_one_checkpoint(kafka: ConnectionSettings, make_topic
     readers = latest.manifest["loader"]["readers"]
     owned = sorted(key for r in readers.values() for key in r["partitions"])
     assert len(readers) == 2 and owned == [f"{topic}:{p}" for p in range(4)]
+
+
+def test_missing_topic_and_dead_broker_are_one_sentence(kafka: ConnectionSettings, tmp_path: Path) -> None:
+    from kafeed.cli.main import main
+
+    assert main(["train", "--topic", "no-such-topic", "-b", kafka.bootstrap,
+                 "--checkpoint-dir", str(tmp_path / "ck")]) == 1
+    with pytest.raises(TopicError, match="does not exist"):
+        train_gpt(TrainOptions(topic="no-such-topic", checkpoint_dir=tmp_path / "ck"), kafka)
+    assert not (tmp_path / "ck").exists()
+
+
+def test_sigterm_while_waiting_for_data_exits_promptly(kafka: ConnectionSettings, make_topic,
+                                                       tmp_path: Path) -> None:
+    topic = make_topic(partitions=1)  # empty: a streaming trainer waits for records
+    proc = _train_cli(kafka, topic, tmp_path / "ck", "--stream", "--steps", "10")
+    time.sleep(8)
+    assert proc.poll() is None
+    proc.send_signal(signal.SIGTERM)
+    summary = json.loads(proc.communicate(timeout=30)[0])
+    assert proc.returncode == 0 and summary["steps"] == 0 and summary["stopped_by_signal"] is True

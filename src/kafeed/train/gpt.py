@@ -12,7 +12,7 @@ from kafeed.config import ConnectionSettings
 from kafeed.train.models import GPTConfig, TinyGPT, cosine_lr, parameter_count
 from kafeed.train.options import TrainOptions
 from kafeed.train.runner import RunResult, distributed_context, seed_everything
-from kafeed.train.wiring import run_on_loader, tokenizer_info
+from kafeed.train.wiring import check_topic, run_on_loader, tokenizer_info
 
 log = logging.getLogger("kafeed")
 
@@ -22,6 +22,7 @@ def train_gpt(options: TrainOptions, connection: ConnectionSettings, *,
     """Train :class:`TinyGPT` on ``options.topic``; returns the run result and a description."""
     from kafeed.loader import KafkaTokenDataset, StreamLoader
 
+    check_topic(connection, options.topic)
     rank, world = distributed_context()
     seed_everything(options.seed)
     tok = tokenizer_info(options.tokenizer)

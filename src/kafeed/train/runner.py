@@ -83,11 +83,21 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+class _Interrupted(Exception):
+    """Raised out of a wait for data when SIGTERM/SIGINT arrives."""
+
+
 class _SignalFlag:
-    """Turns SIGTERM/SIGINT into a flag the loop checks after each step."""
+    """Turns SIGTERM/SIGINT into a flag the loop checks after each step.
+
+    A step in progress finishes first; a wait for the next batch (data may be slow
+    to come, or the broker away) is interrupted at once, since the loader state is
+    taken from batches already handed out and nothing is lost by leaving the wait.
+    """
 
     def __init__(self) -> None:
         self.raised: int | None = None
+        self.waiting = False
         self._old: dict[int, Any] = {}
 
     def __enter__(self) -> _SignalFlag:
@@ -97,6 +107,9 @@ class _SignalFlag:
 
     def _handle(self, signum: int, _frame: FrameType | None) -> None:
         self.raised = signum
+        if self.waiting:
+            self.waiting = False
+            raise _Interrupted
 
     def __exit__(self, *exc: object) -> None:
         for sig, old in self._old.items():
@@ -200,10 +213,16 @@ class Runner:
             batches = iter(self.loader)
             while self.step < self.total_steps:
                 w0 = time.monotonic()
+                flag.waiting = True
                 try:
                     batch = next(batches)
                 except StopIteration:
                     break
+                except _Interrupted:
+                    stopped = True
+                    break
+                finally:
+                    flag.waiting = False
                 waited = time.monotonic() - w0
                 loss, ntok = self.step_fn(batch)
                 self.step += 1

@@ -41,6 +41,17 @@ def tokenizer_info(spec: str) -> TokenizerInfo:
     return TokenizerInfo(vocab_size=tok.vocab_size, eos_id=tok.eos_id, fingerprint=tok.fingerprint)
 
 
+def check_topic(connection: ConnectionSettings, topic: str, *, timeout: float = 10.0) -> None:
+    """Fail fast, in one sentence, when the cluster is unreachable or the topic is missing."""
+    from kafeed.errors import TopicError
+    from kafeed.topics.admin import TopicAdmin
+
+    admin = TopicAdmin(connection, timeout=timeout)
+    if not admin.exists(topic):
+        raise TopicError(f"Topic {topic!r} does not exist on {connection.bootstrap}.",
+                         hint="Check --topic, or run `kafeed prepare` to fill it.")
+
+
 def _ranges(start: int, next_offset: int, delivered: list[int]) -> list[list[int]]:
     """Half-open offset ranges covering [start, next) and each delivered offset beyond."""
     spans: list[list[int]] = [[start, next_offset]] if next_offset > start else []
