@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 from pathlib import Path
 
 import pytest
@@ -86,6 +87,11 @@ def test_three_nodes_survive_a_kill(tmp_path: Path, capsys: pytest.CaptureFixtur
         status = json.loads(capsys.readouterr().out)
         assert status["nodes_up"] == 2
         assert [n["alive"] for n in status["nodes"]] == [True, False, True]
+        # the quorum leader is a live node once the survivors have elected one
+        deadline = time.monotonic() + 30
+        while cluster.status().controller_id not in (1, 3) and time.monotonic() < deadline:
+            time.sleep(1)
+        assert cluster.status().controller_id in (1, 3)
 
         # acks=all still succeeds with min ISR 2 of 3, and everything stays readable
         _produce(cluster.bootstrap, "replicated", 300, start=300)

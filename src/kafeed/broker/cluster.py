@@ -51,7 +51,23 @@ def _pid_alive(pid: int | None, marker: str) -> bool:
             state = fh.read().rsplit(b")", 1)[-1].split()[0]
     except OSError:
         return False
-    return marker in cmdline and state != b"Z"
+    if state == b"Z":
+        return False
+    # An empty command line is a process in the middle of execve (the java
+    # launcher can re-exec itself): alive, not yet showing its arguments.
+    if not cmdline:
+        try:  # kernel threads also show none, but have no executable
+            os.readlink(f"/proc/{pid}/exe")
+        except OSError:
+            return False
+        return True
+    return marker in cmdline
+
+
+def _alive_after(pid: int | None, marker: str, delay: float = 0.5) -> bool:
+    """A second look before declaring a just-started node dead (exec is not atomic to /proc)."""
+    time.sleep(delay)
+    return _pid_alive(pid, marker)
 
 
 def _new_cluster_id() -> str:
@@ -249,7 +265,7 @@ class LocalCluster:
         while True:
             for spec in specs:
                 pid = state["pids"].get(str(spec.node_id))
-                if not _pid_alive(pid, str(self.data_dir)):
+                if not _pid_alive(pid, str(self.data_dir)) and not _alive_after(pid, str(self.data_dir)):
                     raise BrokerError(
                         f"Kafka node {spec.node_id} exited while starting. Last lines of "
                         f"{spec.output_file}:\n{_tail(spec.output_file)}\n"
@@ -329,8 +345,9 @@ class LocalCluster:
         bootstrap = ",".join(f"127.0.0.1:{s.port}" for s in specs)
         controller: int | None = None
         topics: list[str] = []
-        if any(n.alive for n in nodes):
-            controller, topics = cluster_view(bootstrap, timeout)
+        live = ",".join(f"127.0.0.1:{n.port}" for n in nodes if n.alive)
+        if live:
+            controller, topics = cluster_view(live, timeout)
         return ClusterStatus(
             data_dir=str(self.data_dir),
             bootstrap=bootstrap,

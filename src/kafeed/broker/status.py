@@ -58,14 +58,20 @@ def quiet_logger() -> logging.Logger:
 
 
 def cluster_view(bootstrap: str, timeout: float) -> tuple[int | None, list[str]]:
+    """The quorum leader and the topics, asked of the live nodes in ``bootstrap``.
+
+    Each part is best effort: a cluster that answers one question and not the
+    other still shows what it answered.
+    """
     from confluent_kafka.admin import AdminClient
+
+    from kafeed.config import ConnectionSettings
+    from kafeed.topics.admin import quorum_leader
 
     admin = AdminClient({"bootstrap.servers": bootstrap, "logger": quiet_logger()})
     try:
         meta = admin.list_topics(timeout=timeout)
-        desc = admin.describe_cluster(request_timeout=timeout).result(timeout=timeout)
+        topics = sorted(t for t in meta.topics if not t.startswith("__"))
     except Exception:
-        return None, []
-    controller = desc.controller.id if desc.controller is not None else None
-    topics = sorted(t for t in meta.topics if not t.startswith("__"))
-    return controller, topics
+        topics = []
+    return quorum_leader(ConnectionSettings(bootstrap=bootstrap), timeout=max(timeout, 10.0)), topics

@@ -2,8 +2,10 @@
 
 Under-replicated: ISR smaller than the replica set. Offline: no leader
 (leader -1). Under min ISR: ISR smaller than the topic's ``min.insync.replicas``
-(acks=all producers get NOT_ENOUGH_REPLICAS there). The active controller comes
-from DescribeCluster; a healthy cluster has exactly one.
+(acks=all producers get NOT_ENOUGH_REPLICAS there). The controller is the one
+DescribeCluster names, read every poll at no cost; under KRaft brokers answer
+with some live broker rather than the quorum leader, which `kafeed broker status`
+asks MetadataQuorumCommand for.
 """
 
 from __future__ import annotations

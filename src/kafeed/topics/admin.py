@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import subprocess
 import time
 from dataclasses import asdict, dataclass
@@ -170,12 +171,13 @@ def _transient(exc: BaseException) -> bool:
     )
 
 
-def describe_log_dirs(settings: ConnectionSettings, *, topics: list[str] | None = None,
-                      timeout: float = 60.0) -> list[dict[str, Any]] | None:
-    """Kafka's LogDirsCommand ``--describe``: its ``brokers`` list, or None when it cannot run.
+def run_kafka_tool(settings: ConnectionSettings, tool: str, args: list[str], *,
+                   timeout: float = 60.0) -> str | None:
+    """Stdout of one of Kafka's Java admin tools against ``settings``' cluster, or None.
 
-    Needs the cached Kafka jars and a PLAINTEXT listener; sizes are informative, so
-    callers show "n/a" rather than fail when this returns None.
+    Needs the cached Kafka jars and a PLAINTEXT listener; what these tools add
+    (sizes on disk, the quorum leader) is informative, so callers show "n/a"
+    rather than fail when this returns None.
     """
     from kafeed.broker.fetch import resolve_libs
 
@@ -186,15 +188,31 @@ def describe_log_dirs(settings: ConnectionSettings, *, topics: list[str] | None 
     except KafeedError:
         return None
     cmd = [libs.java, "-Xmx128m", "-XX:TieredStopAtLevel=1", "-cp", libs.classpath,
-           "org.apache.kafka.tools.LogDirsCommand", "--bootstrap-server", settings.bootstrap, "--describe"]
-    if topics:
-        cmd += ["--topic-list", ",".join(topics)]
+           f"org.apache.kafka.tools.{tool}", "--bootstrap-server", settings.bootstrap, *args]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=timeout)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        log.warning("LogDirsCommand failed: %s", exc)
+        log.warning("%s failed: %s", tool, exc)
         return None
-    return parse_log_dirs_output(proc.stdout)
+    return proc.stdout if proc.returncode == 0 else None
+
+
+def describe_log_dirs(settings: ConnectionSettings, *, topics: list[str] | None = None,
+                      timeout: float = 60.0) -> list[dict[str, Any]] | None:
+    """Kafka's LogDirsCommand ``--describe``: its ``brokers`` list, or None when it cannot run."""
+    args = ["--describe"] + (["--topic-list", ",".join(topics)] if topics else [])
+    out = run_kafka_tool(settings, "LogDirsCommand", args, timeout=timeout)
+    return None if out is None else parse_log_dirs_output(out)
+
+
+def quorum_leader(settings: ConnectionSettings, *, timeout: float = 30.0) -> int | None:
+    """The KRaft quorum leader (the active controller) from MetadataQuorumCommand, or None.
+
+    DescribeCluster cannot tell: under KRaft, brokers answer it with any live broker.
+    """
+    out = run_kafka_tool(settings, "MetadataQuorumCommand", ["describe", "--status"], timeout=timeout)
+    match = re.search(r"^LeaderId:\s*(-?\d+)", out or "", re.M)
+    return int(match.group(1)) if match and int(match.group(1)) >= 0 else None
 
 
 def parse_log_dirs_output(text: str) -> list[dict[str, Any]]:
