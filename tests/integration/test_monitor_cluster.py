@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -18,30 +16,13 @@ from kafeed.cli.main import main
 from kafeed.config import ConnectionSettings
 from kafeed.monitor.watch import ClusterMonitor, MonitorOptions
 from kafeed.topics import TopicAdmin, plan_topic
+from tests.webhook import webhook_server
 
 
 @pytest.fixture
 def webhook() -> Iterator[tuple[str, list[dict[str, Any]]]]:
-    received: list[dict[str, Any]] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-            self.send_response(200)
-            self.end_headers()
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = HTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/alerts", received
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    with webhook_server("/alerts") as server:
+        yield server
 
 
 def test_broker_down_and_under_replicated(tmp_path: Path, capsys: pytest.CaptureFixture[str],

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import json
 import logging
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +12,7 @@ from pydantic import ValidationError
 
 from kafeed.errors import ConfigError
 from kafeed.monitor.alerts import AlertEngine, AlertSettings, Condition, load_alert_settings, post_webhook
+from tests.webhook import webhook_server
 
 
 def cond(active: bool, rule: Any = "broker_down", subject: str = "cluster") -> Condition:
@@ -68,27 +66,8 @@ def test_settings_from_toml(tmp_path: Path) -> None:
 
 @pytest.fixture
 def hook() -> Iterator[tuple[str, list[dict[str, Any]]]]:
-    received: list[dict[str, Any]] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            body = self.rfile.read(int(self.headers["Content-Length"]))
-            received.append(json.loads(body))
-            self.send_response(204)
-            self.end_headers()
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = HTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/hook", received
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    with webhook_server("/hook") as server:
+        yield server
 
 
 def test_webhook_receives_firing_and_resolved(hook: tuple[str, list[dict[str, Any]]]) -> None:
