@@ -142,6 +142,15 @@ class KafkaDatasetBase(IterableDataset[Any]):
     def _convert(self, batch: Any) -> Any:
         raise NotImplementedError
 
+    def _single_items(self) -> Iterator[Any]:
+        """Batches of one from this reader's stream (plain iteration, no DataLoader)."""
+        stream: Any = self._open_stream(self.topology())
+        try:
+            while (batch := stream.next_batch(1)) is not None:
+                yield batch
+        finally:
+            stream.close()
+
     def iter_batches(self, batch_size: int, *,
                      skip_first: bool = False) -> Iterator[tuple[int, Any, str, Delivered]]:
         """Yield ``(worker, batch, reader_state_json, delivered)``: first one state-only item
@@ -234,19 +243,12 @@ class KafkaTokenDataset(KafkaDatasetBase):
         return out
 
     def __iter__(self) -> Iterator[Any]:
-        stream: Any = self._open_stream(self.topology())
-        try:
-            while True:
-                batch = stream.next_batch(1)
-                if batch is None:
-                    return
-                tokens = torch.from_numpy(batch["tokens"][0])
-                if self.settings.return_boundaries:
-                    yield tokens, torch.from_numpy(batch["doc_start"][0])
-                else:
-                    yield tokens
-        finally:
-            stream.close()
+        for batch in self._single_items():
+            tokens = torch.from_numpy(batch["tokens"][0])
+            if self.settings.return_boundaries:
+                yield tokens, torch.from_numpy(batch["doc_start"][0])
+            else:
+                yield tokens
 
 
 class KafkaSampleDataset(KafkaDatasetBase):
@@ -277,13 +279,6 @@ class KafkaSampleDataset(KafkaDatasetBase):
         return collate_samples(batch)
 
     def __iter__(self) -> Iterator[Any]:
-        stream: Any = self._open_stream(self.topology())
-        try:
-            while True:
-                batch = stream.next_batch(1)
-                if batch is None:
-                    return
-                yield batch[0]
-        finally:
-            stream.close()
+        for batch in self._single_items():
+            yield batch[0]
 
