@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from kafeed.config import ConnectionSettings
-from kafeed.train.models import GPTConfig, TinyGPT, cosine_lr, parameter_count
+from kafeed.train.models import GPTConfig, TinyGPT, cosine_lr, next_token_loss, parameter_count
 from kafeed.train.options import TrainOptions
 from kafeed.train.runner import RunResult, distributed_context, seed_everything
 from kafeed.train.wiring import check_topic, run_on_loader, tokenizer_info
@@ -45,7 +45,7 @@ def train_gpt(options: TrainOptions, connection: ConnectionSettings, *,
 
     def step_fn(batch: dict[str, torch.Tensor]) -> tuple[float, int]:
         window = batch["tokens"]
-        loss = core.loss(window) if world == 1 else _ddp_loss(model, window)
+        loss = next_token_loss(model, window)  # through DDP when wrapped, so gradients sync
         optimizer.zero_grad(set_to_none=True)
         loss.backward()  # type: ignore[no-untyped-call]
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -61,10 +61,3 @@ def train_gpt(options: TrainOptions, connection: ConnectionSettings, *,
     describe = {"parameters": parameter_count(core), "vocab_size": tok.vocab_size,
                 "tokenizer": tok.fingerprint, "loader_stats": wiring.stats()}
     return result, describe
-
-
-def _ddp_loss(model: torch.nn.Module, window: torch.Tensor) -> torch.Tensor:
-    import torch.nn.functional as F
-
-    logits = model(window[:, :-1])
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), window[:, 1:].reshape(-1))

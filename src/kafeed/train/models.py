@@ -80,11 +80,11 @@ class TinyGPT(nn.Module):
         logits: torch.Tensor = self.head(self.ln(x))
         return logits
 
-    def loss(self, window: torch.Tensor) -> torch.Tensor:
-        """Next-token cross-entropy on a (batch, seq_len + 1) window of ids."""
-        inputs, targets = window[:, :-1], window[:, 1:]
-        logits = self(inputs)
-        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+def next_token_loss(model: nn.Module, window: torch.Tensor) -> torch.Tensor:
+    """Next-token cross-entropy of ``model`` (a TinyGPT, or its DDP wrapper) on a window."""
+    logits = model(window[:, :-1])
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), window[:, 1:].reshape(-1))
 
 
 class _SmallEncoder(nn.Module):
