@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, SecretStr, ValidationError, model_validator
 
-from kafeed.errors import ConfigError
+from kafeed.errors import ConfigError, invalid_settings
 
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
@@ -127,11 +127,7 @@ def load_connection(
     try:
         return ConnectionSettings(**values)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or 'connection'}: {e['msg']}"
-            for e in exc.errors()
-        )
-        raise ConfigError(
-            f"Invalid connection settings: {problems}.",
+        raise invalid_settings(
+            exc, what="connection settings",
             hint="Fix --bootstrap, the KAFEED_* variables or the [connection] table.",
         ) from None

@@ -110,3 +110,36 @@ def translate_kafka_error(
             code=code,
         )
     return kind(f"Could not {action}: {reason}.", code=code)
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def describe_validation(exc: Exception) -> str:
+    """A pydantic ``ValidationError`` as ``field: got X, should be ... ; ...`` on one line.
+
+    No documentation URLs, no multi-line dumps: each problem names the field, what it got
+    and what is allowed (pydantic's own words for the rule, first letter lowered).
+    """
+    errors = getattr(exc, "errors", None)
+    if not callable(errors):
+        return " ".join(str(exc).split())
+    problems = []
+    for err in errors(include_url=False):
+        loc = ".".join(str(p) for p in err.get("loc", ()) if p != "__root__") or "value"
+        msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+        msg = msg[:1].lower() + msg[1:]
+        if msg.startswith("input should be"):
+            msg = "should be" + msg.removeprefix("input should be")
+        if err.get("type") in ("missing", "extra_forbidden") or "input" not in err:
+            problems.append(f"{loc}: {msg}")
+        else:
+            problems.append(f"{loc}: got {_shown(err['input'])}, {msg}")
+    return "; ".join(problems)
+
+
+def invalid_settings(exc: Exception, *, what: str, hint: str | None = None) -> ConfigError:
+    """The one translation of a settings validation error into a :class:`ConfigError`."""
+    return ConfigError(f"Invalid {what}: {describe_validation(exc)}.", hint=hint)

@@ -10,9 +10,11 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 from kafeed.config import ConnectionSettings, load_connection
 from kafeed.errors import ConfigError
+from kafeed.signals import StopRequest
 
 console = Console(stderr=True)
 out = Console()
@@ -36,6 +38,20 @@ DataDirOpt = Annotated[
 
 def connection(bootstrap: str | None, config: Path | None) -> ConnectionSettings:
     return load_connection(bootstrap=bootstrap, config_file=config)
+
+
+def report_error(message: str, hint: str | None = None) -> None:
+    """``error: message`` and the hint on stderr, user text printed as is (never as markup)."""
+    console.print(Text.assemble(("error: ", "bold red"), " ".join(message.split())), soft_wrap=True)
+    if hint:
+        console.print(Text(" ".join(hint.split()), style="dim"), soft_wrap=True)
+
+
+def exit_stopped(stop: StopRequest, resume: str) -> None:
+    """After a long command returned because of SIGINT/SIGTERM: say so, exit 130 or 143."""
+    if stop.requested:
+        console.print(Text(f"Stopped by {stop.name}: the work committed so far is kept. {resume}"))
+        raise typer.Exit(stop.exit_code)
 
 
 def print_json(data: Any) -> None:

@@ -20,7 +20,7 @@ from kafeed.cli.common import (
     start_metrics,
 )
 from kafeed.config import read_settings_file
-from kafeed.errors import ConfigError
+from kafeed.errors import invalid_settings
 from kafeed.ingest import IngestOptions, IngestProgress, IngestSummary, ingest
 from kafeed.ingest.options import DEFAULT_BATCH_BYTES, DEFAULT_LINGER_MS, StdinFormat, TextMode
 from kafeed.schema.avro import RawFormat
@@ -145,7 +145,7 @@ def ingest_command(
                                 text_mode=text_mode, stdin_format=stdin_format, job_id=job_id,
                                 restart=restart, sql=sql, dsn=dsn, **values)
     except ValueError as exc:
-        raise ConfigError(f"Invalid ingest options: {exc}".replace("\n", " ")) from None
+        raise invalid_settings(exc, what="ingest options") from None
     start_metrics(metrics_port)
     if no_progress or not console.is_terminal:
         summary = ingest(sources or [], topic=topic, settings=settings, options=options)

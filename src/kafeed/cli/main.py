@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Annotated
 
@@ -9,7 +10,7 @@ import typer
 
 from kafeed import __version__
 from kafeed.cli import broker, demo, monitor, prepare, report, topic, train
-from kafeed.cli.common import console, setup_logging
+from kafeed.cli.common import console, report_error, setup_logging
 from kafeed.cli.ingest import ingest_command
 from kafeed.errors import ConfigError, KafeedError
 
@@ -40,36 +41,58 @@ def _version(value: bool) -> None:
 @app.callback()
 def _root(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")] = False,
+    debug: Annotated[bool, typer.Option("--debug", help="Show the traceback of an error "
+                                        "(env: KAFEED_DEBUG=1).")] = False,
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
                                           help="Print the version.")] = False,
 ) -> None:
     setup_logging(verbose)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point: run the app, turning kafeed errors into one clear sentence."""
+def _usage_error_types() -> tuple[type[BaseException], ...]:
+    """click's exceptions: typer vendors its own copy of click in recent versions."""
+    types: list[type[BaseException]] = [typer.TyperException] if hasattr(typer, "TyperException") else []
     try:
-        app(args=argv, standalone_mode=False)
+        import click
+
+        types.append(click.ClickException)
+    except ImportError:  # pragma: no cover - typer without a separate click
+        pass
+    return tuple(types)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: the one error boundary between kafeed and its user.
+
+    Exit codes (the README's table): 0 done, 1 runtime failure, 2 usage or configuration
+    error, 130 interrupted by SIGINT, 143 stopped by SIGTERM. No traceback reaches the user
+    unless ``--debug`` (or ``KAFEED_DEBUG=1``) asks for it.
+    """
+    args = sys.argv[1:] if argv is None else list(argv)
+    debug = "--debug" in args or os.environ.get("KAFEED_DEBUG", "") not in ("", "0")
+    try:
+        app(args=args, standalone_mode=False, prog_name="kafeed")
     except KafeedError as exc:
-        console.print(f"[bold red]error:[/bold red] {exc.message}", highlight=False)
-        if exc.hint:
-            console.print(f"[dim]{exc.hint}[/dim]", highlight=False)
+        if debug:
+            console.print_exception()
+        report_error(exc.message, exc.hint)
         return 2 if isinstance(exc, ConfigError) else 1
     except typer.Exit as exc:
         return int(exc.exit_code or 0)
-    except typer.Abort:
-        console.print("Aborted.")
+    except (typer.Abort, KeyboardInterrupt):
+        console.print("Interrupted.", markup=False, highlight=False)
         return 130
-    except KeyboardInterrupt:
-        console.print("Interrupted.")
-        return 130
-    except Exception as exc:  # click usage errors
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            return exc.exit_code
-        raise
+    except _usage_error_types() as exc:
+        show = getattr(exc, "show", None)
+        if callable(show):
+            show()
+        return int(getattr(exc, "exit_code", 2))
+    except Exception as exc:
+        if debug:
+            console.print_exception()
+        report_error(f"Unexpected {type(exc).__name__}: {exc}",
+                     "This is a bug in kafeed; run again with --debug for the traceback and report it.")
+        return 1
     return 0
 
 

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from kafeed.cli.common import BootstrapOpt, ConfigOpt, JsonOpt, connection, console, out, print_json
 from kafeed.config import ConnectionSettings, read_settings_file
-from kafeed.errors import BrokerUnavailable, ConfigError, KafeedError
+from kafeed.errors import BrokerUnavailable, ConfigError, KafeedError, invalid_settings
 
 
 def _options(config: Path | None, overrides: dict[str, Any]) -> Any:
@@ -22,9 +22,8 @@ def _options(config: Path | None, overrides: dict[str, Any]) -> Any:
     try:
         return MonitorOptions(**values)
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
-        raise ConfigError(f"Invalid monitor settings: {problems}.",
-                          hint="Fix the flags or the [monitor] table.") from None
+        raise invalid_settings(exc, what="monitor settings",
+                               hint="Fix the flags or the [monitor] table.") from None
 
 
 def _find_data_dir(settings: ConnectionSettings) -> Path | None:

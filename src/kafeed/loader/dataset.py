@@ -21,7 +21,7 @@ import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
 from kafeed.config import ConnectionSettings
-from kafeed.errors import ConfigError, ResumeMismatch
+from kafeed.errors import ConfigError, ResumeMismatch, invalid_settings
 from kafeed.loader.reader import KafkaReader
 from kafeed.loader.settings import EndSpec, LoaderSettings, Mode, OffsetSpec
 from kafeed.loader.state import check_state, empty_state, partition_plan
@@ -205,7 +205,7 @@ def _settings(topics: str | Sequence[str], kind: Literal["tokens", "samples"], b
     try:
         return LoaderSettings(topics=names, kind=kind, connection=conn, **kwargs)
     except ValueError as exc:
-        raise ConfigError(f"Invalid loader settings: {exc}") from None
+        raise invalid_settings(exc, what="loader settings") from None
 
 
 class KafkaTokenDataset(KafkaDatasetBase):

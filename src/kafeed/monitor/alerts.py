@@ -22,7 +22,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from kafeed.config import read_settings_file
-from kafeed.errors import ConfigError
+from kafeed.errors import invalid_settings
 
 log = logging.getLogger("kafeed")
 
@@ -55,9 +55,8 @@ def load_alert_settings(config_file: Path | None = None) -> AlertSettings:
     try:
         return AlertSettings(**table)
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
-        raise ConfigError(f"Invalid [alerts] settings: {problems}.",
-                          hint="See docs/monitor.md for the [alerts] keys.") from None
+        raise invalid_settings(exc, what="[alerts] settings",
+                               hint="See docs/monitor.md for the [alerts] keys.") from None
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from kafeed.config import read_settings_file
-from kafeed.errors import ConfigError
+from kafeed.errors import invalid_settings
 
 Compression = Literal["zstd", "lz4", "snappy", "gzip", "none"]
 OffsetReset = Literal["earliest", "latest"]
@@ -151,10 +151,6 @@ def load_prepare_settings(
     try:
         return PrepareSettings(**values)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or 'prepare'}: {e['msg']}" for e in exc.errors()
-        )
-        raise ConfigError(
-            f"Invalid prepare settings: {problems}.",
-            hint="Fix the flags or the prepare table of the settings file.",
+        raise invalid_settings(
+            exc, what="prepare settings", hint="Fix the flags or the [prepare] table of the settings file.",
         ) from None

@@ -19,7 +19,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from kafeed.errors import ConfigError
+from kafeed.errors import ConfigError, invalid_settings
 
 Compression = Literal["zstd", "lz4", "snappy", "gzip", "none"]
 
@@ -125,4 +125,4 @@ def plan_topic(
             retention_ms=retention_ms, retention_bytes=retention_bytes, compact=compact,
         )
     except ValueError as exc:
-        raise ConfigError(f"Invalid topic plan for {name!r}: {exc}") from None
+        raise invalid_settings(exc, what=f"topic plan for {name!r}") from None
