@@ -75,6 +75,7 @@ class IngestSummary:
     is what librdkafka's statistics report as sent to the brokers (broker
     ``txbytes``: compressed batches plus request framing, transaction calls,
     dead letters and progress markers, so a slight overestimate), or None when no statistics arrived.
+    ``stopped`` is True when a stop request ended the run before its sources did.
     """
 
     job_id: str
@@ -95,6 +96,7 @@ class IngestSummary:
     produce_seconds: float = 0.0
     skipped_committed: int = 0
     job_totals: dict[str, int] = field(default_factory=dict)
+    stopped: bool = False
 
     @property
     def records_per_s(self) -> float:

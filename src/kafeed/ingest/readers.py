@@ -6,6 +6,7 @@ it), ``raw`` the original bytes for the dead-letter topic (None: rebuild from
 ``fields``), ``reject`` a ``(kind, reason)`` when the input is bad. A batch's
 :class:`Position` is where the next batch starts, so a progress marker taken
 after any batch is a clean resume point. Blank lines are not records.
+Compressed files and stdin are decompressed on the fly (:mod:`kafeed.ingest.compressed`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import IO, Any
 
+from kafeed.ingest.compressed import open_stream
 from kafeed.ingest.mapping import Reject
 from kafeed.ingest.options import IngestOptions
 from kafeed.ingest.sources import Source
@@ -30,22 +32,30 @@ BOM = b"\xef\xbb\xbf"
 
 @dataclass(frozen=True)
 class Position:
-    """Resume point inside one source: byte ``offset`` (files, stdin) and records consumed."""
+    """Resume point inside one source: byte ``offset`` (files, stdin) and records consumed.
+
+    For a compressed source ``offset`` counts decompressed bytes (a resume reads up to
+    it again); ``source_bytes`` is how much of the file itself was read, for progress
+    (None: the same as ``offset``). Only ``offset`` and ``record`` are resume state.
+    """
 
     offset: int = 0
     record: int = 0
+    source_bytes: int | None = None
 
 
 Batch = tuple[list[Item], Position]
 
 
-def _skip(fh: IO[bytes], offset: int) -> None:
-    if offset <= 0:
+def _skip(fh: IO[bytes], offset: int, at: int = 0) -> None:
+    """Move ``fh`` from byte ``at`` to byte ``offset``: seek, or read the bytes away when it
+    cannot seek (a pipe, a decompressed stream)."""
+    if offset <= at:
         return
     try:
         fh.seek(offset)
-    except (OSError, io.UnsupportedOperation):  # a pipe: read the bytes away
-        left = offset
+    except (OSError, io.UnsupportedOperation):
+        left = offset - at
         while left > 0:
             chunk = fh.read(min(left, 1 << 20))
             if not chunk:
@@ -196,7 +206,7 @@ def read_csv(fh: IO[bytes], start: Position, n: int) -> Iterator[Batch]:
         header_problem = "duplicate_header", f"CSV header repeats column(s) {', '.join(dups)}"
     row_no = start.record
     if start.offset > feed.offset:
-        fh.seek(start.offset)
+        _skip(fh, start.offset, at=feed.offset)
         feed.offset = start.offset
     width = len(header)
     items: list[Item] = []
@@ -268,6 +278,30 @@ def open_stdin() -> IO[bytes]:
     return sys.stdin.buffer
 
 
+def _read_stream(fh: IO[bytes], kind: str, options: IngestOptions, start: Position,
+                 n: int) -> Iterator[Batch]:
+    """A byte stream (plain or decompressed) → batches; ``kind`` is jsonl, csv or text."""
+    if kind == "jsonl":
+        return read_jsonl(fh, start, n)
+    if kind == "csv":
+        return read_csv(fh, start, n)
+    return read_text(fh, start, n, options.text_mode)
+
+
+def _read_file(raw: IO[bytes], name: str, kind: str, options: IngestOptions, start: Position,
+               n: int) -> Iterator[Batch]:
+    fh, stream = open_stream(raw, name)
+    try:
+        if stream is None:
+            yield from _read_stream(fh, kind, options, start, n)
+            return
+        for items, pos in _read_stream(fh, kind, options, start, n):
+            yield items, Position(pos.offset, pos.record, stream.compressed_read)
+    finally:
+        if stream is not None:
+            fh.close()
+
+
 def read_source(source: Source, options: IngestOptions, start: Position) -> Iterator[Batch]:
     """Dispatch on the source kind; SQL lives in :mod:`kafeed.ingest.sql`."""
     n = min(options.read_batch, options.commit_records)  # commits fall on batch boundaries
@@ -281,20 +315,11 @@ def read_source(source: Source, options: IngestOptions, start: Position) -> Iter
         yield from read_sql(options.dsn, options.sql, start, n)
         return
     if source.kind == "stdin":
-        fh = open_stdin()
-        if options.stdin_format == "jsonl":
-            yield from read_jsonl(fh, start, n)
-        else:
-            yield from read_text(fh, start, n, options.text_mode)
+        yield from _read_file(open_stdin(), source.name, options.stdin_format, options, start, n)
         return
     assert source.path is not None
     with source.path.open("rb") as f:
-        if source.kind == "jsonl":
-            yield from read_jsonl(f, start, n)
-        elif source.kind == "csv":
-            yield from read_csv(f, start, n)
-        else:
-            yield from read_text(f, start, n, options.text_mode)
+        yield from _read_file(f, source.name, source.kind, options, start, n)
 
 
 def raw_bytes(item: Item) -> bytes:

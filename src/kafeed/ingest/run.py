@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import gc
 import logging
+import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from kafeed.config import ConnectionSettings
@@ -23,10 +24,11 @@ from kafeed.ingest.options import IngestOptions, IngestProgress, IngestSummary
 from kafeed.ingest.preflight import prepare_topics
 from kafeed.ingest.producer import TxnWriter
 from kafeed.ingest.progress import JobProgress, job_id_for, read_latest
-from kafeed.ingest.readers import Item, Position
+from kafeed.ingest.readers import Batch, Item, Position
 from kafeed.ingest.sources import Source, discover
 from kafeed.monitor import metrics as m
 from kafeed.schema.avro import format_headers
+from kafeed.signals import stop_request
 
 log = logging.getLogger("kafeed")
 
@@ -50,6 +52,42 @@ class _Tally:
         self.kinds.update(other.kinds)
 
 
+class _Interrupted(Exception):
+    """A stop signal arrived while the reader was blocked waiting for input."""
+
+
+class _ReadGate:
+    """Lets a SIGINT/SIGTERM interrupt a read that blocks (stdin waiting for input).
+
+    A blocked ``read`` is retried after a signal (PEP 475), so a stop request alone
+    would wait for the next line. While :meth:`next` reads, the process's stop
+    handler raises :class:`_Interrupted` instead. Only the read is interrupted: the
+    batch it was assembling was never produced and the progress marker still points
+    before it, so committing the open transaction then is exact.
+    """
+
+    def __init__(self) -> None:
+        self._open = False
+        self._remove = stop_request().on_signal(self._on_signal)
+
+    def _on_signal(self, signum: int) -> None:
+        if self._open:
+            self._open = False
+            raise _Interrupted(signum)
+
+    def next(self, batches: Iterator[Batch]) -> Batch | None:
+        """The next batch, None at the end; :class:`_Interrupted` when a signal cut the read short."""
+        self._open = True
+        try:
+            return next(batches, None)
+        finally:
+            self._open = False
+
+    def close(self) -> None:
+        self._open = False
+        self._remove()
+
+
 def _dlq_headers(kind: str, reason: str, source: Source, where: int, job: str) -> list[tuple[str, bytes]]:
     where_key = "kafeed.row" if source.kind in _ROW_KINDS else "kafeed.line"
     return [("kafeed.error.kind", kind.encode()), ("kafeed.error.reason", reason.encode("utf-8", "replace")),
@@ -60,9 +98,15 @@ def _dlq_headers(kind: str, reason: str, source: Source, where: int, job: str) -
 def ingest(
     sources: Sequence[str | Path], *, topic: str, settings: ConnectionSettings,
     options: IngestOptions | None = None, on_progress: ProgressCallback | None = None,
+    stop_event: threading.Event | None = None,
 ) -> IngestSummary:
-    """Ingest ``sources`` into ``topic``; see docs/ingest.md for guarantees and the marker format."""
+    """Ingest ``sources`` into ``topic``; see docs/ingest.md for guarantees and the marker format.
+
+    When ``stop_event`` is set the run stops at the next batch boundary, commits what it
+    read and returns a summary with ``stopped=True``; running the same call again resumes.
+    """
     options = options or IngestOptions()
+    stop_event = stop_event or threading.Event()
     t0 = time.monotonic()
     args = [str(s) for s in sources]
     srcs = discover(args, sql=options.sql, dsn=options.dsn)
@@ -100,7 +144,7 @@ def ingest(
         try:
             return _run(writer, srcs, progress, options, topic=topic, dlq_topic=dlq_topic, limit=limit,
                         dlq_limit=dlq_limit, t0=t0, resumed=resumed, skipped=skipped,
-                        on_progress=on_progress)
+                        on_progress=on_progress, stop_event=stop_event)
         finally:
             if gc_was_enabled:
                 gc.enable()
@@ -111,7 +155,7 @@ def ingest(
 def _run(
     writer: TxnWriter, srcs: list[Source], progress: JobProgress, options: IngestOptions, *,
     topic: str, dlq_topic: str, limit: int, dlq_limit: int, t0: float, resumed: bool, skipped: int,
-    on_progress: ProgressCallback | None,
+    on_progress: ProgressCallback | None, stop_event: threading.Event,
 ) -> IngestSummary:
     job = progress.job
     t_loop = time.monotonic()
@@ -144,13 +188,30 @@ def _run(
         since_commit, last_commit = 0, time.monotonic()
 
     writer.begin()
-    for index in range(progress.index, len(srcs)):
-        src = srcs[index]
-        start = Position(progress.offset, progress.record) if index == progress.index else Position()
-        where_key = "kafeed.row" if src.kind in _ROW_KINDS else "kafeed.line"
-        name = src.name
-        try:
-            for items, pos in readers.read_source(src, options, start):
+    stopped = False
+    gate = _ReadGate()
+    try:
+        for index in range(progress.index, len(srcs)):
+            src = srcs[index]
+            start = Position(progress.offset, progress.record) if index == progress.index else Position()
+            where_key = "kafeed.row" if src.kind in _ROW_KINDS else "kafeed.line"
+            name = src.name
+            batches = readers.read_source(src, options, start)
+            while True:
+                if stop_event.is_set():
+                    stopped = True
+                    break
+                try:
+                    batch = gate.next(batches)
+                except _Interrupted:
+                    stopped = True
+                    break
+                except OSError as exc:
+                    raise IngestError(f"Reading {src.name} failed: {exc}.",
+                                      hint="Fix the source and re-run the same command: it resumes.") from exc
+                if batch is None:
+                    break
+                items, pos = batch
                 ts = int(time.time() * 1000)
                 mapper.context(name, where_key, ts)
                 produced, nbytes = _produce_batch(writer, mapper, items, name, where_key, ts, fmt_headers,
@@ -166,17 +227,23 @@ def _run(
                     commit()
                     writer.begin()
                 if on_progress is not None:
+                    read = pos.offset if pos.source_bytes is None else pos.source_bytes
                     on_progress(IngestProgress(
                         records=records_in, produced=run.produced + txn.produced,
                         dead_lettered=run.dead + txn.dead,
-                        bytes_read=done_bytes + (pos.offset if src.kind not in ("parquet", "sql") else 0),
+                        bytes_read=done_bytes + (read if src.kind not in ("parquet", "sql") else 0),
                         total_bytes=total_bytes, value_bytes=run.value_bytes + txn.value_bytes))
-        except OSError as exc:
-            raise IngestError(f"Reading {src.name} failed: {exc}.",
-                              hint="Fix the source and re-run the same command: it resumes.") from exc
-        done_bytes += src.size or 0
-        progress.index, progress.offset, progress.record = index + 1, 0, 0
-    commit(finished=True)
+            if stopped:
+                break
+            done_bytes += src.size or 0
+            progress.index, progress.offset, progress.record = index + 1, 0, 0
+    except IngestError:
+        # A source broke mid-read (a truncated archive): keep the whole batches read before it.
+        commit()
+        raise
+    finally:
+        gate.close()
+    commit(finished=not stopped)
     produce_seconds = time.monotonic() - t_loop
     per_partition, wire_bytes = writer.final_stats(run.produced)
     return IngestSummary(
@@ -185,7 +252,8 @@ def _run(
         per_partition=per_partition, bytes_serialized=run.value_bytes, bytes_compressed=wire_bytes,
         seconds=time.monotonic() - t0,
         transactions=transactions, resumed=resumed, already_complete=False,
-        produce_seconds=produce_seconds, skipped_committed=skipped, job_totals=dict(progress.totals))
+        produce_seconds=produce_seconds, skipped_committed=skipped, job_totals=dict(progress.totals),
+        stopped=stopped)
 
 
 def _count_committed(txn: _Tally, topic: str) -> None:

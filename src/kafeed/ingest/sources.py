@@ -1,5 +1,9 @@
 """Source discovery: paths, directories, globs, SQL and stdin → an ordered list of :class:`Source`.
 
+A file's format comes from its suffix, looking past a compression suffix
+(``.gz .zst .bz2 .xz``); whether it is compressed is decided by its first bytes
+when it is read (:mod:`kafeed.ingest.compressed`).
+
 A source's ``identity`` pins what a resume may continue: for a file its
 absolute path, size and modification time, for SQL the DSN (without password)
 and query, for stdin just ``stdin`` (the same stream must be piped again).
@@ -15,6 +19,7 @@ from pathlib import Path
 from typing import Literal
 
 from kafeed.errors import ConfigError
+from kafeed.ingest.compressed import SUFFIXES as COMPRESSED_SUFFIXES
 
 SourceKind = Literal["jsonl", "csv", "parquet", "text", "sql", "stdin"]
 
@@ -49,7 +54,20 @@ def _file_source(path: Path, kind: SourceKind) -> Source:
 
 
 def _kind_of(path: Path) -> SourceKind | None:
+    """The format a name says, under any compression suffix (``docs.jsonl.gz`` → jsonl).
+
+    Parquet compresses inside the file, so ``.parquet.gz`` is not a source.
+    """
+    suffixes = [s.lower() for s in path.suffixes]
+    if suffixes and suffixes[-1] in COMPRESSED_SUFFIXES:
+        kind = SUFFIXES.get(suffixes[-2]) if len(suffixes) >= 2 else None
+        return None if kind == "parquet" else kind
     return SUFFIXES.get(path.suffix.lower())
+
+
+def _known() -> str:
+    return (f"{', '.join(sorted(SUFFIXES))}, each but .parquet optionally followed by "
+            f"{', '.join(sorted(COMPRESSED_SUFFIXES))}")
 
 
 def discover(args: list[str], *, sql: str | None = None, dsn: str | None = None) -> list[Source]:
@@ -72,7 +90,7 @@ def discover(args: list[str], *, sql: str | None = None, dsn: str | None = None)
             files = [Path(m) for m in matches if Path(m).is_file() and _kind_of(Path(m))]
             if not files:
                 raise ConfigError(f"The glob {arg!r} matches no readable source file.",
-                                  hint=f"Known suffixes: {', '.join(sorted(SUFFIXES))}.")
+                                  hint=f"Known suffixes: {_known()}.")
             sources.extend(_file_source(f, _kind_of(f) or "text") for f in files)
             continue
         path = Path(arg)
@@ -80,7 +98,7 @@ def discover(args: list[str], *, sql: str | None = None, dsn: str | None = None)
             files = sorted(p for p in path.rglob("*") if p.is_file() and _kind_of(p))
             if not files:
                 raise ConfigError(f"The directory {arg} holds no readable source file.",
-                                  hint=f"Known suffixes: {', '.join(sorted(SUFFIXES))}.")
+                                  hint=f"Known suffixes: {_known()}.")
             sources.extend(_file_source(f, _kind_of(f) or "text") for f in files)
             continue
         if not path.exists():
@@ -88,7 +106,7 @@ def discover(args: list[str], *, sql: str | None = None, dsn: str | None = None)
         kind = _kind_of(path)
         if kind is None:
             raise ConfigError(f"Cannot tell the format of {arg} from its suffix.",
-                              hint=f"Known suffixes: {', '.join(sorted(SUFFIXES))}.")
+                              hint=f"Known suffixes: {_known()}.")
         sources.append(_file_source(path, kind))
     if sum(s.kind == "stdin" for s in sources) > 1:
         raise ConfigError("stdin (-) can be read only once.")
