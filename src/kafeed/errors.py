@@ -11,6 +11,7 @@
     │   └── TopicError       topic create / describe / delete failed
     ├── SchemaError          a record could not be decoded (names topic/partition/offset)
     ├── IngestError          a source failed while being read (bad SQL, I/O error mid-file)
+    ├── TooManyDeadLetters   a stage dead-lettered more of its input than --max-dlq-ratio allows
     └── ResumeMismatch       a saved state does not fit the current settings
 
 Errors from librdkafka enter through :func:`translate_kafka_error`, which keeps
@@ -69,6 +70,32 @@ class SchemaError(KafeedError):
 
 class IngestError(KafeedError):
     """A source could not be read (a query failed, a file vanished mid-run)."""
+
+
+class TooManyDeadLetters(KafeedError):
+    """A run sent more of its records to the dead-letter topic than allowed (they stay committed)."""
+
+    @classmethod
+    def check(cls, *, stage: str, records_in: int, dead_lettered: int, max_ratio: float | None,
+              dlq_topic: str) -> None:
+        """Raise when the run's dead-letter share is too high.
+
+        ``max_ratio`` None: only a run that read records and dead-lettered every one fails.
+        Otherwise it fails when ``dead_lettered / records_in > max_ratio``.
+        """
+        if records_in <= 0:
+            return
+        hint = (f"The dead letters in {dlq_topic} carry the reason in their kafeed.error.kind and "
+                "kafeed.error.reason headers; what was committed stays committed.")
+        if max_ratio is None:
+            if dead_lettered >= records_in:
+                raise cls(f"{stage}: every one of the {records_in:,} records read went to {dlq_topic}.",
+                          hint=hint)
+            return
+        if dead_lettered / records_in > max_ratio:
+            raise cls(f"{stage}: {dead_lettered:,} of {records_in:,} records "
+                      f"({dead_lettered / records_in:.1%}) went to {dlq_topic}, above "
+                      f"--max-dlq-ratio {max_ratio:g}.", hint=hint)
 
 
 class ResumeMismatch(KafeedError):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, TopicPartition
 
 from kafeed.config import ConnectionSettings
+from kafeed.ingest import PROGRESS_TOPIC
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
@@ -55,3 +57,28 @@ def run_cli(*args: str, stdin: bytes | None = None,
     env = {**os.environ, "PYTHONPATH": str(SRC), "COLUMNS": "200"}
     return subprocess.run([sys.executable, "-m", "kafeed.cli.main", "ingest", *args], input=stdin,
                           capture_output=True, env=env, timeout=timeout, check=False)
+
+
+def wait_for_marker(kafka: ConnectionSettings, job: str, timeout: float,
+                    min_record: int = 1) -> dict[str, object] | None:
+    """The first committed progress marker of ``job`` at or past record ``min_record``, or None."""
+    consumer = Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": f"t-{uuid.uuid4().hex[:8]}",
+                         "enable.auto.commit": False, "isolation.level": "read_committed"})
+    try:
+        deadline = time.monotonic() + timeout
+        assigned = False
+        while time.monotonic() < deadline:
+            if not assigned:
+                if PROGRESS_TOPIC not in consumer.list_topics(timeout=5).topics:
+                    time.sleep(0.05)
+                    continue
+                consumer.assign([TopicPartition(PROGRESS_TOPIC, 0, 0)])
+                assigned = True
+            for msg in consumer.consume(num_messages=1000, timeout=0.05):
+                if msg.error() is None and msg.key() == job.encode():
+                    marker: dict[str, object] = json.loads(msg.value())
+                    if int(marker["record"]) >= min_record or int(marker["index"]) > 0:  # type: ignore[call-overload]
+                        return marker
+        return None
+    finally:
+        consumer.close()

@@ -7,19 +7,17 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from collections import Counter
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from confluent_kafka import Consumer, TopicPartition
 
 from kafeed.config import ConnectionSettings
-from kafeed.ingest import PROGRESS_TOPIC, IngestOptions, ingest
+from kafeed.ingest import IngestOptions, ingest
 from kafeed.topics import TopicAdmin, plan_topic
-from tests.integration.ingest_helpers import SRC, read_all
+from tests.integration.ingest_helpers import SRC, read_all, wait_for_marker
 from tests.kafka_fixtures import TopicFactory
 
 BAD_JSONL: list[tuple[bytes, str]] = [
@@ -101,27 +99,6 @@ def test_malformed_corpus_goes_to_dlq_and_counts_balance(kafka: ConnectionSettin
     assert bad_utf8.headers["kafeed.line"] == b"6"
 
 
-def _marker_seen(kafka: ConnectionSettings, job: str, timeout: float) -> dict[str, object] | None:
-    consumer = Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": f"t-{uuid.uuid4().hex[:8]}",
-                         "enable.auto.commit": False, "isolation.level": "read_committed"})
-    try:
-        deadline = time.monotonic() + timeout
-        assigned = False
-        while time.monotonic() < deadline:
-            if not assigned:
-                if PROGRESS_TOPIC not in consumer.list_topics(timeout=5).topics:
-                    time.sleep(0.05)
-                    continue
-                consumer.assign([TopicPartition(PROGRESS_TOPIC, 0, 0)])
-                assigned = True
-            for msg in consumer.consume(num_messages=1000, timeout=0.05):
-                if msg.error() is None and msg.key() == job.encode():
-                    return json.loads(msg.value())  # type: ignore[no-any-return]
-        return None
-    finally:
-        consumer.close()
-
-
 def test_sigkill_mid_run_then_rerun_is_exactly_once(kafka: ConnectionSettings, make_topic: TopicFactory,
                                                     tmp_path: Path) -> None:
     topic = make_topic(partitions=3)
@@ -134,7 +111,7 @@ def test_sigkill_mid_run_then_rerun_is_exactly_once(kafka: ConnectionSettings, m
     env = {**os.environ, "PYTHONPATH": str(SRC)}
     proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        marker = _marker_seen(kafka, job, timeout=60)
+        marker = wait_for_marker(kafka, job, timeout=60)
         os.kill(proc.pid, signal.SIGKILL)
     finally:
         proc.wait(timeout=30)

@@ -16,19 +16,22 @@ from kafeed.cli.common import (
     MetricsPortOpt,
     connection,
     console,
+    exit_stopped,
     print_json,
     start_metrics,
 )
 from kafeed.config import read_settings_file
-from kafeed.errors import invalid_settings
+from kafeed.errors import TooManyDeadLetters, invalid_settings
 from kafeed.ingest import IngestOptions, IngestProgress, IngestSummary, ingest
 from kafeed.ingest.options import DEFAULT_BATCH_BYTES, DEFAULT_LINGER_MS, StdinFormat, TextMode
 from kafeed.schema.avro import RawFormat
+from kafeed.signals import install
 from kafeed.topics.plan import Compression
 from kafeed.units import human_bytes
 
 _TUNABLES = ("compression", "linger_ms", "batch_bytes", "batch_messages", "read_batch",
-             "commit_records", "commit_interval_ms", "format", "text_field", "id_field")
+             "commit_records", "commit_interval_ms", "format", "text_field", "id_field", "max_dlq_ratio")
+_RESUME = "Re-run the same command: it resumes after the last committed batch."
 
 
 class _Bar:
@@ -90,7 +93,8 @@ def _print_summary(s: IngestSummary) -> None:
 
 def ingest_command(
     sources: Annotated[list[str] | None, typer.Argument(
-        help="Files (.jsonl .json .csv .parquet .txt), directories, globs, or - for stdin.",
+        help="Files (.jsonl .json .csv .parquet .txt; all but .parquet also as .gz .zst .bz2 .xz), "
+        "directories, globs, or - for stdin.",
         show_default=False)] = None,
     topic: Annotated[str, typer.Option("--topic", "-t", help="Destination topic (must exist).")] = "raw",
     sql: Annotated[str | None, typer.Option(help='A query, e.g. "SELECT id, text FROM docs ORDER BY id".',
@@ -126,19 +130,26 @@ def ingest_command(
         show_default=False)] = None,
     restart: Annotated[bool, typer.Option(
         help="Ignore the job's committed progress and ingest everything again.")] = False,
+    max_dlq_ratio: Annotated[float | None, typer.Option(
+        help="Fail (exit 1) when more than this share of the records read is dead-lettered "
+        "\\[default: fail only when all are].", show_default=False)] = None,
     no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress bar.")] = False,
     bootstrap: BootstrapOpt = None,
     config: ConfigOpt = None,
     json_out: JsonOpt = False,
     metrics_port: MetricsPortOpt = None,
 ) -> None:
-    """Ingest sources into a topic: idempotent, transactional, resumable; bad input → <topic>.dlq."""
+    """Ingest sources into a topic: idempotent, transactional, resumable; bad input → <topic>.dlq.
+
+    SIGINT/SIGTERM commit the batches read so far and exit 130/143; the same command resumes.
+    """
+    stop = install()  # first: a signal during start-up is remembered, not fatal
     settings = connection(bootstrap, config)
     values: dict[str, Any] = {k: v for k, v in read_settings_file(config).get("ingest", {}).items()
                               if k in _TUNABLES}
     given = {"text_field": text_field, "id_field": id_field, "format": fmt, "compression": compression,
              "linger_ms": linger_ms, "batch_bytes": batch_bytes, "commit_records": commit_records,
-             "commit_interval_ms": commit_interval_ms}
+             "commit_interval_ms": commit_interval_ms, "max_dlq_ratio": max_dlq_ratio}
     values.update({k: v for k, v in given.items() if v is not None})
     try:
         options = IngestOptions(label_field=label_field, meta_fields=tuple(meta_field or ()),
@@ -148,11 +159,17 @@ def ingest_command(
         raise invalid_settings(exc, what="ingest options") from None
     start_metrics(metrics_port)
     if no_progress or not console.is_terminal:
-        summary = ingest(sources or [], topic=topic, settings=settings, options=options)
+        summary = ingest(sources or [], topic=topic, settings=settings, options=options,
+                         stop_event=stop.event)
     else:
         with _Bar() as bar:
-            summary = ingest(sources or [], topic=topic, settings=settings, options=options, on_progress=bar)
+            summary = ingest(sources or [], topic=topic, settings=settings, options=options, on_progress=bar,
+                             stop_event=stop.event)
     if json_out:
         print_json(summary.as_dict())
     else:
         _print_summary(summary)
+    exit_stopped(stop, _RESUME)
+    TooManyDeadLetters.check(stage="ingest", records_in=summary.records_in,
+                             dead_lettered=summary.dead_lettered, max_ratio=options.max_dlq_ratio,
+                             dlq_topic=summary.dlq_topic)

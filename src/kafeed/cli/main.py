@@ -71,7 +71,8 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
     debug = "--debug" in args or os.environ.get("KAFEED_DEBUG", "") not in ("", "0")
     try:
-        app(args=args, standalone_mode=False, prog_name="kafeed")
+        # Outside standalone mode click returns (not raises) the code of a typer.Exit.
+        code = app(args=args, standalone_mode=False, prog_name="kafeed")
     except KafeedError as exc:
         if debug:
             console.print_exception()
@@ -93,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         report_error(f"Unexpected {type(exc).__name__}: {exc}",
                      "This is a bug in kafeed; run again with --debug for the traceback and report it.")
         return 1
-    return 0
+    return code if isinstance(code, int) else 0
 
 
 if __name__ == "__main__":

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-import signal
-import threading
 import time
-from types import FrameType
 from typing import Annotated, Any
 
 import typer
@@ -21,11 +18,16 @@ from kafeed.cli.common import (
     MetricsPortOpt,
     connection,
     console,
+    exit_stopped,
     out,
     print_json,
     start_metrics,
 )
+from kafeed.errors import TooManyDeadLetters
 from kafeed.prepare import PrepareStats, load_prepare_settings, run_prepare
+from kafeed.signals import install
+
+_RESUME = "Re-run the same command: the group resumes from its committed offsets."
 
 
 def _progress_line(stats: PrepareStats) -> Text:
@@ -78,6 +80,9 @@ def prepare(
     until_caught_up: Annotated[bool, typer.Option(
         "--until-caught-up", help="Stop when the assigned partitions have no lag and input is idle.",
     )] = False,
+    max_dlq_ratio: Annotated[float | None, typer.Option(
+        help="Fail (exit 1) when more than this share of the records read is dead-lettered "
+        "[default: fail only when all are].", show_default=False)] = None,
     bootstrap: BootstrapOpt = None,
     config: ConfigOpt = None,
     json_out: JsonOpt = False,
@@ -85,12 +90,14 @@ def prepare(
 ) -> None:
     """Normalize, filter, dedup and tokenize raw samples into documents, exactly once.
 
-    Runs until SIGTERM/Ctrl-C (which finish or abort the open transaction) or, with
-    --until-caught-up, until the input is drained.
+    Runs until SIGTERM/Ctrl-C (which finish or abort the open transaction, then exit
+    143/130) or, with --until-caught-up, until the input is drained.
     """
+    stop = install()  # first: a signal during start-up is remembered, not fatal
     overrides: dict[str, Any] = {
         "input": input, "output": output, "group": group, "dlq": dlq, "instance": instance,
         "tokenizer": {"name": tokenizer}, "kafka": {"batch_size": batch_size},
+        "max_dlq_ratio": max_dlq_ratio,
     }
     if no_dedup:
         overrides["dedup"] = {"enabled": False}
@@ -100,12 +107,6 @@ def prepare(
     conn = connection(bootstrap, config)
     start_metrics(metrics_port)
 
-    stop = threading.Event()
-
-    def _stop(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGTERM, signal.SIGINT)}
     last = [0.0]
     show = not json_out and console.is_terminal
     live = Live(Text("prepare: starting"), console=console, transient=True, refresh_per_second=4)
@@ -116,14 +117,14 @@ def prepare(
             last[0] = now
             live.update(_progress_line(stats))
 
-    try:
-        with live if show else contextlib.nullcontext():
-            stats = run_prepare(settings, conn, until_caught_up=until_caught_up, stop_event=stop,
-                                on_progress=_progress)
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+    with live if show else contextlib.nullcontext():
+        stats = run_prepare(settings, conn, until_caught_up=until_caught_up, stop_event=stop.event,
+                            on_progress=_progress)
     if json_out:
         print_json(stats.as_dict())
     else:
         out.print(_summary(stats))
+    exit_stopped(stop, _RESUME)
+    TooManyDeadLetters.check(stage="prepare", records_in=stats.records_in,
+                             dead_lettered=stats.dead_lettered, max_ratio=settings.max_dlq_ratio,
+                             dlq_topic=settings.dlq_topic)

@@ -51,6 +51,8 @@ class IngestOptions(BaseModel):
     dsn: str | None = None
     id_hash_chars: int = Field(default=32, ge=8, le=64)
     preflight_timeout_s: float = Field(default=10.0, gt=0)
+    # None: fail only a run that read records and dead-lettered all of them.
+    max_dlq_ratio: float | None = Field(default=None, ge=0, le=1)
 
 
 @dataclass(frozen=True)

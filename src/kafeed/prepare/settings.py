@@ -108,6 +108,8 @@ class PrepareSettings(_Frozen):
     instance: str | None = None  # default: <hostname>-<free local slot>
     create_topics: bool = True
     idle_s: float = Field(default=3.0, gt=0)
+    # None: fail only a run that read records and dead-lettered all of them.
+    max_dlq_ratio: float | None = Field(default=None, ge=0, le=1)
     normalize: NormalizeSettings = NormalizeSettings()
     filters: FilterSettings = FilterSettings()
     dedup: DedupSettings = DedupSettings()
