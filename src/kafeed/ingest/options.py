@@ -31,26 +31,28 @@ class IngestOptions(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    text_field: str = "text"
-    id_field: str = "id"
-    label_field: str | None = None
+    text_field: str = Field(default="text", min_length=1)
+    id_field: str = Field(default="id", min_length=1)
+    label_field: str | None = Field(default=None, min_length=1)
     meta_fields: tuple[str, ...] = ()
     text_mode: TextMode = "line"
     stdin_format: StdinFormat = "jsonl"
     format: RawFormat = "protobuf"
     compression: Compression = "zstd"
     linger_ms: int = Field(default=DEFAULT_LINGER_MS, ge=0, le=60_000)
-    batch_bytes: int = Field(default=DEFAULT_BATCH_BYTES, ge=1024)
+    batch_bytes: int = Field(default=DEFAULT_BATCH_BYTES, ge=1024, le=2**31 - 1)  # librdkafka's range
     batch_messages: int = Field(default=DEFAULT_BATCH_MESSAGES, ge=1, le=1_000_000)
-    read_batch: int = Field(default=10_000, ge=1, description="Records read and produced per step.")
+    read_batch: int = Field(default=10_000, ge=1, le=1_000_000,
+                            description="Records read and produced per step.")
     commit_records: int = Field(default=50_000, ge=1)
-    commit_interval_ms: int = Field(default=2_000, ge=10)
+    # Below the transaction timeout (60 s), or a slow source would see its transactions aborted.
+    commit_interval_ms: int = Field(default=2_000, ge=10, le=50_000)
     job_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9._-]{1,100}$")
     restart: bool = False
     sql: str | None = None
     dsn: str | None = None
     id_hash_chars: int = Field(default=32, ge=8, le=64)
-    preflight_timeout_s: float = Field(default=10.0, gt=0)
+    preflight_timeout_s: float = Field(default=10.0, gt=0, le=3600)
     # None: fail only a run that read records and dead-lettered all of them.
     max_dlq_ratio: float | None = Field(default=None, ge=0, le=1)
 

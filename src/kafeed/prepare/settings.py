@@ -17,6 +17,7 @@ from kafeed.errors import invalid_settings
 
 Compression = Literal["zstd", "lz4", "snappy", "gzip", "none"]
 OffsetReset = Literal["earliest", "latest"]
+_TOPIC = r"^[A-Za-z0-9._-]{1,249}$"  # Kafka's legal topic names
 
 
 class _Frozen(BaseModel):
@@ -41,8 +42,17 @@ class FilterSettings(_Frozen):
     max_words: int | None = Field(default=100_000, ge=1)
     min_mean_word_length: float | None = Field(default=3.0, ge=0)
     max_mean_word_length: float | None = Field(default=10.0, ge=0)
-    max_symbol_ratio: float | None = Field(default=0.1, ge=0)
+    max_symbol_ratio: float | None = Field(default=0.1, ge=0, le=1)
     max_duplicate_line_fraction: float | None = Field(default=0.3, ge=0, le=1)
+
+    @model_validator(mode="after")
+    def _check(self) -> FilterSettings:
+        for low, high in (("min_chars", "max_chars"), ("min_words", "max_words"),
+                          ("min_mean_word_length", "max_mean_word_length")):
+            lo, hi = getattr(self, low), getattr(self, high)
+            if lo is not None and hi is not None and lo > hi:
+                raise ValueError(f"{low} ({lo}) must not exceed {high} ({hi})")
+        return self
 
 
 class DedupSettings(_Frozen):
@@ -74,15 +84,16 @@ class TokenizerSettings(_Frozen):
 class KafkaTuning(_Frozen):
     """Client knobs chosen by measurement (docs/prepare.md, "Tuning")."""
 
-    batch_size: int = Field(default=2000, ge=1)
-    consume_timeout_s: float = Field(default=0.5, gt=0)
-    linger_ms: int = Field(default=20, ge=0)
+    batch_size: int = Field(default=2000, ge=1, le=1_000_000)
+    consume_timeout_s: float = Field(default=0.5, gt=0, le=60)
+    linger_ms: int = Field(default=20, ge=0, le=900_000)  # librdkafka's range
     compression: Compression = "lz4"
     fetch_max_bytes: int = Field(default=52_428_800, ge=1024)
     max_partition_fetch_bytes: int = Field(default=4_194_304, ge=1024)
-    transaction_timeout_ms: int = Field(default=60_000, ge=1000)
-    message_timeout_ms: int | None = None  # default: transaction timeout - 5 s
-    session_timeout_ms: int = Field(default=10_000, ge=1000)
+    # At most the broker's default transaction.max.timeout.ms (15 min).
+    transaction_timeout_ms: int = Field(default=60_000, ge=1000, le=900_000)
+    message_timeout_ms: int | None = Field(default=None, ge=1)  # default: transaction timeout - 5 s
+    session_timeout_ms: int = Field(default=10_000, ge=1000, le=3_600_000)
     auto_offset_reset: OffsetReset = "earliest"
     overlap_commit: bool = True  # commit batch N on a helper thread while batch N+1 runs its stages
 
@@ -101,10 +112,10 @@ class KafkaTuning(_Frozen):
 class PrepareSettings(_Frozen):
     """What `kafeed prepare` reads, writes and does in between."""
 
-    input: str = "raw"
-    output: str = "tokens"
-    group: str = "kafeed-prepare"
-    dlq: str | None = None  # default: <input>.dlq
+    input: str = Field(default="raw", pattern=_TOPIC)
+    output: str = Field(default="tokens", pattern=_TOPIC)
+    group: str = Field(default="kafeed-prepare", min_length=1)
+    dlq: str | None = Field(default=None, pattern=_TOPIC)  # default: <input>.dlq
     instance: str | None = None  # default: <hostname>-<free local slot>
     create_topics: bool = True
     idle_s: float = Field(default=3.0, gt=0)
