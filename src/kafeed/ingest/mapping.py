@@ -18,6 +18,7 @@ from kafeed.schema.avro import encode_avro
 from kafeed.schema.records_pb2 import TrainingSample
 
 Reject = tuple[str, str]
+FLOAT32_MAX = 3.4028234663852886e38
 
 # C0 controls other than tab, newlines, vertical tab and form feed: binary, not text.
 # Checked on the UTF-8 bytes with bytes.translate (5x faster than a regex search);
@@ -32,14 +33,18 @@ def content_id(text: str, chars: int = 32) -> str:
 
 
 def parse_labels(value: Any) -> list[float] | Reject:
-    """A number, a numeric string, or a list of those → floats; NaN/inf are refused."""
+    """A number, a numeric string, or a list of those → floats; NaN, inf and values past
+    the 32-bit float range of ``target_values`` are refused."""
     items = value if isinstance(value, list | tuple) else [value]
     out: list[float] = []
     for item in items:
         if isinstance(item, bool) or item is None:
             return "bad_label", f"label {item!r} is not a number"
         if isinstance(item, int | float):
-            number = float(item)
+            try:
+                number = float(item)
+            except OverflowError:  # an integer past the range of a double
+                return "bad_label", f"label {str(item)[:40]}... does not fit a 32-bit float"
         elif isinstance(item, str):
             try:
                 number = float(item)
@@ -48,7 +53,9 @@ def parse_labels(value: Any) -> list[float] | Reject:
         else:
             return "bad_label", f"label of type {type(item).__name__} is not a number"
         if not math.isfinite(number):
-            return "bad_label", f"label {item!r} is not finite"
+            return "bad_label", f"label {str(item)[:80]!r} is not finite"
+        if abs(number) > FLOAT32_MAX:  # target_values are 32-bit floats
+            return "bad_label", f"label {str(item)[:80]!r} does not fit a 32-bit float"
         out.append(number)
     return out
 
