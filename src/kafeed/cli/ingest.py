@@ -77,7 +77,8 @@ def _print_summary(s: IngestSummary) -> None:
                       "Use --restart to ingest the same sources again.", highlight=False)
         return
     table = Table(title=f"ingest → {s.topic} ({s.format})", show_header=False, title_justify="left")
-    table.add_row("job", s.job_id + (" (resumed)" if s.resumed else ""))
+    table.add_row("job", s.job_id + (" (resumed)" if s.resumed else "")
+                  + (" (stopped before the end: re-run to resume)" if s.stopped else ""))
     if s.resumed:
         table.add_row("already committed before this run", f"{s.skipped_committed:,}")
     table.add_row("records read", f"{s.records_in:,}")

@@ -3,7 +3,9 @@
 Each transaction holds whole read batches: their records, their dead letters,
 and one progress marker saying where the next batch starts. A run killed at
 any point leaves either a committed transaction (its marker is the resume
-point) or an open one, which the next run's ``init_transactions`` aborts.
+point) or an open one, which the next run's ``init_transactions`` aborts. A stop
+request (``stop_event``, or SIGINT/SIGTERM once :mod:`kafeed.signals` is installed)
+ends the run at a batch boundary with a commit, as does a source that breaks mid-read.
 """
 
 from __future__ import annotations
