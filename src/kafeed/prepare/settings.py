@@ -12,11 +12,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from kafeed.choices import Compression, OffsetReset
 from kafeed.config import read_settings_file
 from kafeed.errors import invalid_settings
-
-Compression = Literal["zstd", "lz4", "snappy", "gzip", "none"]
-OffsetReset = Literal["earliest", "latest"]
 
 
 class _Frozen(BaseModel):
