@@ -1,11 +1,16 @@
-"""kafeed: feed a training job from Apache Kafka."""
+"""kafeed: feed a training job from Apache Kafka.
+
+The public names below load on first use (PEP 562), so ``import kafeed`` and the
+command line stay fast and never import torch, the Kafka client or pyarrow until a
+name that needs them is touched. The exception tree is imported eagerly: it is tiny.
+"""
 
 from __future__ import annotations
 
+import importlib
 import logging
 from typing import TYPE_CHECKING, Any
 
-from kafeed.config import ConnectionSettings, load_connection
 from kafeed.errors import (
     BrokerError,
     BrokerUnavailable,
@@ -19,36 +24,52 @@ from kafeed.errors import (
     TopicError,
 )
 
-# `ingest` the function stays at kafeed.ingest.ingest: exporting it here would shadow the
-# kafeed.ingest subpackage attribute and break `kafeed.ingest.ingest(...)`.
-from kafeed.ingest import IngestOptions, IngestSummary
-from kafeed.loader.state import merge_states
-from kafeed.prepare import (
-    PrepareSettings,
-    PrepareStats,
-    load_prepare_settings,
-    run_prepare,
-)
-
 if TYPE_CHECKING:
+    from kafeed.config import ConnectionSettings, load_connection
+    from kafeed.ingest import IngestOptions, IngestSummary
     from kafeed.loader.dataset import KafkaSampleDataset, KafkaTokenDataset
+    from kafeed.loader.state import merge_states
     from kafeed.loader.stream_loader import StreamLoader
-from kafeed.monitor import ClusterMonitor, MetricsRecorder, librdkafka_stats_callback, serve_metrics
+    from kafeed.monitor import ClusterMonitor, MetricsRecorder, librdkafka_stats_callback, serve_metrics
+    from kafeed.prepare import PrepareSettings, PrepareStats, load_prepare_settings, run_prepare
 
 logging.getLogger("kafeed").addHandler(logging.NullHandler())
 
 __version__ = "0.1.0"
 
-# The torch classes load on first use so that `import kafeed` never imports torch.
-_LAZY = {"KafkaSampleDataset", "KafkaTokenDataset", "StreamLoader"}
+# `ingest` the function stays at kafeed.ingest.ingest: exporting it here would shadow the
+# kafeed.ingest subpackage attribute and break `kafeed.ingest.ingest(...)`.
+_LAZY = {
+    "ClusterMonitor": "kafeed.monitor",
+    "ConnectionSettings": "kafeed.config",
+    "IngestOptions": "kafeed.ingest",
+    "IngestSummary": "kafeed.ingest",
+    "KafkaSampleDataset": "kafeed.loader",
+    "KafkaTokenDataset": "kafeed.loader",
+    "MetricsRecorder": "kafeed.monitor",
+    "PrepareSettings": "kafeed.prepare",
+    "PrepareStats": "kafeed.prepare",
+    "StreamLoader": "kafeed.loader",
+    "librdkafka_stats_callback": "kafeed.monitor",
+    "load_connection": "kafeed.config",
+    "load_prepare_settings": "kafeed.prepare",
+    "merge_states": "kafeed.loader.state",
+    "run_prepare": "kafeed.prepare",
+    "serve_metrics": "kafeed.monitor",
+}
 
 
 def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import kafeed.loader
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'kafeed' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
 
-        return getattr(kafeed.loader, name)
-    raise AttributeError(f"module 'kafeed' has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
 
 
 __all__ = [

@@ -14,16 +14,12 @@ import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, SecretStr, ValidationError, model_validator
 
+from kafeed.choices import DEFAULT_BOOTSTRAP, SaslMechanism, SecurityProtocol
 from kafeed.errors import ConfigError, invalid_settings
-
-SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
-SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
-
-DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 
 _ENV_KEYS = {
     "bootstrap": "KAFEED_BOOTSTRAP",

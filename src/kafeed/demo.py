@@ -33,7 +33,7 @@ class DemoOptions(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     data_dir: Path | None = None
-    port: int | None = None
+    port: int | None = Field(default=None, ge=1024, le=65534)
     data: tuple[Path, ...] = ()
     runs_dir: Path = Path("runs/demo")
     steps: int = Field(default=300, ge=1)

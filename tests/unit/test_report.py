@@ -94,7 +94,7 @@ def test_report_names_missing_charts(tmp_path: Path, capsys: pytest.CaptureFixtu
 def test_report_of_a_dir_without_metrics_is_one_clear_error(tmp_path: Path) -> None:
     with pytest.raises(KafeedError, match=r"metrics\.jsonl"):
         render_report(tmp_path)
-    assert main(["report", str(tmp_path)]) == 1
+    assert main(["report", str(tmp_path)]) == 2  # a path without metrics is a usage error
 
 
 def test_report_reads_what_the_recorder_writes(tmp_path: Path) -> None:

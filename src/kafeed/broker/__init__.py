@@ -1,9 +1,10 @@
 """A local Apache Kafka cluster managed from Python."""
 
 from kafeed.broker.cluster import LocalCluster, default_data_dir
-from kafeed.broker.fetch import KAFKA_VERSION, KafkaLibs, kafeed_home, resolve_libs
+from kafeed.broker.fetch import KafkaLibs, kafeed_home, resolve_libs
 from kafeed.broker.ports import free_port_block
 from kafeed.broker.status import ClusterStatus, NodeStatus
+from kafeed.choices import KAFKA_VERSION
 
 __all__ = [
     "KAFKA_VERSION",

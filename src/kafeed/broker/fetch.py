@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from kafeed.choices import KAFKA_VERSION
 from kafeed.errors import BrokerError, ToolMissing
 
 log = logging.getLogger("kafeed")
 
-KAFKA_VERSION = "4.4.0"
 MIN_JAVA = 17
 _POM = "kafka-libs.pom.xml"
 

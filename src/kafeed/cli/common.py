@@ -6,15 +6,17 @@ import json
 import logging
 import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.text import Text
 
-from kafeed.config import ConnectionSettings, load_connection
 from kafeed.errors import ConfigError
 from kafeed.signals import StopRequest
+
+if TYPE_CHECKING:
+    from kafeed.config import ConnectionSettings
 
 console = Console(stderr=True)
 out = Console()
@@ -37,6 +39,8 @@ DataDirOpt = Annotated[
 
 
 def connection(bootstrap: str | None, config: Path | None) -> ConnectionSettings:
+    from kafeed.config import load_connection
+
     return load_connection(bootstrap=bootstrap, config_file=config)
 
 

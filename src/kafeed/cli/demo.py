@@ -6,9 +6,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from kafeed.cli.common import DataDirOpt, JsonOpt, console, out, print_json
-from kafeed.demo import DemoOptions, run_demo
 
 
 def demo(
@@ -24,9 +24,17 @@ def demo(
     json_out: JsonOpt = False,
 ) -> None:
     """Start (or reuse) a local broker; ingest, prepare and train on a corpus; summarize."""
-    summary = run_demo(
-        DemoOptions(data_dir=data_dir, port=port, data=tuple(data or ()), steps=steps, runs_dir=runs_dir),
-        say=lambda line: console.print(line, highlight=False))
+    from pydantic import ValidationError
+
+    from kafeed.demo import DemoOptions, run_demo
+    from kafeed.errors import invalid_settings
+
+    try:
+        options = DemoOptions(data_dir=data_dir, port=port, data=tuple(data or ()), steps=steps,
+                              runs_dir=runs_dir)
+    except ValidationError as exc:
+        raise invalid_settings(exc, what="demo options") from None
+    summary = run_demo(options, say=lambda line: console.print(line, highlight=False, markup=False))
     if json_out:
         print_json(summary)
         return
@@ -44,14 +52,15 @@ def demo(
         f"  tokens             {s['tokens_out']:,} prepared, {s['tokens_trained']:,} trained on",
         f"  training           {s['steps']} steps, loss {s['first_loss']} -> {s['final_loss']}, "
         f"{s['tokens_per_s']:,.0f} tokens/s, data-wait {s['data_wait_share']:.1%}",
-        f"  checkpoint         {s['checkpoint']}",
+        f"  checkpoint         {escape(str(s['checkpoint']))}",
         f"  lineage            {s['lineage_documents']:,} documents trained on:",
         *(f"    {k}: {v}" for k, v in s["lineage_partitions"].items()),
         f"  took               {s['seconds']}s",
         "",
-        f"Charts of this run:  kafeed report {s['run_dir']}",
-        f"Lineage in full:     kafeed lineage {s['checkpoint']}",
-        "Stop the cluster:    kafeed broker stop" + (f" --data-dir {data_dir}" if data_dir else ""),
+        f"Charts of this run:  kafeed report {escape(str(s['run_dir']))}",
+        f"Lineage in full:     kafeed lineage {escape(str(s['checkpoint']))}",
+        "Stop the cluster:    kafeed broker stop"
+        + (f" --data-dir {escape(str(data_dir))}" if data_dir else ""),
     ]
     for line in lines:
         out.print(line, highlight=False, soft_wrap=True)

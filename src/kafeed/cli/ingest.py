@@ -9,6 +9,14 @@ import typer
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
+from kafeed.choices import (
+    DEFAULT_BATCH_BYTES,
+    DEFAULT_LINGER_MS,
+    Compression,
+    RawFormat,
+    StdinFormat,
+    TextMode,
+)
 from kafeed.cli.common import (
     BootstrapOpt,
     ConfigOpt,
@@ -23,10 +31,7 @@ from kafeed.cli.common import (
 from kafeed.config import read_settings_file
 from kafeed.errors import TooManyDeadLetters, invalid_settings
 from kafeed.ingest import IngestOptions, IngestProgress, IngestSummary, ingest
-from kafeed.ingest.options import DEFAULT_BATCH_BYTES, DEFAULT_LINGER_MS, StdinFormat, TextMode
-from kafeed.schema.avro import RawFormat
 from kafeed.signals import install
-from kafeed.topics.plan import Compression
 from kafeed.units import human_bytes
 
 _TUNABLES = ("compression", "linger_ms", "batch_bytes", "batch_messages", "read_batch",

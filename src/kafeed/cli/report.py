@@ -25,6 +25,6 @@ def report(
         print_json({"html": str(result.html), "charts": [str(p) for p in result.charts],
                     "missing": result.missing})
         return
-    out.print(f"Wrote {result.html} with {len(result.charts)} chart(s)", highlight=False)
+    out.print(f"Wrote {result.html} with {len(result.charts)} chart(s)", highlight=False, markup=False)
     if result.missing:
-        out.print(f"[dim]No data for: {', '.join(result.missing)}[/dim]")
+        out.print(f"No data for: {', '.join(result.missing)}", style="dim", highlight=False, markup=False)

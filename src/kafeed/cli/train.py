@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from kafeed.choices import ModelKind
 from kafeed.cli.common import (
     BootstrapOpt,
     ConfigOpt,
@@ -20,7 +21,7 @@ from kafeed.cli.common import (
     print_json,
     start_metrics,
 )
-from kafeed.train.options import ModelKind, TrainOptions
+from kafeed.train.options import TrainOptions
 
 
 def train(

@@ -1,7 +1,8 @@
 """Ingest: files, SQL and stdin → ``TrainingSample`` records in a Kafka topic, exactly once."""
 
+from kafeed.choices import StdinFormat, TextMode
 from kafeed.ingest.mapping import content_id
-from kafeed.ingest.options import IngestOptions, IngestProgress, IngestSummary, StdinFormat, TextMode
+from kafeed.ingest.options import IngestOptions, IngestProgress, IngestSummary
 from kafeed.ingest.progress import PROGRESS_TOPIC, JobProgress, job_id_for, read_latest
 from kafeed.ingest.run import ingest
 from kafeed.ingest.sources import Source, discover

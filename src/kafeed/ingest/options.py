@@ -3,21 +3,22 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from kafeed.schema.avro import RawFormat
-from kafeed.topics.plan import Compression
-
-TextMode = Literal["file", "line", "paragraph"]
-StdinFormat = Literal["jsonl", "text"]
+from kafeed.choices import (
+    DEFAULT_BATCH_BYTES,
+    DEFAULT_BATCH_MESSAGES,
+    DEFAULT_LINGER_MS,
+    Compression,
+    RawFormat,
+    StdinFormat,
+    TextMode,
+)
 
 # Measured with `benchmarks/bench_ingest.py --sweep` (see docs/ingest.md): 100 ms and
 # 1 MB batches cost the least client CPU per record; past ~20 ms the rate is flat.
-DEFAULT_LINGER_MS = 100
-DEFAULT_BATCH_BYTES = 1_000_000
-DEFAULT_BATCH_MESSAGES = 100_000
 
 
 class IngestOptions(BaseModel):

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kafeed.errors import KafeedError
+from kafeed.errors import ConfigError, KafeedError
 from kafeed.monitor.recorder import METRICS_FILE
 
 log = logging.getLogger("kafeed")
@@ -39,7 +39,7 @@ class ReportResult:
 def load_lines(path: Path) -> list[dict[str, Any]]:
     """The snapshots in ``path``, oldest first; malformed lines (a cut-off last write) skipped."""
     if not path.exists():
-        raise KafeedError(f"{path} does not exist.",
+        raise ConfigError(f"{path} does not exist.",
                           hint="Pass a run directory written with a MetricsRecorder (metrics.jsonl).")
     lines: list[dict[str, Any]] = []
     bad = 0

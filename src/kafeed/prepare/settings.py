@@ -12,11 +12,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from kafeed.choices import Compression, OffsetReset
 from kafeed.config import read_settings_file
 from kafeed.errors import invalid_settings
 
-Compression = Literal["zstd", "lz4", "snappy", "gzip", "none"]
-OffsetReset = Literal["earliest", "latest"]
 _TOPIC = r"^[A-Za-z0-9._-]{1,249}$"  # Kafka's legal topic names
 
 

@@ -1,9 +1,9 @@
 """Record schema (Protobuf) and codecs."""
 
+from kafeed.choices import RawFormat
 from kafeed.schema.avro import (
     FORMAT_HEADER,
     TRAINING_SAMPLE_AVRO,
-    RawFormat,
     decode_avro,
     decode_raw,
     encode_avro,

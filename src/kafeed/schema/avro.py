@@ -19,15 +19,14 @@ from __future__ import annotations
 
 import io
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any
 
 import fastavro
 
+from kafeed.choices import RawFormat
 from kafeed.errors import SchemaError
 from kafeed.schema.codec import decode_sample
 from kafeed.schema.records_pb2 import TrainingSample
-
-RawFormat = Literal["protobuf", "avro"]
 
 FORMAT_HEADER = "kafeed.format"
 

@@ -15,15 +15,11 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from kafeed.choices import DEFAULT_PER_PARTITION_MBPS, Compression
 from kafeed.errors import ConfigError, invalid_settings
-
-Compression = Literal["zstd", "lz4", "snappy", "gzip", "none"]
-
-DEFAULT_PER_PARTITION_MBPS = 10.0
 
 _TIME_UNITS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
 _SIZE_UNITS = {"b": 1, "kb": 1000, "mb": 1000**2, "gb": 1000**3, "tb": 1000**4,

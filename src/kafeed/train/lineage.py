@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from kafeed.errors import ConfigError
 from kafeed.train.checkpoint import CheckpointError, read_manifest, resolve_manifest
 
 
@@ -12,8 +13,8 @@ def checkpoint_lineage(path: Path) -> dict[str, Any]:
     """The lineage recorded with a checkpoint (file, its manifest, or a checkpoint directory)."""
     manifest_path = resolve_manifest(path)
     if not manifest_path.exists():
-        raise CheckpointError(f"{manifest_path} does not exist.",
-                              hint="Pass a checkpoint directory, a step-*.pt or its step-*.json.")
+        raise ConfigError(f"{manifest_path} does not exist.",
+                          hint="Pass a checkpoint directory, a step-*.pt or its step-*.json.")
     manifest = read_manifest(manifest_path)
     lineage = manifest.get("lineage")
     if lineage is None:

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-ModelKind = Literal["gpt", "classifier"]
+from kafeed.choices import ModelKind
 
 
 class TrainOptions(BaseModel):
