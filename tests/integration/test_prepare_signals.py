@@ -9,11 +9,13 @@ import json
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from kafeed.config import ConnectionSettings
+from kafeed.signals import stop_request
 from tests.prepare_support import (
     document_ids,
     high_watermarks,
@@ -24,6 +26,14 @@ from tests.prepare_support import (
     read_topic,
     sample_record,
 )
+
+
+@pytest.fixture(autouse=True)
+def _restore_signals() -> Iterator[None]:
+    """main() installs the process's stop handler; give the signals back after each test."""
+    yield
+    stop_request().uninstall()
+    stop_request().reset()
 
 
 def test_sigterm_exits_143_and_a_rerun_finishes_exactly_once(kafka: ConnectionSettings, make_topic,  # type: ignore[no-untyped-def]

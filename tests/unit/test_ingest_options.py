@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from kafeed.cli.main import main
+from kafeed.signals import stop_request
+
+
+@pytest.fixture(autouse=True)
+def _restore_signals() -> Iterator[None]:
+    """main() installs the process's stop handler; give the signals back after each test."""
+    yield
+    stop_request().uninstall()
+    stop_request().reset()
 
 
 @pytest.mark.parametrize(("flag", "value", "field"), [
