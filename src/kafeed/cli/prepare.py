@@ -82,7 +82,7 @@ def prepare(
     )] = False,
     max_dlq_ratio: Annotated[float | None, typer.Option(
         help="Fail (exit 1) when more than this share of the records read is dead-lettered "
-        "[default: fail only when all are].", show_default=False)] = None,
+        "\\[default: fail only when all are].", show_default=False)] = None,
     bootstrap: BootstrapOpt = None,
     config: ConfigOpt = None,
     json_out: JsonOpt = False,

@@ -90,7 +90,7 @@ class _ZstdReader:
 
     def read(self, n: int) -> bytes:
         while len(self._buf) < n and not self._done:
-            chunk = self._raw.read(1 << 17)
+            chunk = self._raw.read(1 << 16)
             if not chunk:
                 self._done = True
                 if self._in_frame:
