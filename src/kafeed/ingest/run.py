@@ -54,8 +54,12 @@ class _Tally:
         self.kinds.update(other.kinds)
 
 
-class _Interrupted(Exception):
-    """A stop signal arrived while the reader was blocked waiting for input."""
+class _Interrupted(BaseException):
+    """A stop signal arrived while the reader was blocked waiting for input.
+
+    A BaseException, like KeyboardInterrupt, so a reader's ``except Exception``
+    (a database driver's errors) does not turn it into a read failure.
+    """
 
 
 class _ReadGate:
