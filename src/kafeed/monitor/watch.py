@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from kafeed.config import ConnectionSettings
+from kafeed.connect import PROBE_TIMEOUT_S, check_reachable
 from kafeed.monitor.disk import DiskUsage, local_disk_usage, remote_disk_usage
 from kafeed.monitor.groups import GroupOffsetReader
 from kafeed.monitor.health import ClusterHealth, read_cluster_health
@@ -188,6 +189,8 @@ class ClusterMonitor:
     def poll(self) -> Snapshot:
         """Read the cluster once and evaluate everything against the previous polls."""
         timeout = self.options.timeout_s
+        # An unreachable cluster is reported in milliseconds, not after a metadata timeout.
+        check_reachable(self.settings, timeout=min(timeout, PROBE_TIMEOUT_S))
         health = read_cluster_health(self._admin, timeout=timeout)
         partitions = sorted(tp for tp in health.high_watermarks if tp[0] not in KAFKA_INTERNAL_TOPICS)
         groups = self._groups.read(partitions, groups=self.options.groups)

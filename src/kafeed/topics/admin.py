@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from kafeed.config import ConnectionSettings
+from kafeed.connect import check_reachable
 from kafeed.errors import BrokerUnavailable, KafeedError, TopicError, translate_kafka_error
 from kafeed.topics.plan import TopicPlan
 
@@ -55,6 +56,8 @@ class TopicAdmin:
     """Topic operations on the cluster that ``settings`` points at."""
 
     def __init__(self, settings: ConnectionSettings, *, timeout: float = 15.0) -> None:
+        # Fail in milliseconds, naming the cause, rather than after a metadata timeout.
+        check_reachable(settings)
         self.settings = settings
         self.timeout = timeout
         self._admin = admin_client(settings)
