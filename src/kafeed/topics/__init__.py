@@ -1,24 +1,34 @@
 """Topic planning and administration."""
 
 from kafeed.topics.admin import PartitionInfo, TopicAdmin, TopicInfo, admin_client
+from kafeed.topics.internal import KAFKA_OWN_TOPICS, deletion_cost, is_internal
 from kafeed.topics.plan import (
     DEFAULT_PER_PARTITION_MBPS,
+    MAX_PARTITIONS,
     Compression,
     TopicPlan,
+    TopicRequest,
     parse_retention,
     partitions_for,
     plan_topic,
+    topic_request,
 )
 
 __all__ = [
     "DEFAULT_PER_PARTITION_MBPS",
+    "KAFKA_OWN_TOPICS",
+    "MAX_PARTITIONS",
     "Compression",
     "PartitionInfo",
     "TopicAdmin",
     "TopicInfo",
     "TopicPlan",
+    "TopicRequest",
     "admin_client",
+    "deletion_cost",
+    "is_internal",
     "parse_retention",
     "partitions_for",
     "plan_topic",
+    "topic_request",
 ]
