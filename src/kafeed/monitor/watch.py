@@ -36,16 +36,16 @@ class MonitorOptions(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    interval_s: float = Field(default=5.0, gt=0)
+    interval_s: float = Field(default=5.0, gt=0, allow_inf_nan=False)
     window: int = Field(default=DEFAULT_WINDOW, ge=2)
     allowed_lag: int = Field(default=0, ge=0)
     groups: list[str] | None = None  # None: every group
     data_dir: Path | None = None  # a local cluster's data dir, measured directly
     #: LogDirsCommand starts a JVM: ask remote clusters for disk usage this often only
-    disk_interval_s: float = Field(default=60.0, gt=0)
+    disk_interval_s: float = Field(default=60.0, gt=0, allow_inf_nan=False)
     #: metrics endpoints of pipeline stages, read for the producer error rate
     scrape: list[str] = Field(default_factory=list)
-    timeout_s: float = Field(default=10.0, gt=0)
+    timeout_s: float = Field(default=10.0, gt=0, allow_inf_nan=False)
 
 
 @dataclass(frozen=True)
