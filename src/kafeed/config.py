@@ -66,7 +66,7 @@ def parse_bootstrap(text: str) -> list[tuple[str, int]]:
         else:
             host, _, port = address.rpartition(":")
         which = f"{server!r} " if len(servers) > 1 else ""
-        if not host or ":" in host and not address.startswith("["):
+        if not host or (":" in host and not address.startswith("[")):
             raise ValueError(f"{which}should be host:port (the port is required; IPv6 as [addr]:port)")
         if not port.isascii() or not port.isdigit():
             raise ValueError(f"{which}should end in :port, a number")

@@ -135,7 +135,7 @@ class LocalCluster:
         except ValidationError as exc:
             raise invalid_settings(exc, what="local cluster options") from None
         self.data_dir = (data_dir or default_data_dir()).resolve()
-        self._nodes_arg = options.nodes
+        self._nodes_arg: int | None = options.nodes
         self._port_arg = options.port
         self.heap_mb = options.heap_mb
         self.kafka_home = kafka_home
