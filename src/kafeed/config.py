@@ -5,6 +5,11 @@ variables (``KAFEED_BOOTSTRAP``, ``KAFEED_SECURITY_PROTOCOL``,
 ``KAFEED_SASL_MECHANISM``, ``KAFEED_SASL_USERNAME``, ``KAFEED_SASL_PASSWORD``,
 ``KAFEED_SSL_CA_LOCATION``, ``KAFEED_CLIENT_ID``), the ``[connection]`` table of
 a TOML settings file (``--config`` or ``KAFEED_CONFIG``), then defaults.
+
+A value that is given counts even when it is empty: ``--bootstrap ''`` or an
+empty ``KAFEED_BOOTSTRAP`` is an error, never a silent fall back to the default.
+Bootstrap servers are ``host:port`` with an explicit port (1-65535); IPv6
+addresses are written ``[addr]:port``.
 """
 
 from __future__ import annotations
@@ -16,7 +21,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, SecretStr, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from kafeed.choices import DEFAULT_BOOTSTRAP, SaslMechanism, SecurityProtocol
 from kafeed.errors import ConfigError, invalid_settings
@@ -32,6 +44,34 @@ _ENV_KEYS = {
 }
 
 
+def parse_bootstrap(text: str) -> list[tuple[str, int]]:
+    """``host:port,...`` as ``(host, port)`` pairs; ``ValueError`` names the first bad entry.
+
+    A missing port is an error rather than librdkafka's silent 9092: a bootstrap
+    without one is more often a typo than a wish for the default.
+    """
+    servers = [s.strip() for s in text.split(",") if s.strip()]
+    if not servers:
+        raise ValueError("should name at least one host:port")
+    pairs = []
+    for server in servers:
+        address = server.split("://", 1)[1] if "://" in server else server
+        if address.startswith("["):  # [IPv6]:port
+            host, _, port = address[1:].partition("]")
+            port = port.removeprefix(":") if port.startswith(":") else ""
+        else:
+            host, _, port = address.rpartition(":")
+        which = f"{server!r} " if len(servers) > 1 else ""
+        if not host or (":" in host and not address.startswith("[")):
+            raise ValueError(f"{which}should be host:port (the port is required; IPv6 as [addr]:port)")
+        if not port.isascii() or not port.isdigit():
+            raise ValueError(f"{which}should end in :port, a number")
+        if not 1 <= int(port) <= 65535:
+            raise ValueError(f"{which}should have a port between 1 and 65535")
+        pairs.append((host, int(port)))
+    return pairs
+
+
 class ConnectionSettings(BaseModel):
     """How to reach a Kafka cluster. ``sasl_password`` is a ``SecretStr``: never printed."""
 
@@ -45,15 +85,22 @@ class ConnectionSettings(BaseModel):
     ssl_ca_location: Path | None = None
     client_id: str = "kafeed"
 
+    @field_validator("*", mode="before")
+    @classmethod
+    def _not_blank(cls, value: Any) -> Any:
+        # An empty flag or variable is a mistake to report, not a value to pass to librdkafka.
+        if isinstance(value, str) and not value.strip():
+            raise ValueError("should not be empty")
+        return value
+
+    @field_validator("bootstrap")
+    @classmethod
+    def _check_bootstrap(cls, value: str) -> str:
+        parse_bootstrap(value)
+        return ",".join(s.strip() for s in value.split(",") if s.strip())
+
     @model_validator(mode="after")
     def _check(self) -> ConnectionSettings:
-        servers = [s.strip() for s in self.bootstrap.split(",") if s.strip()]
-        if not servers:
-            raise ValueError("bootstrap must name at least one host:port")
-        for server in servers:
-            host, _, port = server.rpartition(":")
-            if not host or not port.isdigit():
-                raise ValueError(f"bootstrap server {server!r} is not host:port")
         if self.security_protocol.startswith("SASL"):
             missing = [
                 name
@@ -114,16 +161,22 @@ def load_connection(
     """Build :class:`ConnectionSettings` from flags, environment and settings file."""
     env = os.environ if env is None else env
     values: dict[str, Any] = dict(read_settings_file(config_file, env).get("connection", {}))
+    origin = {field: "the [connection] table" for field in values}
     for field, key in _ENV_KEYS.items():
-        if env.get(key):
-            values[field] = env[key]
-    if bootstrap:
-        values["bootstrap"] = bootstrap
-    values.update({k: v for k, v in overrides.items() if v is not None})
+        if key in env:  # set but empty counts: validation refuses it
+            values[field], origin[field] = env[key], key
+    if bootstrap is not None:
+        values["bootstrap"], origin["bootstrap"] = bootstrap, "--bootstrap"
+    for field, value in overrides.items():
+        if value is not None:
+            values[field], origin[field] = value, f"--{field.replace('_', '-')}"
     try:
         return ConnectionSettings(**values)
     except ValidationError as exc:
+        bad = sorted({str(e["loc"][0]) for e in exc.errors() if e.get("loc")} & origin.keys())
+        where = ", ".join(dict.fromkeys(origin[field] for field in bad))
         raise invalid_settings(
             exc, what="connection settings",
-            hint="Fix --bootstrap, the KAFEED_* variables or the [connection] table.",
+            hint=f"Fix {where}." if where
+            else "Fix --bootstrap, the KAFEED_* variables or the [connection] table.",
         ) from None

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from kafeed.broker import LocalCluster, free_port_block
 from kafeed.cli.main import main
@@ -23,6 +23,23 @@ from tests.webhook import webhook_server
 def webhook() -> Iterator[tuple[str, list[dict[str, Any]]]]:
     with webhook_server("/alerts") as server:
         yield server
+
+
+def _commit_when_coordinated(consumer: Consumer, offsets: list[TopicPartition]) -> None:
+    """Commit once the group has a coordinator: on a fresh cluster __consumer_offsets is still
+    being created and the first commits answer NOT_COORDINATOR or a load in progress."""
+    waiting = {KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+               KafkaError.COORDINATOR_NOT_AVAILABLE}
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            consumer.commit(offsets=offsets, asynchronous=False)
+            return
+        except KafkaException as exc:
+            err = exc.args[0]
+            if not (err.retriable() or err.code() in waiting) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
 
 
 def test_broker_down_and_under_replicated(tmp_path: Path, capsys: pytest.CaptureFixture[str],
@@ -49,7 +66,7 @@ def test_broker_down_and_under_replicated(tmp_path: Path, capsys: pytest.Capture
 
         # A monitor that lives through the loss: its group's coordinator may move.
         consumer = Consumer({**settings.client_config(), "group.id": "survivor", "enable.auto.commit": False})
-        consumer.commit(offsets=[TopicPartition("watched", p, 0) for p in range(3)], asynchronous=False)
+        _commit_when_coordinated(consumer, [TopicPartition("watched", p, 0) for p in range(3)])
         consumer.close()
         live = ClusterMonitor(settings, options=MonitorOptions(groups=["survivor"], timeout_s=5))
         assert [g.lag.group for g in live.poll().groups] == ["survivor"]

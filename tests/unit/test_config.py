@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from kafeed.config import load_connection
+from kafeed.config import load_connection, parse_bootstrap
 from kafeed.errors import ConfigError
 
 
@@ -59,3 +59,34 @@ def test_unknown_key_refused(tmp_path: Path) -> None:
     cfg.write_text('[connection]\nbootstrapp = "x:1"\n')
     with pytest.raises(ConfigError, match="bootstrapp"):
         load_connection(config_file=cfg, env={})
+
+
+@pytest.mark.parametrize(("bad", "says"), [
+    ("127.0.0.1:99999", "between 1 and 65535"),
+    ("127.0.0.1:0", "between 1 and 65535"),
+    ("127.0.0.1:abc", "a number"),
+    ("host", "the port is required"),
+    ("::1:9092", "[addr]:port"),
+    ("a:1,b:x", "'b:x'"),
+])
+def test_bootstrap_syntax_is_a_one_line_config_error(bad: str, says: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_connection(bootstrap=bad, env={})
+    assert says in info.value.message and "\n" not in info.value.message
+    assert info.value.message.startswith(f"Invalid connection settings: bootstrap: got {bad!r}")
+
+
+def test_bootstrap_forms_accepted_and_normalized() -> None:
+    assert parse_bootstrap("[::1]:9092, h:1") == [("::1", 9092), ("h", 1)]
+    assert parse_bootstrap("PLAINTEXT://h:7") == [("h", 7)]
+    assert load_connection(bootstrap=" a:1 , b:2 ,", env={}).bootstrap == "a:1,b:2"
+
+
+@pytest.mark.parametrize("empty", ["", "  "])
+def test_empty_flag_or_variable_is_an_error_not_the_default(empty: str) -> None:
+    with pytest.raises(ConfigError, match="should not be empty") as flag:
+        load_connection(bootstrap=empty, env={})
+    assert flag.value.hint == "Fix --bootstrap."
+    with pytest.raises(ConfigError, match="should not be empty") as var:
+        load_connection(env={"KAFEED_BOOTSTRAP": empty})
+    assert var.value.hint == "Fix KAFEED_BOOTSTRAP."

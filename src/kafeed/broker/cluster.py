@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import math
 import os
 import shutil
 import signal
@@ -18,13 +19,15 @@ import subprocess
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from kafeed.broker.fetch import KafkaLibs, kafeed_home, resolve_libs
 from kafeed.broker.ports import port_free
 from kafeed.broker.render import LOG4J2, NodeSpec, node_specs, server_properties
 from kafeed.broker.status import ClusterStatus, NodeStatus, cluster_view, dir_size, quiet_logger
-from kafeed.errors import BrokerError, ConfigError
+from kafeed.errors import BrokerError, ConfigError, invalid_settings
 
 log = logging.getLogger("kafeed")
 
@@ -86,6 +89,31 @@ def _tail(path: Path, lines: int = 20) -> str:
         return "(no log written)"
 
 
+class ClusterOptions(BaseModel):
+    """What a new local cluster is created with; checked before anything starts.
+
+    Node ``i`` listens on ``port + 2(i-1)`` and its controller on the port after, so
+    the whole block up to ``port + 2*nodes - 1`` must fit below 65536. Ports below
+    1024 need root, which a local test cluster should not.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    nodes: Literal[1, 3] | None = None
+    port: int | None = Field(default=None, ge=1024)
+    heap_mb: int = Field(default=512, ge=128)
+
+    @field_validator("port")
+    @classmethod
+    def _block_fits(cls, port: int | None, info: ValidationInfo) -> int | None:
+        nodes = info.data.get("nodes") or 1
+        top = 65535 - (2 * nodes - 1)
+        if port is not None and port > top:
+            raise ValueError(f"should be at most {top}: {nodes} node(s) use ports "
+                             f"port..port+{2 * nodes - 1}")
+        return port
+
+
 class LocalCluster:
     """A local Kafka cluster kept in ``data_dir``.
 
@@ -102,13 +130,15 @@ class LocalCluster:
         heap_mb: int = 512,
         kafka_home: Path | None = None,
     ) -> None:
+        try:
+            options = ClusterOptions.model_validate({"nodes": nodes, "port": port, "heap_mb": heap_mb})
+        except ValidationError as exc:
+            raise invalid_settings(exc, what="local cluster options") from None
         self.data_dir = (data_dir or default_data_dir()).resolve()
-        self._nodes_arg = nodes
-        self._port_arg = port
-        self.heap_mb = heap_mb
+        self._nodes_arg: int | None = options.nodes
+        self._port_arg = options.port
+        self.heap_mb = options.heap_mb
         self.kafka_home = kafka_home
-        if nodes is not None and nodes not in (1, 3):
-            raise ConfigError(f"--nodes must be 1 or 3, not {nodes}.")
 
     # -- recorded state ------------------------------------------------------
 
@@ -286,6 +316,9 @@ class LocalCluster:
 
     def stop(self, *, timeout: float = 30.0, purge: bool = False) -> list[int]:
         """Stop every node (SIGTERM, then SIGKILL after ``timeout``); return stopped ids."""
+        if not (math.isfinite(timeout) and timeout >= 0):
+            raise ConfigError(f"Invalid stop options: timeout: got {timeout!r}, should be a finite "
+                              "number of seconds, 0 or more.")
         state = self._read_state()
         stopped: list[int] = []
         if state is not None:

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from kafeed.broker import KAFKA_VERSION, LocalCluster, resolve_libs
 from kafeed.cli.common import DataDirOpt, JsonOpt, console, out, print_json
@@ -30,7 +31,7 @@ def fetch(kafka_home: KafkaHomeOpt = None, json_out: JsonOpt = False) -> None:
     if json_out:
         print_json({"kafka_version": KAFKA_VERSION, "libs_dir": str(libs.libs_dir), "jars": jars})
     else:
-        out.print(f"Kafka {KAFKA_VERSION}: {jars} jars in {libs.libs_dir}")
+        out.print(Text(f"Kafka {KAFKA_VERSION}: {jars} jars in {libs.libs_dir}"))
 
 
 @app.command()
@@ -54,10 +55,8 @@ def start(
         print_json({"started": started, "already_running": not started,
                     "bootstrap": cluster.bootstrap, "data_dir": str(cluster.data_dir)})
         return
-    if started:
-        out.print(f"Kafka is up. Bootstrap servers: [bold]{cluster.bootstrap}[/bold]")
-    else:
-        out.print(f"Kafka is already running. Bootstrap servers: [bold]{cluster.bootstrap}[/bold]")
+    said = "Kafka is up." if started else "Kafka is already running."
+    out.print(Text.assemble(f"{said} Bootstrap servers: ", (cluster.bootstrap, "bold")))
 
 
 @app.command()
@@ -73,9 +72,9 @@ def stop(
     if json_out:
         print_json({"stopped_nodes": stopped, "purged": purge})
     elif stopped:
-        out.print(f"Stopped node(s) {', '.join(map(str, stopped))} of {cluster.data_dir}.")
+        out.print(Text(f"Stopped node(s) {', '.join(map(str, stopped))} of {cluster.data_dir}."))
     else:
-        out.print(f"No node of {cluster.data_dir} was running.")
+        out.print(Text(f"No node of {cluster.data_dir} was running."))
 
 
 @app.command()
@@ -85,16 +84,16 @@ def status(data_dir: DataDirOpt = None, json_out: JsonOpt = False) -> None:
     if json_out:
         print_json(st.as_dict())
         return
-    table = Table(title=f"{st.data_dir}: {st.nodes_up} of {len(st.nodes)} node(s) up")
+    table = Table(title=Text(f"{st.data_dir}: {st.nodes_up} of {len(st.nodes)} node(s) up"))
     for col in ("node", "port", "pid", "state", "log dir", "disk used"):
         table.add_column(col)
     for n in st.nodes:
         table.add_row(str(n.node_id), str(n.port), str(n.pid or "-"),
-                      "[green]up[/green]" if n.alive else "[red]down[/red]",
-                      n.log_dir, human_bytes(n.disk_used_bytes))
+                      Text("up", style="green") if n.alive else Text("down", style="red"),
+                      Text(n.log_dir), human_bytes(n.disk_used_bytes))
     out.print(table)
-    out.print(f"bootstrap: {st.bootstrap}   controller: {st.controller_id}   "
-              f"free disk: {human_bytes(st.disk_free_bytes)}")
-    out.print(f"topics ({len(st.topics)}): {', '.join(st.topics) or '-'}")
+    out.print(Text(f"bootstrap: {st.bootstrap}   controller: {st.controller_id}   "
+                   f"free disk: {human_bytes(st.disk_free_bytes)}"))
+    out.print(Text(f"topics ({len(st.topics)}): {', '.join(st.topics) or '-'}"))
     if st.nodes_up < len(st.nodes):
         raise typer.Exit(1 if st.nodes_up == 0 else 0)

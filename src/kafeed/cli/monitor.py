@@ -73,7 +73,10 @@ def monitor(
     from kafeed.monitor.watch import ClusterMonitor
 
     if samples < 1:
-        raise ConfigError(f"--samples must be at least 1, not {samples}.")
+        raise ConfigError(f"Invalid monitor settings: samples: got {samples}, should be at least 1.")
+    if prometheus_port is not None and not 0 <= prometheus_port <= 65535:
+        raise ConfigError(f"Invalid monitor settings: prometheus_port: got {prometheus_port}, "
+                          "should be between 0 (any free port) and 65535.")
     settings = connection(bootstrap, config)
     if data_dir is None:
         data_dir = _find_data_dir(settings)
@@ -83,7 +86,12 @@ def monitor(
     engine = AlertEngine(alert_settings)
     watcher = ClusterMonitor(settings, options=options, expected_brokers=alert_settings.expected_brokers)
     if prometheus_port is not None:
-        port = serve_metrics(prometheus_port, addr=prometheus_addr)
+        try:
+            port = serve_metrics(prometheus_port, addr=prometheus_addr)
+        except OSError as exc:  # taken, or an address not ours: a usage error, not a crash
+            raise ConfigError(
+                f"Cannot serve metrics on {prometheus_addr}:{prometheus_port}: {exc.strerror or exc}.",
+                hint="Pick a free --prometheus-port or another --prometheus-addr.") from None
         console.print(f"Serving metrics on http://{prometheus_addr}:{port}/metrics", highlight=False)
 
     def step() -> Any:

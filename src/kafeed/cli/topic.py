@@ -6,9 +6,18 @@ from typing import Annotated
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from kafeed.cli.common import BootstrapOpt, ConfigOpt, JsonOpt, connection, out, print_json
-from kafeed.topics import DEFAULT_PER_PARTITION_MBPS, Compression, TopicAdmin, plan_topic
+from kafeed.errors import ConfigError
+from kafeed.topics import (
+    DEFAULT_PER_PARTITION_MBPS,
+    KAFKA_OWN_TOPICS,
+    Compression,
+    TopicAdmin,
+    deletion_cost,
+    topic_request,
+)
 from kafeed.units import human_bytes
 
 app = typer.Typer(help="Create, list, describe and delete topics.", no_args_is_help=True)
@@ -38,21 +47,23 @@ def create(
     json_out: JsonOpt = False,
 ) -> None:
     """Create a topic, sized from --partitions or from --throughput-mbps."""
-    admin = TopicAdmin(connection(bootstrap, config))
-    plan = plan_topic(
-        name, brokers=admin.broker_count(), partitions=partitions,
-        throughput_mbps=throughput_mbps, per_partition_mbps=per_partition_mbps,
-        replication=replication, min_insync_replicas=min_isr, compression=compression,
-        retention=retention, compact=compact,
+    # Every option is checked before the cluster is asked anything.
+    request = topic_request(
+        name, partitions=partitions, throughput_mbps=throughput_mbps,
+        per_partition_mbps=per_partition_mbps, replication=replication,
+        min_insync_replicas=min_isr, compression=compression, retention=retention, compact=compact,
     )
+    admin = TopicAdmin(connection(bootstrap, config))
+    plan = request.plan(brokers=admin.broker_count())
     created = admin.create(plan, exist_ok=if_not_exists)
     if json_out:
         print_json({"created": created, **plan.model_dump()})
     else:
         verb = "Created" if created else "Already exists:"
-        out.print(f"{verb} topic [bold]{plan.name}[/bold]: {plan.partitions} partition(s), "
-                  f"replication {plan.replication}, min ISR {plan.min_insync_replicas}, "
-                  f"compression {plan.compression}")
+        out.print(Text.assemble(
+            f"{verb} topic ", (plan.name, "bold"),
+            f": {plan.partitions} partition(s), replication {plan.replication}, "
+            f"min ISR {plan.min_insync_replicas}, compression {plan.compression}"))
 
 
 @app.command("list")
@@ -68,7 +79,7 @@ def list_(
         print_json(names)
     else:
         for name in names:
-            out.print(name)
+            out.print(Text(name))
 
 
 @app.command()
@@ -83,31 +94,39 @@ def describe(
     if json_out:
         print_json(info.as_dict())
         return
-    table = Table(title=f"{info.name}: {len(info.partitions)} partition(s), "
-                  f"replication {info.replication}")
+    table = Table(title=Text(f"{info.name}: {len(info.partitions)} partition(s), "
+                             f"replication {info.replication}"))
     for col in ("partition", "leader", "replicas", "isr", "high watermark", "size"):
         table.add_column(col, justify="right")
     for p in info.partitions:
-        isr = ",".join(map(str, p.isr))
-        if len(p.isr) < len(p.replicas):
-            isr = f"[yellow]{isr}[/yellow]"
+        short = len(p.isr) < len(p.replicas)
+        isr = Text(",".join(map(str, p.isr)), style="yellow" if short else "")
         table.add_row(str(p.partition), str(p.leader), ",".join(map(str, p.replicas)), isr,
                       str(p.high_watermark), human_bytes(p.size_bytes))
     out.print(table)
     for key, value in sorted(info.configs.items()):
-        out.print(f"  {key} = {value}")
+        out.print(Text(f"  {key} = {value}"))
 
 
 @app.command()
 def delete(
     name: str,
+    force: Annotated[bool, typer.Option(
+        help="Also delete an internal topic (name starting with __); never Kafka's own.")] = False,
     bootstrap: BootstrapOpt = None,
     config: ConfigOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Delete a topic."""
+    """Delete a topic. Internal topics (__...) need --force; Kafka's own are never deleted."""
+    cost = deletion_cost(name)
+    if name in KAFKA_OWN_TOPICS:
+        raise ConfigError(f"Refusing to delete {name}: {cost}.",
+                          hint="Kafka itself needs this topic; not even --force deletes it.")
+    if cost is not None and not force:
+        raise ConfigError(f"Refusing to delete the internal topic {name}: {cost}.",
+                          hint="Pass --force if that is what you want.")
     TopicAdmin(connection(bootstrap, config)).delete(name)
     if json_out:
         print_json({"deleted": name})
     else:
-        out.print(f"Deleted topic {name}.")
+        out.print(Text(f"Deleted topic {name}."))

@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from kafeed.config import ConnectionSettings
+from kafeed.connect import PROBE_TIMEOUT_S, check_reachable
 from kafeed.monitor.disk import DiskUsage, local_disk_usage, remote_disk_usage
 from kafeed.monitor.groups import GroupOffsetReader
 from kafeed.monitor.health import ClusterHealth, read_cluster_health
@@ -35,16 +36,16 @@ class MonitorOptions(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    interval_s: float = Field(default=5.0, gt=0)
+    interval_s: float = Field(default=5.0, gt=0, allow_inf_nan=False)
     window: int = Field(default=DEFAULT_WINDOW, ge=2)
     allowed_lag: int = Field(default=0, ge=0)
     groups: list[str] | None = None  # None: every group
     data_dir: Path | None = None  # a local cluster's data dir, measured directly
     #: LogDirsCommand starts a JVM: ask remote clusters for disk usage this often only
-    disk_interval_s: float = Field(default=60.0, gt=0)
+    disk_interval_s: float = Field(default=60.0, gt=0, allow_inf_nan=False)
     #: metrics endpoints of pipeline stages, read for the producer error rate
     scrape: list[str] = Field(default_factory=list)
-    timeout_s: float = Field(default=10.0, gt=0)
+    timeout_s: float = Field(default=10.0, gt=0, allow_inf_nan=False)
 
 
 @dataclass(frozen=True)
@@ -188,6 +189,8 @@ class ClusterMonitor:
     def poll(self) -> Snapshot:
         """Read the cluster once and evaluate everything against the previous polls."""
         timeout = self.options.timeout_s
+        # An unreachable cluster is reported in milliseconds, not after a metadata timeout.
+        check_reachable(self.settings, timeout=min(timeout, PROBE_TIMEOUT_S))
         health = read_cluster_health(self._admin, timeout=timeout)
         partitions = sorted(tp for tp in health.high_watermarks if tp[0] not in KAFKA_INTERNAL_TOPICS)
         groups = self._groups.read(partitions, groups=self.options.groups)

@@ -2,17 +2,32 @@
 
 from kafeed.choices import DEFAULT_PER_PARTITION_MBPS, Compression
 from kafeed.topics.admin import PartitionInfo, TopicAdmin, TopicInfo, admin_client
-from kafeed.topics.plan import TopicPlan, parse_retention, partitions_for, plan_topic
+from kafeed.topics.internal import KAFKA_OWN_TOPICS, deletion_cost, is_internal
+from kafeed.topics.plan import (
+    MAX_PARTITIONS,
+    TopicPlan,
+    TopicRequest,
+    parse_retention,
+    partitions_for,
+    plan_topic,
+    topic_request,
+)
 
 __all__ = [
     "DEFAULT_PER_PARTITION_MBPS",
+    "KAFKA_OWN_TOPICS",
+    "MAX_PARTITIONS",
     "Compression",
     "PartitionInfo",
     "TopicAdmin",
     "TopicInfo",
     "TopicPlan",
+    "TopicRequest",
     "admin_client",
+    "deletion_cost",
+    "is_internal",
     "parse_retention",
     "partitions_for",
     "plan_topic",
+    "topic_request",
 ]

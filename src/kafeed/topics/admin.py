@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from kafeed.config import ConnectionSettings
+from kafeed.connect import check_reachable
 from kafeed.errors import BrokerUnavailable, KafeedError, TopicError, translate_kafka_error
 from kafeed.topics.plan import TopicPlan
 
@@ -55,6 +56,8 @@ class TopicAdmin:
     """Topic operations on the cluster that ``settings`` points at."""
 
     def __init__(self, settings: ConnectionSettings, *, timeout: float = 15.0) -> None:
+        # Fail in milliseconds, naming the cause, rather than after a metadata timeout.
+        check_reachable(settings)
         self.settings = settings
         self.timeout = timeout
         self._admin = admin_client(settings)
@@ -106,10 +109,16 @@ class TopicAdmin:
         raise TopicError(f"Topic {name!r} was created but has no leaders after {self.timeout}s.")
 
     def delete(self, name: str) -> None:
+        from confluent_kafka import KafkaError
+
         future = self._admin.delete_topics([name], request_timeout=self.timeout)[name]
         try:
             future.result(timeout=self.timeout)
         except Exception as exc:
+            err = exc.args[0] if exc.args else None
+            if isinstance(err, KafkaError) and err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                raise TopicError(f"Topic {name!r} does not exist, so there is nothing to delete.",
+                                 hint="See `kafeed topic list`.", code=err.code()) from exc
             raise translate_kafka_error(exc, action=f"delete topic {name!r}", kind=TopicError) from exc
 
     def describe(self, name: str, *, sizes: bool = True) -> TopicInfo:

@@ -1,0 +1,48 @@
+"""What each entry point imports: the command line stays light, layers import downwards.
+
+Checked on the import graph (``sys.modules`` of a fresh interpreter), never on a wall
+clock: these machines are shared and noisy.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+HEAVY = ("torch", "tokenizers", "pyarrow", "confluent_kafka", "numpy", "pydantic", "fastavro",
+         "prometheus_client")
+
+
+def _modules_after(statement: str) -> set[str]:
+    code = f"import sys, json\n{statement}\nprint(json.dumps(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return set(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def _roots(modules: set[str]) -> set[str]:
+    return {name.split(".")[0] for name in modules}
+
+
+def test_building_the_command_line_imports_nothing_heavy() -> None:
+    # What `kafeed --help` (and every `--help` under it) runs: the whole click tree.
+    loaded = _modules_after(
+        "import typer\nfrom kafeed.cli.main import app\ntyper.main.get_command(app)")
+    assert not _roots(loaded) & set(HEAVY), sorted(_roots(loaded) & set(HEAVY))
+
+
+@pytest.mark.parametrize("group", ["topic", "broker", "ingest", "prepare", "train", "monitor", "demo",
+                                   "report", "lineage"])
+def test_help_of_each_command_imports_nothing_heavy(group: str) -> None:
+    loaded = _modules_after(
+        "from kafeed.cli.main import main\n"
+        f"code = main([{group!r}, '--help'])\n"
+        "assert code == 0, code")
+    assert not _roots(loaded) & set(HEAVY), sorted(_roots(loaded) & set(HEAVY))
+
+
+def test_import_kafeed_is_light() -> None:
+    loaded = _modules_after("import kafeed")
+    assert not _roots(loaded) & set(HEAVY), sorted(_roots(loaded) & set(HEAVY))
