@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from collections.abc import Iterator
 from typing import Any, Literal
 
@@ -23,9 +24,9 @@ from torch.utils.data import DataLoader, IterableDataset
 
 from kafeed.errors import ConfigError, invalid_settings, translate_kafka_error
 from kafeed.loader.assignment import parse_key
-from kafeed.loader.dataset import KafkaDatasetBase, rank_and_world
+from kafeed.loader.dataset import KafkaDatasetBase, WorkerError, rank_and_world
 from kafeed.loader.metrics import LoaderMetrics, batch_tokens
-from kafeed.loader.state import check_state, empty_state
+from kafeed.loader.state import check_state, empty_state, plain_copy
 from kafeed.loader.stream import Delivered
 
 log = logging.getLogger("kafeed")
@@ -39,10 +40,12 @@ class _BatchView(IterableDataset[Any]):
         self.dataset = dataset
         self.batch_size = batch_size
         self.next_worker = next_worker
+        self.origin = os.getpid()  # taken in the main process, read in the workers
 
     def __iter__(self) -> Iterator[tuple[int, Any, str, Delivered]]:
         worker = self.dataset.topology().worker
-        return self.dataset.iter_batches(self.batch_size, skip_first=worker < self.next_worker)
+        return self.dataset.iter_batches(self.batch_size, skip_first=worker < self.next_worker,
+                                         origin=self.origin)
 
 
 class LoaderOptions(BaseModel):
@@ -84,9 +87,10 @@ class StreamLoader:
         multiprocessing_context: str | None = None, timeout: float = 0.0,
     ) -> None:
         try:
-            options = LoaderOptions(
-                batch_size=batch_size, num_workers=num_workers, pin_memory=pin_memory, prefetch=prefetch,
-                sync_ranks=sync_ranks, multiprocessing_context=multiprocessing_context, timeout=timeout)
+            options = LoaderOptions.model_validate({
+                "batch_size": batch_size, "num_workers": num_workers, "pin_memory": pin_memory,
+                "prefetch": prefetch, "sync_ranks": sync_ranks,
+                "multiprocessing_context": multiprocessing_context, "timeout": timeout})
         except ValidationError as exc:
             raise invalid_settings(exc, what="StreamLoader arguments") from None
         if not isinstance(dataset, KafkaDatasetBase):
@@ -149,6 +153,9 @@ class StreamLoader:
         stopped = False
         metrics = self._metrics
         for worker, batch, state, delivered in loader:
+            if isinstance(batch, WorkerError):
+                log.debug("kafeed loader: worker %d failed:\n%s", batch.worker, batch.trace)
+                raise batch.error()
             if batch is None:
                 if state:
                     self._entries.setdefault(worker, state)
@@ -191,8 +198,10 @@ class StreamLoader:
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Resume from ``state`` at the next iteration (raises ResumeMismatch on a mismatch)."""
-        self._loaded = check_state(json.loads(json.dumps(state)), self.dataset.settings)
+        """Resume from ``state`` at the next iteration; a malformed state or one taken with
+        other settings raises ResumeMismatch here, one that does not fit the topic when
+        iteration starts (before anything is read)."""
+        self._loaded = check_state(plain_copy(state), self.dataset.settings)
         self._entries = {}
 
     def commit_offsets(self, group: str | None = None) -> dict[str, int]:
