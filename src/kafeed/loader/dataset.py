@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import json
 import logging
+import traceback
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -21,10 +22,11 @@ import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
 from kafeed.config import ConnectionSettings
-from kafeed.errors import ConfigError, ResumeMismatch, invalid_settings
+from kafeed.errors import ConfigError, KafeedError, ResumeMismatch, invalid_settings
+from kafeed.loader.parent import watch_parent
 from kafeed.loader.reader import KafkaReader
 from kafeed.loader.settings import EndSpec, LoaderSettings, Mode, OffsetSpec
-from kafeed.loader.state import check_state, empty_state, partition_plan
+from kafeed.loader.state import check_state, empty_state, partition_plan, plain_copy
 from kafeed.loader.stream import (
     Delivered,
     SampleStream,
@@ -84,6 +86,30 @@ def collate_samples(samples: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True)
+class WorkerError:
+    """A :class:`KafeedError` raised in a DataLoader worker, sent to the main process as data.
+
+    DataLoader re-raises a worker's exception as ``type(exc)(traceback text)``, which loses
+    the message's shape, the hint and the code; this carries them so the caller gets the
+    error exactly as it was raised.
+    """
+
+    kind: type[KafeedError]
+    message: str
+    hint: str | None
+    code: int | None
+    worker: int
+    trace: str
+
+    @classmethod
+    def of(cls, exc: KafeedError, worker: int) -> WorkerError:
+        return cls(type(exc), exc.message, exc.hint, exc.code, worker, traceback.format_exc())
+
+    def error(self) -> KafeedError:
+        return self.kind(self.message, hint=self.hint, code=self.code)
+
+
 class KafkaDatasetBase(IterableDataset[Any]):
     """What both datasets share: topology, resume choice, state."""
 
@@ -102,7 +128,7 @@ class KafkaDatasetBase(IterableDataset[Any]):
             return Topology(rank, world, 0, 1)
         return Topology(rank, world, info.id, info.num_workers)
 
-    def _open_stream(self, topo: Topology) -> TokenStream | SampleStream:
+    def _open_stream(self, topo: Topology, origin: int | None = None) -> TokenStream | SampleStream:
         # A second iteration continues where the first one stopped.
         saved = self.state_dict() if self._stream is not None else self._loaded
         exact: dict[str, Any] | None = None
@@ -115,6 +141,11 @@ class KafkaDatasetBase(IterableDataset[Any]):
                         f"The saved loader state has no entry for reader {topo.index} "
                         f"(rank {topo.rank}, worker {topo.worker}).",
                         hint="Load the state this rank saved, or merge_states() of every rank.")
+                if self.settings.shuffle_buffer == 0 and exact["buffer"]:
+                    raise ResumeMismatch(
+                        f"The saved loader state's reader {topo.index} holds {len(exact['buffer'])} "
+                        "records in its shuffle buffer, but this loader has shuffle_buffer=0.",
+                        hint="Resume with the shuffle_buffer it was saved with.")
                 starts = starts_from_reader_state(exact)
             else:
                 if self.settings.mode != "group" and len(saved["readers"]) != saved["num_readers"]:
@@ -126,9 +157,10 @@ class KafkaDatasetBase(IterableDataset[Any]):
                 if topo.index == 0:
                     log.info("kafeed loader: elastic resume from %s to %d readers",
                              saved["num_readers"], topo.count)
+        in_worker = get_worker_info() is not None
         # Only the main process's registry is served: workers' client statistics would be lost.
         reader = KafkaReader(self.settings, index=topo.index, count=topo.count, starts=starts,
-                             client_stats=get_worker_info() is None)
+                             client_stats=not in_worker, parent=watch_parent(origin) if in_worker else None)
         stream: TokenStream | SampleStream
         if self.settings.kind == "tokens":
             stream = TokenStream(self.settings, reader, exact)
@@ -151,14 +183,30 @@ class KafkaDatasetBase(IterableDataset[Any]):
         finally:
             stream.close()
 
-    def iter_batches(self, batch_size: int, *,
-                     skip_first: bool = False) -> Iterator[tuple[int, Any, str, Delivered]]:
+    def iter_batches(self, batch_size: int, *, skip_first: bool = False,
+                     origin: int | None = None) -> Iterator[tuple[int, Any, str, Delivered]]:
         """Yield ``(worker, batch, reader_state_json, delivered)``: first one state-only item
         (batch ``None``), one more placeholder when ``skip_first`` (round-robin alignment on
         resume), then the batches, each with this reader's state as of that batch and what
-        it handed out (for the metrics, which the main process updates)."""
+        it handed out (for the metrics, which the main process updates).
+
+        In a DataLoader worker, a :class:`KafeedError` ends the iteration as one last item
+        whose batch is a :class:`WorkerError`, for StreamLoader to raise as it was. ``origin``:
+        the pid of the process iterating the DataLoader (see kafeed.loader.parent)."""
+        batches = self._batches(batch_size, skip_first, origin)
+        info = get_worker_info()
+        if info is None:
+            yield from batches
+            return
+        try:
+            yield from batches
+        except KafeedError as exc:
+            yield info.id, WorkerError.of(exc, info.id), "", Delivered()
+
+    def _batches(self, batch_size: int, skip_first: bool,
+                 origin: int | None) -> Iterator[tuple[int, Any, str, Delivered]]:
         topo = self.topology()
-        stream = self._open_stream(topo)
+        stream = self._open_stream(topo, origin)
         try:
             state = stream.state()
             yield topo.worker, None, json.dumps(state), Delivered.of(({}, []), state)
@@ -186,9 +234,11 @@ class KafkaDatasetBase(IterableDataset[Any]):
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Resume from ``state`` at the next iteration; a different fingerprint raises
-        :class:`kafeed.ResumeMismatch`."""
-        self._loaded = check_state(json.loads(json.dumps(state)), self.settings)
+        """Resume from ``state`` at the next iteration. A state that is malformed or taken
+        with other settings raises :class:`kafeed.ResumeMismatch` here (see
+        kafeed.loader.state.check_state); one that does not fit the topic, when a reader
+        opens, before anything is fetched."""
+        self._loaded = check_state(plain_copy(state), self.settings)
         self._stream = None
 
     def stats(self) -> dict[str, int]:

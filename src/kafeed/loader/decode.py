@@ -2,15 +2,27 @@
 
 A bad record (undecodable, tombstone, unknown dtype, token count that does not match the
 payload, another tokenizer than asked for) is counted, logged with where it came from,
-and produced to the dead-letter topic when one is set. It never stops training.
+and produced to the dead-letter topic when one is set. Bad records among good ones never
+stop training.
+
+A topic of the wrong record type does: once a reader has taken :data:`WRONG_TYPE_AFTER`
+records with a value from one topic and decoded none of them (tombstones do not count),
+or reaches the end of a bounded run having decoded none of that topic's records, it
+raises :class:`SchemaError` naming the topic, what it found, and which command writes the
+right records. After one record of a topic decoded without fields unknown to the schema,
+that topic is never judged again. (Protobuf parses some records of another message type
+without error, with unknown fields: those are delivered as before but prove nothing.)
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
 import numpy as np
+from google.protobuf.message import Message
+from google.protobuf.unknown_fields import UnknownFieldSet
 
 from kafeed.errors import SchemaError
 from kafeed.loader.settings import LoaderSettings
@@ -21,6 +33,40 @@ log = logging.getLogger("kafeed")
 
 _DTYPES: dict[int, np.dtype[Any]] = {UINT16: np.dtype("<u2"), UINT32: np.dtype("<u4")}
 
+WRONG_TYPE_AFTER = 64
+_EXPECTED = {
+    "tokens": ("TokenizedDocument", "KafkaTokenDataset reads TokenizedDocument records, which `kafeed "
+               "prepare` writes; for the TrainingSample records `kafeed ingest` writes, use "
+               "KafkaSampleDataset (or run `kafeed prepare` on this topic first)."),
+    "samples": ("TrainingSample", "KafkaSampleDataset reads TrainingSample records, which `kafeed "
+                "ingest` writes; for the TokenizedDocument records `kafeed prepare` writes, use "
+                "KafkaTokenDataset."),
+}
+
+
+def sniff(value: bytes, kind: str) -> str:
+    """What an undecodable record most likely is, in a few words."""
+    if not value:
+        return "empty values"
+    text = value.lstrip()[:1]
+    if text in (b"{", b"[", b'"'):
+        try:
+            json.loads(value)
+            return "JSON text"
+        except ValueError:
+            pass
+    other = decode_sample if kind == "tokens" else decode_document
+    try:
+        other(value)
+        return "TrainingSample records" if kind == "tokens" else "TokenizedDocument records"
+    except SchemaError:
+        pass
+    try:
+        value.decode("utf-8")
+        return "plain text"
+    except UnicodeDecodeError:
+        return "bytes that are no kafeed record"
+
 
 class RecordDecoder:
     """Decodes for one reader; updates that reader's ``stats`` ("tokens", "bad")."""
@@ -29,6 +75,8 @@ class RecordDecoder:
         self.settings = settings
         self.stats = stats
         self._producer: Any = None
+        # Topics not yet shown to hold the right record type: topic -> [records bad, last value].
+        self._unproven: dict[str, list[Any]] = {t: [0, b""] for t in settings.topics}
 
     def decode(self, msg: Any) -> Any:
         """The payload, or ``None`` for a bad record (already counted and dead-lettered)."""
@@ -44,6 +92,8 @@ class RecordDecoder:
                 if dtype is not None and len(data) == doc.num_tokens * dtype.itemsize and (
                         tokenizer is None or doc.tokenizer == tokenizer):
                     self.stats["tokens"] += doc.num_tokens
+                    if self._unproven:
+                        self._prove(msg.topic(), doc)
                     return np.frombuffer(data, dtype=dtype)
             except Exception:
                 pass
@@ -57,8 +107,10 @@ class RecordDecoder:
                         f"{doc.tokenizer!r}, not {self.settings.tokenizer!r}.")
                 tokens = unpack_tokens(doc.tokens, doc.dtype)
                 self.stats["tokens"] += int(tokens.size)
+                self._prove(topic, doc)
                 return tokens
             sample = decode_sample(msg.value(), topic=topic, partition=partition, offset=offset)
+            self._prove(topic, sample)
             return {
                 "id": sample.id, "input": sample.input_data,
                 "targets": np.asarray(sample.target_values, dtype=np.float32),
@@ -69,9 +121,38 @@ class RecordDecoder:
             self._bad(msg, exc)
             return None
 
+    def _prove(self, topic: str, record: Message) -> None:
+        """A record that decoded shows its topic holds the right type, unless protobuf only
+        accepted it leniently: another message type parses with fields it does not know."""
+        if topic in self._unproven and not len(UnknownFieldSet(record)):
+            del self._unproven[topic]
+
     def _bad(self, msg: Any, exc: SchemaError) -> None:
         self.stats["bad"] += 1
         log.warning("kafeed loader: skipped a bad record: %s", exc.message)
+        self._dead_letter(msg, exc)
+        unproven = self._unproven.get(msg.topic())
+        if unproven is not None and msg.value() is not None:
+            unproven[0] += 1
+            unproven[1] = msg.value()
+            if unproven[0] >= WRONG_TYPE_AFTER:
+                raise self.wrong_type(msg.topic())
+
+    def wrong_type(self, topic: str) -> SchemaError:
+        """The error for a topic none of whose records decoded (see the module docstring)."""
+        bad, value = self._unproven[topic]
+        expected, hint = _EXPECTED[self.settings.kind]
+        return SchemaError(
+            f"Topic {topic!r} does not hold {expected} records: none of the {bad} records read from "
+            f"it decoded, and they look like {sniff(value, self.settings.kind)}.", hint=hint)
+
+    def check_end(self) -> None:
+        """At the end of a bounded run: refuse a topic that had records but none decoded."""
+        for topic, (bad, _value) in sorted(self._unproven.items()):
+            if bad:
+                raise self.wrong_type(topic)
+
+    def _dead_letter(self, msg: Any, exc: SchemaError) -> None:
         if self.settings.dlq_topic is None:
             return
         if self._producer is None:

@@ -19,10 +19,13 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from kafeed.loader.assignment import assign, partition_key, warn_if_idle
+from kafeed.errors import ResumeMismatch
+from kafeed.loader.assignment import assign, parse_key, partition_key, warn_if_idle
 from kafeed.loader.decode import RecordDecoder
-from kafeed.loader.offsets import list_partitions, resolve_end, resolve_start
+from kafeed.loader.offsets import list_partitions, resolve_end, resolve_start, watermarks
+from kafeed.loader.parent import ParentWatch
 from kafeed.loader.settings import LoaderSettings
+from kafeed.loader.state import RECREATED_HINT, check_positions
 from kafeed.monitor.stats import client_stats_config
 
 log = logging.getLogger("kafeed")
@@ -81,6 +84,7 @@ class KafkaReader:
     def __init__(
         self, settings: LoaderSettings, *, index: int, count: int,
         starts: dict[str, PartitionStart] | None = None, client_stats: bool = False,
+        parent: ParentWatch | None = None,
     ) -> None:
         self.settings = settings
         self.index = index
@@ -97,6 +101,7 @@ class KafkaReader:
         self._assigned_once = settings.mode != "group"
         self._last_error_log = 0.0
         self._client_stats = client_stats  # librdkafka statistics -> metrics (main process only)
+        self._parent = parent  # in a DataLoader worker: end when the trainer is gone
 
     # -- lifecycle -------------------------------------------------------------------------
     def consumer_config(self) -> dict[str, Any]:
@@ -127,6 +132,8 @@ class KafkaReader:
 
         self._consumer = Consumer(self.consumer_config())
         if self.settings.mode == "group":
+            if self.starts:  # assignments come later, in a callback: check every saved partition now
+                self._check_starts(list_partitions(self._consumer, self.settings), set(self.starts))
             self._consumer.subscribe(
                 list(self.settings.topics), on_assign=self._on_assign, on_revoke=self._on_revoke,
                 on_lost=self._on_revoke)
@@ -137,10 +144,27 @@ class KafkaReader:
         else:
             warn_if_idle(len(every), self.count)
             owned = assign(every, self.index, self.count)
+        self._check_starts(every, {partition_key(t, p) for t, p in owned})
         for topic, p in owned:
             self._add_partition(topic, p)
         self._assign_all()
         self._restore()
+
+    def _check_starts(self, every: list[tuple[str, int]], owned: set[str]) -> None:
+        """Before anything is fetched: every saved partition exists, and the saved positions of
+        the ones this reader resumes lie inside their current logs (see check_positions)."""
+        existing = {partition_key(t, p) for t, p in every}
+        for key in sorted(self.starts):
+            if key not in existing:
+                topic, partition = parse_key(key)
+                count = sum(1 for t, _ in every if t == topic)
+                raise ResumeMismatch(
+                    f"The saved loader state has partition {partition} of topic {topic!r}, which now "
+                    f"has {count} partition(s).", hint=RECREATED_HINT)
+        for key in sorted(owned & set(self.starts)):
+            start = self.starts[key]
+            low, high = watermarks(self._consumer, *parse_key(key), self.settings)
+            check_positions(key, start.next, start.read, low, high)
 
     def close(self) -> None:
         if self._consumer is not None:
@@ -217,6 +241,8 @@ class KafkaReader:
         """One consume() call; returns how many records were queued or restored."""
         from confluent_kafka import KafkaError
 
+        if self._parent is not None:
+            self._parent.check()
         if self.settings.bounded:
             # consume() waits for a full batch or the timeout; near a partition's end the
             # batch never fills, so a long wait there is pure stall.
@@ -300,6 +326,11 @@ class KafkaReader:
     def exhausted(self) -> bool:
         return self._assigned_once and all(p.fetch_done and not p.queue for p in self.parts) \
             and self.settings.bounded
+
+    def check_decoded(self) -> None:
+        """At the end of a bounded run: raise SchemaError for a topic none of whose records
+        decoded (kafeed.loader.decode explains when a topic is judged)."""
+        self._decoder.check_end()
 
     def take(self) -> Item | None:
         """The next record in order; ``None`` when exhausted or (unbounded) nothing is there now."""

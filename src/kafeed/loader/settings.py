@@ -16,18 +16,29 @@ so a resumed run keeps the first run's end even if the topic grew.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, Strict, model_validator
 
 from kafeed.config import ConnectionSettings
 
 Mode = Literal["static", "group", "replicated"]
 Kind = Literal["tokens", "samples"]
-OffsetSpec = Literal["earliest", "latest"] | datetime | int | Mapping[int | str, int]
-EndSpec = Literal["latest"] | datetime | int | Mapping[int | str, int] | None
+# Strict: True is not offset 1, "123" and 1.5 are not timestamps. Negative offsets and
+# timestamps mean "end"/"beginning" to librdkafka, so they are refused here.
+Offset = Annotated[int, Strict(), Field(ge=0)]
+Moment = Annotated[datetime, Strict()]
+OffsetSpec = Literal["earliest", "latest"] | Moment | Offset | Mapping[Offset | str, Offset]
+EndSpec = Literal["latest"] | Moment | Offset | Mapping[Offset | str, Offset] | None
+
+# Kafka's legal topic names.
+_TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")
+_PARTITION = re.compile(r"[0-9]+")
+MAX_TOKEN_ID = 2**32 - 1  # token ids travel as uint16 or uint32
+MAX_CONSUME_BATCH = 1_000_000  # librdkafka's limit for consume(num_messages=...)
 
 
 class LoaderSettings(BaseModel):
@@ -38,23 +49,23 @@ class LoaderSettings(BaseModel):
     topics: tuple[str, ...]
     kind: Kind = "tokens"
     connection: ConnectionSettings = ConnectionSettings()
-    seq_len: int = Field(default=0, ge=0)
-    eos_id: int = Field(default=0, ge=0)
-    tokenizer: str | None = None
+    seq_len: int = Field(default=0, ge=0, le=2**24)
+    eos_id: int = Field(default=0, ge=0, le=MAX_TOKEN_ID)
+    tokenizer: str | None = Field(default=None, min_length=1)
     start: OffsetSpec = "earliest"
     end: EndSpec = "latest"
-    shuffle_buffer: int = Field(default=0, ge=0)
-    seed: int = 0
+    shuffle_buffer: int = Field(default=0, ge=0, le=10_000_000)
+    seed: int = Field(default=0, ge=0)
     return_boundaries: bool = False
     drop_last: bool = False
     mode: Mode = "static"
-    group: str | None = None
+    group: str | None = Field(default=None, min_length=1)
     rank: int | None = Field(default=None, ge=0)
     world_size: int | None = Field(default=None, ge=1)
-    consume_batch: int = Field(default=2000, ge=1)
+    consume_batch: int = Field(default=2000, ge=1, le=MAX_CONSUME_BATCH)
     queue_records: int = Field(default=8000, ge=1)
-    poll_timeout_s: float = Field(default=0.5, gt=0)
-    broker_timeout_s: float | None = None
+    poll_timeout_s: float = Field(default=0.5, gt=0, le=3600, allow_inf_nan=False)
+    broker_timeout_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     dlq_topic: str | None = None
     consumer_config: Mapping[str, str | int | float | bool] = Field(default_factory=dict)
 
@@ -62,6 +73,14 @@ class LoaderSettings(BaseModel):
     def _check(self) -> LoaderSettings:
         if not self.topics:
             raise ValueError("topics must name at least one topic")
+        for name in (*self.topics, *([self.dlq_topic] if self.dlq_topic is not None else [])):
+            if not _TOPIC.fullmatch(name):
+                raise ValueError(f"{name!r} is not a Kafka topic name (1-249 of A-Z a-z 0-9 . _ -)")
+        if len(set(self.topics)) != len(self.topics):
+            raise ValueError("topics names a topic twice")
+        for what, spec in (("start", self.start), ("end", self.end)):
+            if isinstance(spec, Mapping):
+                self._check_offsets(what, spec)
         if self.kind == "tokens" and self.seq_len < 1:
             raise ValueError("seq_len must be at least 1")
         if (self.rank is None) != (self.world_size is None):
@@ -71,6 +90,17 @@ class LoaderSettings(BaseModel):
         if self.mode == "group" and not self.group:
             raise ValueError('mode="group" needs group=<consumer group id>')
         return self
+
+    def _check_offsets(self, what: str, spec: Mapping[int | str, int]) -> None:
+        """Keys of an explicit offset mapping: a partition number or "topic:partition"
+        of one of ``topics`` (a typo would otherwise be silently ignored)."""
+        for key in spec:
+            if isinstance(key, int):
+                continue
+            topic, sep, partition = key.rpartition(":")
+            if not _PARTITION.fullmatch(partition) or (sep and topic not in self.topics):
+                raise ValueError(f"{what} key {key!r} is not a partition number or "
+                                 f"'topic:partition' of {list(self.topics)}")
 
     @property
     def bounded(self) -> bool:

@@ -13,10 +13,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from kafeed.errors import ResumeMismatch
 from kafeed.loader.packing import TokenPacker
 from kafeed.loader.reader import Item, KafkaReader, PartitionStart, Ref
 from kafeed.loader.settings import LoaderSettings
 from kafeed.loader.shuffle import ShuffleBuffer
+from kafeed.loader.state import RECREATED_HINT
 
 Batch = dict[str, Any]
 
@@ -108,6 +110,13 @@ class _Stream:
     def exhausted(self) -> bool:
         return self.reader.exhausted and not (self.shuffle is not None and len(self.shuffle))
 
+    def _ended(self) -> bool:
+        """True once a bounded stream is used up (after refusing a topic of the wrong type)."""
+        if not self.exhausted:
+            return False
+        self.reader.check_decoded()
+        return True
+
     def _carry(self) -> list[list[Any]]:
         return []
 
@@ -139,7 +148,11 @@ class TokenStream(_Stream):
         if self.exact is None:
             return
         carry = [c for c in self.exact["carry"] if (c[0], int(c[1])) in restored]
-        self.packer.load_state_dict({"version": 1, "carry": carry}, fetch=lambda ref: restored[ref])
+        try:
+            self.packer.load_state_dict({"version": 1, "carry": carry}, fetch=lambda ref: restored[ref])
+        except ValueError as exc:  # a carry entry claims more tokens emitted than the record has
+            raise ResumeMismatch(f"The saved loader state's packer carry-over does not fit the records "
+                                 f"it names ({exc}).", hint=RECREATED_HINT) from None
 
     def _carry(self) -> list[list[Any]]:
         return [[ref[0], ref[1], emitted] for ref, emitted in self.packer.carry()]
@@ -154,7 +167,7 @@ class TokenStream(_Stream):
         while packer.available < need:
             item = next_item()
             if item is None:
-                if self.exhausted:
+                if self._ended():
                     break
                 continue
             ref, tokens, start = item
@@ -193,7 +206,7 @@ class SampleStream(_Stream):
         while len(items) < batch_size:
             item = self._next_item()
             if item is None:
-                if self.exhausted:
+                if self._ended():
                     break
                 continue
             items.append(item)

@@ -14,17 +14,19 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Literal
 
 import torch
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError
 from torch.utils.data import DataLoader, IterableDataset
 
-from kafeed.errors import ConfigError, translate_kafka_error
+from kafeed.errors import ConfigError, invalid_settings, translate_kafka_error
 from kafeed.loader.assignment import parse_key
-from kafeed.loader.dataset import KafkaDatasetBase, rank_and_world
+from kafeed.loader.dataset import KafkaDatasetBase, WorkerError, rank_and_world
 from kafeed.loader.metrics import LoaderMetrics, batch_tokens
-from kafeed.loader.state import check_state, empty_state
+from kafeed.loader.state import check_state, empty_state, plain_copy
 from kafeed.loader.stream import Delivered
 
 log = logging.getLogger("kafeed")
@@ -38,10 +40,26 @@ class _BatchView(IterableDataset[Any]):
         self.dataset = dataset
         self.batch_size = batch_size
         self.next_worker = next_worker
+        self.origin = os.getpid()  # taken in the main process, read in the workers
 
     def __iter__(self) -> Iterator[tuple[int, Any, str, Delivered]]:
         worker = self.dataset.topology().worker
-        return self.dataset.iter_batches(self.batch_size, skip_first=worker < self.next_worker)
+        return self.dataset.iter_batches(self.batch_size, skip_first=worker < self.next_worker,
+                                         origin=self.origin)
+
+
+class LoaderOptions(BaseModel):
+    """StreamLoader's own arguments, checked before any worker starts."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    batch_size: StrictInt = Field(ge=1, le=1_000_000)
+    num_workers: StrictInt = Field(ge=0, le=256)
+    pin_memory: StrictBool = False
+    prefetch: StrictInt = Field(default=2, ge=1, le=1024)
+    sync_ranks: StrictBool | None = None
+    multiprocessing_context: Literal["fork", "spawn", "forkserver"] | None = None
+    timeout: float = Field(default=0.0, ge=0, allow_inf_nan=False)
 
 
 def _identity(item: Any) -> Any:
@@ -68,16 +86,24 @@ class StreamLoader:
         pin_memory: bool = False, prefetch: int = 2, *, sync_ranks: bool | None = None,
         multiprocessing_context: str | None = None, timeout: float = 0.0,
     ) -> None:
-        if batch_size < 1 or num_workers < 0 or prefetch < 1:
-            raise ConfigError("batch_size and prefetch must be >= 1 and num_workers >= 0.")
+        try:
+            options = LoaderOptions.model_validate({
+                "batch_size": batch_size, "num_workers": num_workers, "pin_memory": pin_memory,
+                "prefetch": prefetch, "sync_ranks": sync_ranks,
+                "multiprocessing_context": multiprocessing_context, "timeout": timeout})
+        except ValidationError as exc:
+            raise invalid_settings(exc, what="StreamLoader arguments") from None
+        if not isinstance(dataset, KafkaDatasetBase):
+            raise ConfigError(f"StreamLoader needs a KafkaTokenDataset or KafkaSampleDataset, "
+                              f"not {type(dataset).__name__}.")
         self.dataset = dataset
-        self.batch_size = batch_size
-        self.num_workers = num_workers
-        self.pin_memory = pin_memory
-        self.prefetch = prefetch
-        self.sync_ranks = sync_ranks
-        self.multiprocessing_context = multiprocessing_context
-        self.timeout = timeout
+        self.batch_size = options.batch_size
+        self.num_workers = options.num_workers
+        self.pin_memory = options.pin_memory
+        self.prefetch = options.prefetch
+        self.sync_ranks = options.sync_ranks
+        self.multiprocessing_context = options.multiprocessing_context
+        self.timeout = options.timeout
         self._entries: dict[int, str] = {}
         self._next_worker = 0
         self._loaded: dict[str, Any] | None = None
@@ -127,6 +153,9 @@ class StreamLoader:
         stopped = False
         metrics = self._metrics
         for worker, batch, state, delivered in loader:
+            if isinstance(batch, WorkerError):
+                log.debug("kafeed loader: worker %d failed:\n%s", batch.worker, batch.trace)
+                raise batch.error()
             if batch is None:
                 if state:
                     self._entries.setdefault(worker, state)
@@ -169,8 +198,10 @@ class StreamLoader:
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Resume from ``state`` at the next iteration (raises ResumeMismatch on a mismatch)."""
-        self._loaded = check_state(json.loads(json.dumps(state)), self.dataset.settings)
+        """Resume from ``state`` at the next iteration; a malformed state or one taken with
+        other settings raises ResumeMismatch here, one that does not fit the topic when
+        iteration starts (before anything is read)."""
+        self._loaded = check_state(plain_copy(state), self.dataset.settings)
         self._entries = {}
 
     def commit_offsets(self, group: str | None = None) -> dict[str, int]:

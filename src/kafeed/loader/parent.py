@@ -1,0 +1,79 @@
+"""DataLoader workers end when the process that started them dies, however it dies.
+
+Two mechanisms, armed by :func:`watch_parent` when a reader opens inside a worker:
+
+- Linux: ``prctl(PR_SET_PDEATHSIG, SIGKILL)``, so the kernel kills the worker the moment its
+  parent goes. SIGKILL, not SIGTERM: a trainer's SIGTERM handler is inherited by forked
+  workers and would turn the signal into a flag nobody reads. The kernel sends it when the
+  *thread* that forked the worker exits; DataLoader forks workers from the thread that
+  iterates it, normally the main thread, whose end is the process's end. A trainer that
+  iterates the loader from another thread and lets that thread end while the process lives
+  on loses its workers then, which is what it should expect anyway.
+- Everywhere: :meth:`ParentWatch.check` in the reader's fetch loop (once per ``consume``
+  call, at most ``poll_timeout_s`` apart) sees the parent gone (``os.getppid()`` changed:
+  the worker was re-parented; or the pid that started the DataLoader, when known, no
+  longer exists) and ends the process at once with ``os._exit``. Nothing is left to
+  report to, and a normal exit could wait forever on a queue feeder thread writing to the
+  dead parent.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import signal
+import sys
+
+log = logging.getLogger("kafeed")
+
+PR_SET_PDEATHSIG = 1
+EXIT_PARENT_GONE = 70  # what a worker exits with when it notices its parent died
+
+
+def _set_pdeathsig(sig: int) -> bool:
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0) != 0:
+            log.debug("kafeed loader: prctl(PR_SET_PDEATHSIG) failed: errno %d", ctypes.get_errno())
+            return False
+    except (OSError, AttributeError) as exc:
+        log.debug("kafeed loader: no prctl (%s); relying on the parent check", exc)
+        return False
+    return True
+
+
+def _exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class ParentWatch:
+    """Ends this process when its parent (``parent``: the pid that forked it) or ``origin``
+    (the process that iterates the DataLoader, when known) is gone."""
+
+    def __init__(self, parent: int, origin: int | None = None) -> None:
+        self.parent = parent
+        self.origin = origin
+        self.armed = _set_pdeathsig(signal.SIGKILL)
+        self.check()  # the parent may have died before the signal was armed
+
+    def gone(self) -> bool:
+        return os.getppid() != self.parent or (self.origin is not None and not _exists(self.origin))
+
+    def check(self) -> None:
+        if self.gone():
+            os._exit(EXIT_PARENT_GONE)
+
+
+def watch_parent(origin: int | None = None) -> ParentWatch:
+    """Arm both mechanisms in this worker process. ``origin``: the pid of the process that
+    started the DataLoader (with ``forkserver`` that is not the direct parent)."""
+    return ParentWatch(os.getppid(), origin)

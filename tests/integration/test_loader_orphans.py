@@ -1,0 +1,122 @@
+"""A trainer killed with SIGKILL leaves no loader worker behind (and no open stdout)."""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import IO
+
+import numpy as np
+import pytest
+
+from kafeed.config import ConnectionSettings
+from kafeed.schema import make_document
+from tests.integration.loader_data import producer
+from tests.kafka_fixtures import TopicFactory
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = 20  # per partition; 15 tokens + EOS = one 16-token window (seq_len 15) each
+
+
+def _produce_whole_batches(bootstrap: str, topic: str) -> int:
+    """DOCS documents into each of 2 partitions, so that each worker's reader yields exactly
+    DOCS / 2 full batches of 2 and keeps nothing back; returns the batches in all."""
+    p = producer(bootstrap)
+    for partition in range(2):
+        for i in range(DOCS):
+            doc = make_document(np.full(15, i + 1), id=f"d-{partition}-{i}", vocab_size=65536)
+            p.produce(topic, value=doc.SerializeToString(), partition=partition)
+    assert p.flush(30) == 0
+    return DOCS
+SCRIPT = ROOT / "tests" / "integration" / "loader_orphan.py"
+
+
+def _alive(pid: int) -> bool:
+    """Running (a zombie waiting for init to reap it is dead)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    except OSError:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
+def _lines(stream: IO[str]) -> queue.Queue[str | None]:
+    """The stream's lines as they come; None at EOF."""
+    out: queue.Queue[str | None] = queue.Queue()
+
+    def pump() -> None:
+        for line in stream:
+            out.put(line)
+        out.put(None)
+
+    threading.Thread(target=pump, daemon=True).start()
+    return out
+
+
+def _until(cond: object, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if cond():  # type: ignore[operator]
+            return True
+        time.sleep(0.05)
+    return bool(cond())  # type: ignore[operator]
+
+
+@pytest.mark.parametrize("stall", [False, True], ids=["waiting-on-kafka", "blocked-on-queue"])
+def test_workers_exit_when_the_trainer_is_sigkilled(
+    kafka: ConnectionSettings, make_topic: TopicFactory, tmp_path: Path, stall: bool
+) -> None:
+    topic = make_topic(partitions=2)
+    batches = _produce_whole_batches(kafka.bootstrap, topic)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(ROOT), env.get("PYTHONPATH", "")])
+    cmd = [sys.executable, str(SCRIPT), "--bootstrap", kafka.bootstrap, "--topic", topic,
+           "--batches", str(batches)]
+    with (tmp_path / "stderr").open("w") as err:
+        proc = subprocess.Popen([*cmd, *(["--stall"] if stall else [])], stdout=subprocess.PIPE,
+                                stderr=err, text=True, env=env)
+    assert proc.stdout is not None
+    lines = _lines(proc.stdout)
+    pids: list[int] = []
+    try:
+        try:
+            line = lines.get(timeout=120)
+        except queue.Empty:
+            line = None
+        assert line and line.startswith("READY"), (tmp_path / "stderr").read_text()[-2000:]
+        pids = [int(p) for p in line.split()[1:]]
+        assert len(pids) == 2 and all(_alive(p) for p in pids)
+        if not stall:  # every batch handed out: both workers now wait on Kafka
+            try:
+                assert lines.get(timeout=60) == "CAUGHT-UP\n"
+            except queue.Empty:
+                pytest.fail("the trainer never received every batch")
+        os.kill(proc.pid, signal.SIGKILL)
+        assert proc.wait(30) == -signal.SIGKILL
+        assert _until(lambda: not any(_alive(p) for p in pids), 10), \
+            f"workers still alive 10 s after the trainer died: {[p for p in pids if _alive(p)]}"
+        # Nothing holds the trainer's stdout open any more.
+        try:
+            assert lines.get(timeout=10) is None
+        except queue.Empty:
+            pytest.fail("the trainer's stdout never reached EOF")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
+        for pid in pids:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        proc.stdout.close()

@@ -1,0 +1,94 @@
+"""Loader options out of range fail with ConfigError before any work starts."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+import kafeed
+from kafeed.errors import ConfigError
+
+VALID: dict[str, Any] = {"seq_len": 8}
+
+
+@pytest.mark.parametrize(("kwargs", "field"), [
+    ({"seq_len": 0}, "seq_len"),
+    ({"seq_len": -1}, "seq_len"),
+    ({"seq_len": 2**24 + 1}, "seq_len"),
+    ({"eos_id": -1}, "eos_id"),
+    ({"eos_id": 2**32}, "eos_id"),
+    ({"shuffle_buffer": -1}, "shuffle_buffer"),
+    ({"seed": -3}, "seed"),
+    ({"consume_batch": 0}, "consume_batch"),
+    ({"consume_batch": 1_000_001}, "consume_batch"),
+    ({"queue_records": 0}, "queue_records"),
+    ({"poll_timeout_s": 0}, "poll_timeout_s"),
+    ({"poll_timeout_s": float("nan")}, "poll_timeout_s"),
+    ({"broker_timeout_s": -1.0}, "broker_timeout_s"),
+    ({"broker_timeout_s": float("inf")}, "broker_timeout_s"),
+    ({"rank": -1, "world_size": 2}, "rank"),
+    ({"rank": 2, "world_size": 2}, "rank 2 is not below world_size 2"),
+    ({"rank": 0}, "rank and world_size together"),
+    ({"world_size": 0, "rank": 0}, "world_size"),
+    ({"mode": "group"}, "group="),
+    ({"mode": "sharded"}, "mode"),
+    ({"start": -5}, "start"),
+    ({"start": True}, "start"),
+    ({"start": "123"}, "start"),
+    ({"start": 1.5}, "start"),
+    ({"start": "earlist"}, "start"),
+    ({"start": {0: -1}}, "start"),
+    ({"end": {"other:0": 10}}, "end key 'other:0'"),
+    ({"end": {"t:x": 10}}, "end key 't:x'"),
+    ({"end": -1}, "end"),
+    ({"dlq_topic": "no spaces"}, "not a Kafka topic name"),
+    ({"group": ""}, "group"),
+    ({"tokenizer": ""}, "tokenizer"),
+])
+def test_token_dataset_refuses_out_of_range(kwargs: dict[str, Any], field: str) -> None:
+    with pytest.raises(ConfigError, match="Invalid loader settings") as err:
+        kafeed.KafkaTokenDataset("t", **{**VALID, **kwargs})
+    assert field in str(err.value)
+
+
+@pytest.mark.parametrize(("topics", "why"), [
+    ([], "at least one topic"),
+    (["t", "t"], "names a topic twice"),
+    (["bad/name"], "not a Kafka topic name"),
+    ([""], "not a Kafka topic name"),
+])
+def test_topic_names_are_checked(topics: list[str], why: str) -> None:
+    with pytest.raises(ConfigError, match=why):
+        kafeed.KafkaSampleDataset(topics)
+
+
+def test_valid_specs_are_accepted() -> None:
+    when = datetime(2026, 1, 1, tzinfo=UTC)
+    for start, end in [("earliest", "latest"), (when, None), (0, when), ({0: 3, "t:1": 4, "2": 5}, {0: 9})]:
+        ds = kafeed.KafkaTokenDataset("t", seq_len=8, start=start, end=end)
+        assert ds.settings.start == start and ds.settings.end == end
+
+
+@pytest.mark.parametrize(("kwargs", "field"), [
+    ({"batch_size": 0}, "batch_size"),
+    ({"batch_size": True}, "batch_size"),
+    ({"batch_size": 2.5}, "batch_size"),
+    ({"num_workers": -1}, "num_workers"),
+    ({"prefetch": 0}, "prefetch"),
+    ({"timeout": -1.0}, "timeout"),
+    ({"multiprocessing_context": "threads"}, "multiprocessing_context"),
+    ({"pin_memory": "yes"}, "pin_memory"),
+])
+def test_stream_loader_refuses_out_of_range(kwargs: dict[str, Any], field: str) -> None:
+    ds = kafeed.KafkaTokenDataset("t", seq_len=8)
+    args = {"batch_size": 2, **kwargs}
+    with pytest.raises(ConfigError, match="Invalid StreamLoader arguments") as err:
+        kafeed.StreamLoader(ds, **args)
+    assert field in str(err.value)
+
+
+def test_stream_loader_needs_a_kafka_dataset() -> None:
+    with pytest.raises(ConfigError, match="KafkaTokenDataset or KafkaSampleDataset"):
+        kafeed.StreamLoader([1, 2, 3], batch_size=2)  # type: ignore[arg-type]
