@@ -2,7 +2,7 @@
 
 It owns what every trainer needs and none should write twice: distributed
 setup, resume from the newest valid checkpoint, periodic and SIGTERM
-checkpoints (model, optimizer, schedule, RNG, step, loader state), mirroring
+checkpoints (model, optimizer and its schedule, RNG, step, loader state), mirroring
 loader offsets to the consumer group after each checkpoint, live progress
 (step, loss, tokens/s, data-wait share, consumer lag) and a metrics log.
 """
@@ -87,6 +87,12 @@ class _Interrupted(Exception):
     """Raised out of a wait for data when SIGTERM/SIGINT arrives."""
 
 
+class Stateful(Protocol):
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
 class _SignalFlag:
     """Turns SIGTERM/SIGINT into a flag the loop checks after each step.
 
@@ -120,14 +126,13 @@ class _SignalFlag:
 class Runner:
     """Run ``step_fn`` over batches from ``loader`` with checkpoints and progress.
 
-    ``step_fn(batch) -> (loss, tokens)`` does forward, backward and optimizer step.
-    ``extra_state`` holds further stateful objects (optimizer, schedule) saved
-    with the model; ``manifest_fn(loader_state)`` adds JSON fields (lineage).
+    ``step_fn(batch) -> (loss, tokens)`` does forward, backward and optimizer step;
+    ``optimizer`` (its schedule included) is saved with the model;
+    ``manifest_fn(loader_state)`` adds JSON fields (lineage).
     """
 
     model: torch.nn.Module
-    optimizer: torch.optim.Optimizer
-    scheduler: Any
+    optimizer: Stateful
     loader: BatchSource
     step_fn: Callable[[Any], tuple[float, int]]
     checkpoints: CheckpointManager | None
@@ -157,8 +162,6 @@ class Runner:
         payload = ckpt.payload
         self.model.load_state_dict(payload["model"])
         self.optimizer.load_state_dict(payload["optimizer"])
-        if self.scheduler is not None and payload.get("scheduler") is not None:
-            self.scheduler.load_state_dict(payload["scheduler"])
         set_rng_state(payload["rng"])
         self.loader.load_state_dict(payload["loader"])
         self.step = int(payload["step"])
@@ -177,7 +180,6 @@ class Runner:
             payload = {
                 "model": self.model.state_dict(),
                 "optimizer": self.optimizer.state_dict(),
-                "scheduler": self.scheduler.state_dict() if self.scheduler is not None else None,
                 "rng": rng_state(),
                 "step": self.step,
                 "loss": self.last_loss,

@@ -191,7 +191,7 @@ class LoaderWiring:
 
 
 def run_on_loader(
-    *, model: Any, optimizer: Any, scheduler: Any, loader: Any, step_fn: Any,
+    *, model: Any, optimizer: Any, loader: Any, step_fn: Any,
     connection: ConnectionSettings, options: TrainOptions, rank: int, world: int,
     progress: Any, config: dict[str, Any],
 ) -> tuple[RunResult, LoaderWiring]:
@@ -200,7 +200,7 @@ def run_on_loader(
 
     wiring = LoaderWiring(loader, connection, options, rank=rank, world=world)
     runner = Runner(
-        model=model, optimizer=optimizer, scheduler=scheduler, loader=loader, step_fn=step_fn,
+        model=model, optimizer=optimizer, loader=loader, step_fn=step_fn,
         checkpoints=CheckpointManager(options.checkpoint_dir, keep=options.keep),
         checkpoint_every=options.checkpoint_every, total_steps=options.steps,
         log_every=options.log_every, run_dir=options.run_dir, rank=rank, world_size=world,
