@@ -21,7 +21,7 @@ from kafeed.train.models import build_classifier, minilm_dir, parameter_count
 from kafeed.train.optim import AdamW
 from kafeed.train.options import TrainOptions
 from kafeed.train.runner import RunResult, distributed_context, seed_everything
-from kafeed.train.wiring import check_topic, run_on_loader
+from kafeed.train.wiring import preflight, run_on_loader
 
 log = logging.getLogger("kafeed")
 
@@ -72,7 +72,7 @@ def train_classifier(options: TrainOptions, connection: ConnectionSettings, *,
                      progress: Callable[[str], None] = print) -> tuple[RunResult, dict[str, Any]]:
     from kafeed.loader import KafkaSampleDataset, StreamLoader
 
-    check_topic(connection, options.topic)
+    preflight(connection, options)
     rank, world = distributed_context()
     seed_everything(options.seed)
     dataset = KafkaSampleDataset(

@@ -13,7 +13,7 @@ from kafeed.train.models import GPTConfig, TinyGPT, next_token_loss, parameter_c
 from kafeed.train.optim import AdamW
 from kafeed.train.options import TrainOptions
 from kafeed.train.runner import RunResult, distributed_context, seed_everything
-from kafeed.train.wiring import check_topic, run_on_loader, tokenizer_info
+from kafeed.train.wiring import preflight, run_on_loader, tokenizer_info
 
 log = logging.getLogger("kafeed")
 
@@ -23,7 +23,7 @@ def train_gpt(options: TrainOptions, connection: ConnectionSettings, *,
     """Train :class:`TinyGPT` on ``options.topic``; returns the run result and a description."""
     from kafeed.loader import KafkaTokenDataset, StreamLoader
 
-    check_topic(connection, options.topic)
+    preflight(connection, options)
     rank, world = distributed_context()
     seed_everything(options.seed)
     tok = tokenizer_info(options.tokenizer)
