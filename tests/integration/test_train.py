@@ -8,19 +8,29 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from kafeed.config import ConnectionSettings
 from kafeed.errors import TopicError
+from kafeed.signals import stop_request
 from kafeed.train.checkpoint import CheckpointManager
 from kafeed.train.classifier import train_classifier
 from kafeed.train.gpt import train_gpt
 from kafeed.train.lineage import checkpoint_lineage
 from kafeed.train.options import TrainOptions
 from tests.integration.train_data import paragraphs, produce_documents, produce_labelled
+
+
+@pytest.fixture(autouse=True)
+def _restore_signals() -> Iterator[None]:
+    yield  # `kafeed train` run in-process installs the stop handler: give the signals back
+    stop_request().uninstall()
+    stop_request().reset()
 
 
 @pytest.fixture(scope="module")
@@ -44,11 +54,52 @@ def _train_cli(kafka: ConnectionSettings, topic: str, ckpt: Path, *extra: str) -
                             env={**os.environ, "PYTHONUNBUFFERED": "1"})
 
 
-def _finish(proc: subprocess.Popen[str]) -> dict[str, object]:
+def _finish(proc: subprocess.Popen[str], code: int = 0) -> dict[str, object]:
     out, err = proc.communicate(timeout=240)
-    assert proc.returncode == 0, err[-3000:]
+    assert proc.returncode == code, err[-3000:]
     summary: dict[str, object] = json.loads(out)
     return summary
+
+
+class _Stderr:
+    """Reads a process's stderr in a thread, so a test can wait for a line without blocking."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        self.proc = proc
+        self.lines: list[str] = []
+        self._cond = threading.Condition()
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            with self._cond:
+                self.lines.append(line)
+                self._cond.notify_all()
+        with self._cond:
+            self.lines.append("")  # EOF
+            self._cond.notify_all()
+
+    def wait_for(self, text: str, timeout: float = 180) -> None:
+        """Until a line containing ``text`` is printed; fails when the process exits first."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while not any(text in line for line in self.lines):
+                assert "" not in self.lines, f"exited before {text!r}:\n" + "".join(self.lines)[-3000:]
+                left = deadline - time.monotonic()
+                assert left > 0, f"no {text!r} within {timeout} s:\n" + "".join(self.lines)[-3000:]
+                self._cond.wait(left)
+
+    def finish(self) -> tuple[str, str]:
+        """(stdout, stderr) once the process has exited."""
+        assert self.proc.stdout is not None and self.proc.stderr is not None
+        with self.proc.stdout:
+            out = self.proc.stdout.read()
+        self.proc.wait(timeout=240)
+        self._thread.join(timeout=30)
+        self.proc.stderr.close()
+        return out, "".join(self.lines)
 
 
 def test_gpt_loss_falls(kafka: ConnectionSettings, tokens_topic: str, tmp_path: Path) -> None:
@@ -141,20 +192,20 @@ def test_lineage_totals_equal_records_consumed(kafka: ConnectionSettings, make_t
     }
 
 
-def test_sigterm_checkpoints_and_exits_cleanly(kafka: ConnectionSettings, tokens_topic: str,
-                                               tmp_path: Path) -> None:
+def test_sigterm_checkpoints_and_exits_143(kafka: ConnectionSettings, tokens_topic: str,
+                                           tmp_path: Path) -> None:
     ckpt = tmp_path / "ck"
     proc = _train_cli(kafka, tokens_topic, ckpt, "--steps", "100000", "--checkpoint-every", "1000")
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:  # wait until training is under way
-        line = proc.stderr.readline() if proc.stderr else ""
-        if line.startswith("step"):
-            break
+    stderr = _Stderr(proc)
+    stderr.wait_for("step ")  # training is under way
     proc.send_signal(signal.SIGTERM)
-    summary = _finish(proc)
+    out, err = stderr.finish()
+    assert proc.returncode == 143, err[-3000:]  # not 0: a scheduler requeues the job
+    summary = json.loads(out)
     assert summary["stopped_by_signal"] is True
-    step = int(summary["steps"])  # type: ignore[call-overload]
+    step = int(summary["steps"])
     assert 0 < step < 100000 and summary["checkpoint"] == str(ckpt / f"step-{step:08d}.pt")
+    assert "Stopped by SIGTERM" in err and "--resume" in err
 
 
 def test_torchrun_two_ranks_one_checkpoint(kafka: ConnectionSettings, make_topic, corpus: list[str],
@@ -190,12 +241,45 @@ def test_missing_topic_and_dead_broker_are_one_sentence(kafka: ConnectionSetting
     assert not (tmp_path / "ck").exists()
 
 
-def test_sigterm_while_waiting_for_data_exits_promptly(kafka: ConnectionSettings, make_topic,
-                                                       tmp_path: Path) -> None:
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_signal_while_waiting_for_data_exits_promptly(kafka: ConnectionSettings, make_topic,
+                                                      tmp_path: Path, sig: int, code: int) -> None:
     topic = make_topic(partitions=1)  # empty: a streaming trainer waits for records
     proc = _train_cli(kafka, topic, tmp_path / "ck", "--stream", "--steps", "10")
-    time.sleep(8)
-    assert proc.poll() is None
-    proc.send_signal(signal.SIGTERM)
-    summary = json.loads(proc.communicate(timeout=30)[0])
-    assert proc.returncode == 0 and summary["steps"] == 0 and summary["stopped_by_signal"] is True
+    stderr = _Stderr(proc)
+    stderr.wait_for(f"train: waiting for data on topic {topic}")
+    proc.send_signal(sig)
+    t0 = time.monotonic()
+    out, err = stderr.finish()
+    assert time.monotonic() - t0 < 30
+    assert proc.returncode == code, err[-3000:]
+    summary = json.loads(out)
+    assert summary["steps"] == 0 and summary["stopped_by_signal"] is True
+    assert f"Stopped by {signal.Signals(sig).name}" in err and "--resume" in err
+    assert "Traceback" not in err
+
+
+def test_empty_topic_fails_instead_of_training_on_nothing(kafka: ConnectionSettings, make_topic,
+                                                          tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    from kafeed.cli.main import main
+
+    topic = make_topic(partitions=2)
+    assert main(["train", "--topic", topic, "-b", kafka.bootstrap, "--checkpoint-dir",
+                 str(tmp_path / "ck"), "--json"]) == 1
+    captured = capsys.readouterr()
+    assert f"error: Topic '{topic}' is empty" in captured.err and "kafeed prepare" in captured.err
+    assert "Traceback" not in captured.err and captured.out == ""  # no summary of a run that did nothing
+    assert not (tmp_path / "ck").exists()
+
+
+def test_wrong_record_type_fails_with_one_sentence(kafka: ConnectionSettings, make_topic, corpus: list[str],
+                                                   tmp_path: Path) -> None:
+    topic = make_topic(partitions=1)
+    produce_labelled(kafka, topic, corpus[:40], [0] * 40, partitions=1)  # TrainingSamples, not tokens
+    proc = _train_cli(kafka, topic, tmp_path / "ck")
+    out, err = proc.communicate(timeout=240)
+    assert proc.returncode == 1, err[-3000:]
+    assert "Traceback" not in err and topic in err and out == ""
+    error_lines = [line for line in err.splitlines() if line.startswith("error: ")]
+    assert len(error_lines) == 1, err[-3000:]

@@ -70,3 +70,17 @@ def test_manifest_readable_without_torch(tmp_path: Path) -> None:
     assert json.loads(pt.with_suffix(".json").read_text())["sha256"] == doc["sha256"]
     with pytest.raises(CheckpointError, match="holds no checkpoint"):
         resolve_manifest(tmp_path / "empty" if (tmp_path / "empty").mkdir() is None else tmp_path)
+
+
+def test_check_writable_probes_and_leaves_nothing(tmp_path: Path) -> None:
+    from kafeed.errors import ConfigError
+    from kafeed.train.checkpoint import check_writable
+
+    check_writable(tmp_path / "new" / "ck")
+    assert list(tmp_path.iterdir()) == []  # the directories it made for the probe are gone again
+    (tmp_path / "kept").mkdir()
+    check_writable(tmp_path / "kept")
+    assert list((tmp_path / "kept").iterdir()) == []
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ConfigError, match="Cannot write checkpoints to"):
+        check_writable(tmp_path / "file" / "ck")

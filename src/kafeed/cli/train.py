@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
@@ -17,77 +17,105 @@ from kafeed.cli.common import (
     MetricsPortOpt,
     connection,
     console,
+    exit_stopped,
     out,
     print_json,
     start_metrics,
 )
-from kafeed.train.options import TrainOptions
+from kafeed.errors import ConfigError, invalid_settings
+from kafeed.signals import install
+from kafeed.train.defaults import DEFAULT_LR, DEFAULT_TOPIC
+from kafeed.train.defaults import TRAIN_DEFAULTS as _D
+
+if TYPE_CHECKING:
+    from kafeed.train.options import TrainOptions
 
 
 def train(
-    model: Annotated[ModelKind, typer.Option(help="gpt (from scratch) or classifier (fine-tune).")] = "gpt",
-    topic: Annotated[str | None, typer.Option(help="Input topic [default: tokens for gpt, raw for "
-                                              "classifier].", show_default=False)] = None,
-    steps: Annotated[int, typer.Option(help="Optimizer steps (fewer if a bounded topic ends).")] = 300,
-    batch_size: Annotated[int, typer.Option(help="Windows (gpt) or samples per step.")] = 8,
-    seq_len: Annotated[int, typer.Option(help="Tokens per window (gpt).")] = 128,
-    lr: Annotated[float | None, typer.Option(help="Peak learning rate [default: 3e-3 gpt, 5e-5 "
-                                             "classifier].", show_default=False)] = None,
-    d_model: Annotated[int, typer.Option(help="GPT width.")] = 128,
-    n_layers: Annotated[int, typer.Option(help="GPT layers.")] = 2,
-    n_heads: Annotated[int, typer.Option(help="GPT attention heads.")] = 4,
+    model: Annotated[ModelKind, typer.Option(help="gpt (from scratch) or classifier "
+                                             "(fine-tune).")] = _D["model"],
+    topic: Annotated[str | None, typer.Option(help=f"Input topic (default: {DEFAULT_TOPIC['gpt']} for gpt, "
+                                              f"{DEFAULT_TOPIC['classifier']} for classifier).",
+                                              show_default=False)] = None,
+    steps: Annotated[int, typer.Option(help="Optimizer steps (fewer if a bounded topic "
+                                       "ends).")] = _D["steps"],
+    batch_size: Annotated[int, typer.Option(help="Windows (gpt) or samples per step.")] = _D["batch_size"],
+    seq_len: Annotated[int, typer.Option(help="Tokens per window (gpt).")] = _D["seq_len"],
+    lr: Annotated[float | None, typer.Option(help=f"Peak learning rate (default: {DEFAULT_LR['gpt']:g} gpt, "
+                                             f"{DEFAULT_LR['classifier']:g} classifier).",
+                                             show_default=False)] = None,
+    d_model: Annotated[int, typer.Option(help="GPT width (a multiple of --n-heads).")] = _D["d_model"],
+    n_layers: Annotated[int, typer.Option(help="GPT layers.")] = _D["n_layers"],
+    n_heads: Annotated[int, typer.Option(help="GPT attention heads.")] = _D["n_heads"],
     tokenizer: Annotated[str, typer.Option(help="The tokenizer prepare used: bytes, minilm or a "
-                                           "tokenizer.json path.")] = "bytes",
-    num_workers: Annotated[int, typer.Option(help="DataLoader workers per rank.")] = 0,
-    shuffle_buffer: Annotated[int, typer.Option(help="Records in the shuffle buffer (0: off).")] = 256,
-    seed: Annotated[int, typer.Option(help="Seed of model init, shuffle and dropout.")] = 0,
-    stream: Annotated[bool, typer.Option(help="Keep reading new records (no end).")] = False,
-    checkpoint_dir: Annotated[Path, typer.Option(help="Where checkpoints go.")] = Path("checkpoints"),
+                                           "tokenizer.json path.")] = _D["tokenizer"],
+    num_workers: Annotated[int, typer.Option(help="DataLoader workers per rank.")] = _D["num_workers"],
+    shuffle_buffer: Annotated[int, typer.Option(help="Records in the shuffle buffer "
+                                                "(0: off).")] = _D["shuffle_buffer"],
+    seed: Annotated[int, typer.Option(help="Seed of model init, shuffle and dropout.")] = _D["seed"],
+    stream: Annotated[bool, typer.Option(help="Keep reading new records (no end).")] = _D["stream"],
+    checkpoint_dir: Annotated[Path, typer.Option(help="Where checkpoints go.")] = _D["checkpoint_dir"],
     checkpoint_every: Annotated[int, typer.Option(help="Steps between checkpoints (0: only at the "
-                                                  "end).")] = 50,
-    keep: Annotated[int, typer.Option(help="Checkpoints kept.")] = 3,
-    resume: Annotated[bool, typer.Option(help="Continue from the newest valid checkpoint.")] = False,
-    group: Annotated[str, typer.Option(help="Consumer group the offsets are mirrored to.")] = "kafeed-train",
+                                                  "end).")] = _D["checkpoint_every"],
+    keep: Annotated[int, typer.Option(help="Checkpoints kept.")] = _D["keep"],
+    resume: Annotated[bool, typer.Option(help="Continue from the newest valid checkpoint.")] = _D["resume"],
+    group: Annotated[str, typer.Option(help="Consumer group the offsets are mirrored to.")] = _D["group"],
     run_dir: Annotated[Path | None, typer.Option(help="Record metrics.jsonl here for `kafeed report`.",
-                                                 show_default=False)] = None,
-    log_every: Annotated[int, typer.Option(help="Steps between progress lines.")] = 10,
-    num_labels: Annotated[int, typer.Option(help="Classes (classifier).")] = 2,
+                                                 show_default=False)] = _D["run_dir"],
+    log_every: Annotated[int, typer.Option(help="Steps between progress lines.")] = _D["log_every"],
+    num_labels: Annotated[int, typer.Option(help="Classes (classifier).")] = _D["num_labels"],
     pretrained: Annotated[bool, typer.Option(help="Start the classifier from the bundled MiniLM "
-                                             "weights when installed.")] = True,
+                                             "weights when installed.")] = _D["pretrained"],
     bootstrap: BootstrapOpt = None,
     config: ConfigOpt = None,
     json_out: JsonOpt = False,
     metrics_port: MetricsPortOpt = None,
 ) -> None:
     """Train a reference model on kafeed's loader, with exact checkpoints and lineage."""
-    default_lr = 3e-3 if model == "gpt" else 5e-5
-    options = TrainOptions(
-        model=model, topic=topic or ("tokens" if model == "gpt" else "raw"), steps=steps,
-        batch_size=batch_size, seq_len=seq_len, lr=lr or default_lr, d_model=d_model,
-        n_layers=n_layers, n_heads=n_heads, tokenizer=tokenizer, num_workers=num_workers,
-        shuffle_buffer=shuffle_buffer, seed=seed, stream=stream, checkpoint_dir=checkpoint_dir,
-        checkpoint_every=checkpoint_every, keep=keep, resume=resume, group=group, run_dir=run_dir,
-        log_every=log_every, num_labels=num_labels, pretrained=pretrained,
-    )
+    # First: a SIGTERM while torch imports (seconds) is a stop request, not a kill.
+    stop = install()
+    from pydantic import ValidationError
+
+    from kafeed.train.options import TrainOptions
+
+    try:
+        # topic and lr: None lets the model's own default apply
+        options = TrainOptions.model_validate(dict(
+            model=model, topic=topic, steps=steps, batch_size=batch_size, seq_len=seq_len, lr=lr,
+            d_model=d_model, n_layers=n_layers, n_heads=n_heads, tokenizer=tokenizer,
+            num_workers=num_workers, shuffle_buffer=shuffle_buffer, seed=seed, stream=stream,
+            checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every, keep=keep,
+            resume=resume, group=group, run_dir=run_dir, log_every=log_every,
+            num_labels=num_labels, pretrained=pretrained,
+        ))
+    except ValidationError as exc:
+        raise invalid_settings(exc, what="train options",
+                               hint="See `kafeed train --help` for each option's range.") from None
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    if metrics_port is not None and not 0 <= metrics_port <= 65535 - local_rank:
+        raise ConfigError(f"Invalid train options: metrics_port: got {metrics_port}, should be between "
+                          f"0 and {65535 - local_rank} (0: any free port).",
+                          hint="Pick a free port for --metrics-port, or leave it off.")
     conn = connection(bootstrap, config)
     if metrics_port is not None:
         # Under torchrun each local rank serves its own port: PORT + LOCAL_RANK (0: any free port).
-        start_metrics(metrics_port + int(os.environ.get("LOCAL_RANK", "0")) if metrics_port else 0)
+        start_metrics(metrics_port + local_rank if metrics_port else 0)
     summary = run_training(options, conn)
-    if os.environ.get("RANK", "0") != "0":  # under torchrun, rank 0 speaks for the job
-        return
-    if json_out:
-        print_json(summary)
-    else:
-        table = Table(title=f"kafeed train --model {model}", show_header=False, title_justify="left")
-        for key, value in summary.items():
-            table.add_row(key, str(value))
-        out.print(table)
+    if os.environ.get("RANK", "0") == "0":  # under torchrun, rank 0 speaks for the job
+        if json_out:
+            print_json(summary)
+        else:
+            table = Table(title=f"kafeed train --model {model}", show_header=False, title_justify="left")
+            for key, value in summary.items():
+                table.add_row(key, str(value))
+            out.print(table)
+    if summary["stopped_by_signal"]:
+        exit_stopped(stop, "Rerun the same command with --resume to continue from the checkpoint.")
 
 
 def run_training(options: TrainOptions, conn: Any) -> dict[str, Any]:
     def progress(line: str) -> None:
-        console.print(line, highlight=False)
+        console.print(line, highlight=False, markup=False, soft_wrap=True)
 
     if options.model == "gpt":
         from kafeed.train.gpt import train_gpt

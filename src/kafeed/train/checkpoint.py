@@ -18,6 +18,7 @@ or corrupt ones with a warning and falls back to the previous. Only the newest
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
@@ -29,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kafeed.errors import KafeedError
+from kafeed.errors import ConfigError, KafeedError
 
 log = logging.getLogger("kafeed")
 
@@ -88,6 +89,37 @@ def resolve_manifest(path: Path) -> Path:
     if path.suffix == ".pt":
         return path.with_suffix(".json")
     return path
+
+
+def check_writable(directory: Path) -> None:
+    """Prove ``directory`` takes checkpoints before any training: create it, write, fsync and
+    remove a probe file. Directories it had to create are removed again, so a run that fails
+    later, before its first checkpoint, leaves nothing behind. Raises :class:`ConfigError`.
+    """
+    created: list[Path] = []
+    missing = directory.absolute()
+    while not missing.exists() and missing != missing.parent:
+        created.append(missing)
+        missing = missing.parent
+    probe = directory / f".kafeed-probe-{os.getpid()}"
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        with open(probe, "wb") as fh:
+            fh.write(b"kafeed")
+            fh.flush()
+            os.fsync(fh.fileno())
+        probe.unlink()
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            probe.unlink(missing_ok=True)
+        raise ConfigError(f"Cannot write checkpoints to {directory}: {exc.strerror or exc}.",
+                          hint="Pass a writable --checkpoint-dir.") from None
+    finally:
+        for path in created:  # deepest first
+            try:
+                path.rmdir()
+            except OSError:
+                break
 
 
 class CheckpointManager:

@@ -17,10 +17,11 @@ import torch
 import torch.nn.functional as F
 
 from kafeed.config import ConnectionSettings
-from kafeed.train.models import build_classifier, cosine_lr, minilm_dir, parameter_count
+from kafeed.train.models import build_classifier, minilm_dir, parameter_count
+from kafeed.train.optim import AdamW
 from kafeed.train.options import TrainOptions
 from kafeed.train.runner import RunResult, distributed_context, seed_everything
-from kafeed.train.wiring import check_topic, run_on_loader
+from kafeed.train.wiring import preflight, run_on_loader
 
 log = logging.getLogger("kafeed")
 
@@ -71,7 +72,7 @@ def train_classifier(options: TrainOptions, connection: ConnectionSettings, *,
                      progress: Callable[[str], None] = print) -> tuple[RunResult, dict[str, Any]]:
     from kafeed.loader import KafkaSampleDataset, StreamLoader
 
-    check_topic(connection, options.topic)
+    preflight(connection, options)
     rank, world = distributed_context()
     seed_everything(options.seed)
     dataset = KafkaSampleDataset(
@@ -86,9 +87,8 @@ def train_classifier(options: TrainOptions, connection: ConnectionSettings, *,
     model: torch.nn.Module = core
     if world > 1:
         model = torch.nn.parallel.DistributedDataParallel(model)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=options.lr, weight_decay=options.weight_decay)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda s: cosine_lr(s, warmup=options.warmup, total=options.steps))
+    optimizer = AdamW(model.parameters(), lr=options.lr, weight_decay=options.weight_decay,
+                      warmup=options.warmup, total=options.steps)
     eval_texts: list[str] = []
     eval_labels: list[int] = []
     bad_labels = 0
@@ -115,16 +115,15 @@ def train_classifier(options: TrainOptions, connection: ConnectionSettings, *,
         model.train()
         logits = model(ids, mask)
         loss = F.cross_entropy(logits, torch.tensor(labels))
-        optimizer.zero_grad(set_to_none=True)
+        optimizer.zero_grad()
         loss.backward()  # type: ignore[no-untyped-call]
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
-        scheduler.step()
         last_loss = float(loss.detach())
         return last_loss, int(mask.sum())
 
     result, wiring = run_on_loader(
-        model=core, optimizer=optimizer, scheduler=scheduler, loader=loader, step_fn=step_fn,
+        model=core, optimizer=optimizer, loader=loader, step_fn=step_fn,
         connection=connection, options=options, rank=rank, world=world, progress=progress,
         config={"model": "classifier", "encoder": encoder_desc["encoder"]},
     )

@@ -9,10 +9,11 @@ from typing import Any
 import torch
 
 from kafeed.config import ConnectionSettings
-from kafeed.train.models import GPTConfig, TinyGPT, cosine_lr, next_token_loss, parameter_count
+from kafeed.train.models import GPTConfig, TinyGPT, next_token_loss, parameter_count
+from kafeed.train.optim import AdamW
 from kafeed.train.options import TrainOptions
 from kafeed.train.runner import RunResult, distributed_context, seed_everything
-from kafeed.train.wiring import check_topic, run_on_loader, tokenizer_info
+from kafeed.train.wiring import preflight, run_on_loader, tokenizer_info
 
 log = logging.getLogger("kafeed")
 
@@ -22,7 +23,7 @@ def train_gpt(options: TrainOptions, connection: ConnectionSettings, *,
     """Train :class:`TinyGPT` on ``options.topic``; returns the run result and a description."""
     from kafeed.loader import KafkaTokenDataset, StreamLoader
 
-    check_topic(connection, options.topic)
+    preflight(connection, options)
     rank, world = distributed_context()
     seed_everything(options.seed)
     tok = tokenizer_info(options.tokenizer)
@@ -39,22 +40,20 @@ def train_gpt(options: TrainOptions, connection: ConnectionSettings, *,
     model: torch.nn.Module = core
     if world > 1:
         model = torch.nn.parallel.DistributedDataParallel(model)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=options.lr, weight_decay=options.weight_decay)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda s: cosine_lr(s, warmup=options.warmup, total=options.steps))
+    optimizer = AdamW(model.parameters(), lr=options.lr, weight_decay=options.weight_decay,
+                      warmup=options.warmup, total=options.steps)
 
     def step_fn(batch: dict[str, torch.Tensor]) -> tuple[float, int]:
         window = batch["tokens"]
         loss = next_token_loss(model, window)  # through DDP when wrapped, so gradients sync
-        optimizer.zero_grad(set_to_none=True)
+        optimizer.zero_grad()
         loss.backward()  # type: ignore[no-untyped-call]
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
-        scheduler.step()
         return float(loss.detach()), int(window.shape[0] * (window.shape[1] - 1))
 
     result, wiring = run_on_loader(
-        model=core, optimizer=optimizer, scheduler=scheduler, loader=loader, step_fn=step_fn,
+        model=core, optimizer=optimizer, loader=loader, step_fn=step_fn,
         connection=connection, options=options, rank=rank, world=world, progress=progress,
         config={"model": "gpt", "gpt": cfg.model_dump(), "tokenizer_fingerprint": tok.fingerprint},
     )

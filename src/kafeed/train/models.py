@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 
@@ -172,10 +171,3 @@ def build_classifier(num_labels: int, *, pretrained: bool = True,
 def parameter_count(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
 
-
-def cosine_lr(step: int, *, warmup: int, total: int) -> float:
-    """Linear warmup then cosine decay to 10%, as a multiplier for LambdaLR."""
-    if step < warmup:
-        return (step + 1) / max(1, warmup)
-    progress = min(1.0, (step - warmup) / max(1, total - warmup))
-    return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress))

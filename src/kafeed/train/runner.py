@@ -1,8 +1,8 @@
 """The training loop shared by the reference trainers.
 
 It owns what every trainer needs and none should write twice: distributed
-setup, resume from the newest valid checkpoint, periodic and SIGTERM
-checkpoints (model, optimizer, schedule, RNG, step, loader state), mirroring
+setup, resume from the newest valid checkpoint, periodic and SIGTERM/SIGINT
+checkpoints (model, optimizer and its schedule, RNG, step, loader state), mirroring
 loader offsets to the consumer group after each checkpoint, live progress
 (step, loss, tokens/s, data-wait share, consumer lag) and a metrics log.
 """
@@ -17,12 +17,12 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import FrameType
 from typing import Any, Protocol
 
 import numpy as np
 import torch
 
+from kafeed.signals import stop_request
 from kafeed.train.checkpoint import CheckpointManager
 
 log = logging.getLogger("kafeed")
@@ -83,51 +83,37 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+_END = object()
+
+
 class _Interrupted(Exception):
     """Raised out of a wait for data when SIGTERM/SIGINT arrives."""
 
 
-class _SignalFlag:
-    """Turns SIGTERM/SIGINT into a flag the loop checks after each step.
+class Stateful(Protocol):
+    def state_dict(self) -> dict[str, Any]: ...
 
-    A step in progress finishes first; a wait for the next batch (data may be slow
-    to come, or the broker away) is interrupted at once, since the loader state is
-    taken from batches already handed out and nothing is lost by leaving the wait.
-    """
-
-    def __init__(self) -> None:
-        self.raised: int | None = None
-        self.waiting = False
-        self._old: dict[int, Any] = {}
-
-    def __enter__(self) -> _SignalFlag:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            self._old[sig] = signal.signal(sig, self._handle)
-        return self
-
-    def _handle(self, signum: int, _frame: FrameType | None) -> None:
-        self.raised = signum
-        if self.waiting:
-            self.waiting = False
-            raise _Interrupted
-
-    def __exit__(self, *exc: object) -> None:
-        for sig, old in self._old.items():
-            signal.signal(sig, old)
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
 
 
 @dataclass
 class Runner:
     """Run ``step_fn`` over batches from ``loader`` with checkpoints and progress.
 
-    ``step_fn(batch) -> (loss, tokens)`` does forward, backward and optimizer step.
-    ``extra_state`` holds further stateful objects (optimizer, schedule) saved
-    with the model; ``manifest_fn(loader_state)`` adds JSON fields (lineage).
+    ``step_fn(batch) -> (loss, tokens)`` does forward, backward and optimizer step;
+    ``optimizer`` (its schedule included) is saved with the model;
+    ``manifest_fn(loader_state)`` adds JSON fields (lineage).
+
+    SIGTERM/SIGINT arrive through :func:`kafeed.signals.stop_request`: a step in progress
+    finishes first, then a checkpoint is saved and :meth:`run` returns; a wait for the next
+    batch (data may be slow to come, or the broker away) is left at once, since the loader
+    state is taken from batches already handed out and nothing is lost by leaving it. A
+    signal that arrived before :meth:`run` (while torch imported, say) stops it before the
+    first batch. ``source`` names what the loop waits on, for its "waiting for data" line.
     """
 
     model: torch.nn.Module
-    optimizer: torch.optim.Optimizer
-    scheduler: Any
+    optimizer: Stateful
     loader: BatchSource
     step_fn: Callable[[Any], tuple[float, int]]
     checkpoints: CheckpointManager | None
@@ -143,6 +129,7 @@ class Runner:
     lag_fn: Callable[[], int | None] | None = None
     progress: Callable[[str], None] = print
     config: dict[str, Any] = field(default_factory=dict)
+    source: str = "the loader"
 
     step: int = 0
     last_loss: float | None = None
@@ -157,8 +144,6 @@ class Runner:
         payload = ckpt.payload
         self.model.load_state_dict(payload["model"])
         self.optimizer.load_state_dict(payload["optimizer"])
-        if self.scheduler is not None and payload.get("scheduler") is not None:
-            self.scheduler.load_state_dict(payload["scheduler"])
         set_rng_state(payload["rng"])
         self.loader.load_state_dict(payload["loader"])
         self.step = int(payload["step"])
@@ -177,7 +162,6 @@ class Runner:
             payload = {
                 "model": self.model.state_dict(),
                 "optimizer": self.optimizer.state_dict(),
-                "scheduler": self.scheduler.state_dict() if self.scheduler is not None else None,
                 "rng": rng_state(),
                 "step": self.step,
                 "loss": self.last_loss,
@@ -204,25 +188,41 @@ class Runner:
 
             recorder = MetricsRecorder(self.run_dir, interval=2.0)
             recorder.start()
+        stop = stop_request()
+        handler_before = signal.getsignal(signal.SIGTERM)
+        stop.install()  # the CLI installed it first thing; a library caller gets it for this run
+        installed_here = signal.getsignal(signal.SIGTERM) != handler_before
+        waiting = False
+
+        def leave_wait(_signum: int) -> None:
+            nonlocal waiting
+            if waiting:
+                waiting = False
+                raise _Interrupted
+
+        remove = stop.on_signal(leave_wait)
         t0 = time.monotonic()
         window_t, window_tokens, window_wait = t0, 0, 0.0
-        stopped = False
+        # a signal during imports and setup stops the run before its first batch
+        stopped = stop.requested and self.step < self.total_steps
         saved_at = self.step
         self.model.train()
-        with _SignalFlag() as flag:
-            batches = iter(self.loader)
-            while self.step < self.total_steps:
+        try:
+            batches: Iterator[Any] = iter(()) if stopped else iter(self.loader)
+            if not stopped and self.step < self.total_steps and self.rank == 0:
+                self.progress(f"train: waiting for data on {self.source}")
+            while not stopped and self.step < self.total_steps:
                 w0 = time.monotonic()
-                flag.waiting = True
+                batch: Any = _END
                 try:
-                    batch = next(batches)
-                except StopIteration:
-                    break
-                except _Interrupted:
+                    waiting = True
+                    batch = next(batches, _END)
+                    waiting = False
+                except _Interrupted:  # leave_wait cleared ``waiting``: it cannot raise twice
                     stopped = True
+                if batch is _END:  # the data's end, or a signal before the batch came
                     break
-                finally:
-                    flag.waiting = False
+                # a batch that came with the signal is trained on: the loader counts it as handed out
                 waited = time.monotonic() - w0
                 loss, ntok = self.step_fn(batch)
                 self.step += 1
@@ -256,13 +256,17 @@ class Runner:
                 if self.checkpoint_every and self.step % self.checkpoint_every == 0:
                     last_ckpt = self.save() or last_ckpt
                     saved_at = self.step
-                if flag.raised is not None:
-                    stopped = True
-                    break
+                stopped = (stopped or stop.requested) and self.step < self.total_steps
+            remove()  # from here on a signal only sets the flag: the checkpoint must be written
             if self.step != saved_at:  # the end of the run, a signal or the data's end
                 last_ckpt = self.save() or last_ckpt
-        if recorder is not None:
-            recorder.close()
+        finally:
+            remove()
+            if recorder is not None:
+                recorder.close()
+            if installed_here:
+                stop.uninstall()
+                stop.reset()
         return RunResult(
             steps=self.step, start_step=start_step,
             first_loss=losses[0] if losses else None,

@@ -52,6 +52,18 @@ def check_topic(connection: ConnectionSettings, topic: str, *, timeout: float = 
                          hint="Check --topic, or run `kafeed prepare` to fill it.")
 
 
+def preflight(connection: ConnectionSettings, options: TrainOptions) -> None:
+    """What must hold before any training work: checkpoints can be written (rank 0 writes
+    them) and the topic exists. Raises ConfigError or TopicError, in one sentence."""
+    import os
+
+    from kafeed.train.checkpoint import check_writable
+
+    if os.environ.get("RANK", "0") == "0":
+        check_writable(options.checkpoint_dir)
+    check_topic(connection, options.topic)
+
+
 def _ranges(start: int, next_offset: int, delivered: list[int]) -> list[list[int]]:
     """Half-open offset ranges covering [start, next) and each delivered offset beyond."""
     spans: list[list[int]] = [[start, next_offset]] if next_offset > start else []
@@ -116,20 +128,40 @@ class LoaderWiring:
         self.starts = self._low_watermarks()
 
     def _low_watermarks(self) -> dict[str, int]:
+        try:
+            return self._offsets("earliest")
+        except Exception as exc:
+            log.warning("could not read the start offsets of %s for lineage: %s", self.options.topic, exc)
+            return {}
+
+    def _offsets(self, which: str) -> dict[str, int]:
+        """Each partition's low ("earliest") or high ("latest") watermark of the topic."""
         from confluent_kafka import TopicPartition
         from confluent_kafka.admin import OffsetSpec
 
         from kafeed.topics.admin import admin_client
 
+        admin = admin_client(self.connection)
+        meta = admin.list_topics(topic=self.options.topic, timeout=10).topics[self.options.topic]
+        spec = OffsetSpec.earliest() if which == "earliest" else OffsetSpec.latest()
+        req = {TopicPartition(self.options.topic, p): spec for p in meta.partitions}
+        res = admin.list_offsets(req, request_timeout=10)
+        return {f"{tp.topic}:{tp.partition}": f.result(timeout=10).offset for tp, f in res.items()}
+
+    def records_on_topic(self) -> int | None:
+        """Records the topic holds now (high minus low watermarks); None when unknown."""
         try:
-            admin = admin_client(self.connection)
-            meta = admin.list_topics(topic=self.options.topic, timeout=10).topics[self.options.topic]
-            req = {TopicPartition(self.options.topic, p): OffsetSpec.earliest() for p in meta.partitions}
-            res = admin.list_offsets(req, request_timeout=10)
-            return {f"{tp.topic}:{tp.partition}": f.result(timeout=10).offset for tp, f in res.items()}
+            low, high = self._offsets("earliest"), self._offsets("latest")
         except Exception as exc:
-            log.warning("could not read the start offsets of %s for lineage: %s", self.options.topic, exc)
-            return {}
+            log.debug("could not read the watermarks of %s: %s", self.options.topic, exc)
+            return None
+        return sum(max(0, high[key] - low.get(key, 0)) for key in high)
+
+    def reader_stats(self) -> dict[str, int] | None:
+        """The live reader's counts (records, bad, tokens) when it runs in this process."""
+        stats = getattr(getattr(self.loader, "dataset", None), "stats", None)
+        found = stats() if callable(stats) else None
+        return dict(found) if found else None
 
     def gather(self, state: dict[str, Any]) -> dict[str, Any]:
         """All ranks' loader states merged into one (a collective: every rank calls it)."""
@@ -191,7 +223,7 @@ class LoaderWiring:
 
 
 def run_on_loader(
-    *, model: Any, optimizer: Any, scheduler: Any, loader: Any, step_fn: Any,
+    *, model: Any, optimizer: Any, loader: Any, step_fn: Any,
     connection: ConnectionSettings, options: TrainOptions, rank: int, world: int,
     progress: Any, config: dict[str, Any],
 ) -> tuple[RunResult, LoaderWiring]:
@@ -200,16 +232,68 @@ def run_on_loader(
 
     wiring = LoaderWiring(loader, connection, options, rank=rank, world=world)
     runner = Runner(
-        model=model, optimizer=optimizer, scheduler=scheduler, loader=loader, step_fn=step_fn,
+        model=model, optimizer=optimizer, loader=loader, step_fn=step_fn,
         checkpoints=CheckpointManager(options.checkpoint_dir, keep=options.keep),
         checkpoint_every=options.checkpoint_every, total_steps=options.steps,
         log_every=options.log_every, run_dir=options.run_dir, rank=rank, world_size=world,
         gather_loader_state=wiring.gather if world > 1 else None,
         after_checkpoint=wiring.mirror_offsets, manifest_fn=wiring.manifest, lag_fn=wiring.lag,
         progress=progress, config={**options.model_dump(mode="json"), **config},
+        source=f"topic {options.topic}",
     )
     resumed = runner.resume() if options.resume else None
     wiring.begin(resumed_manifest=resumed_manifest(resumed))
     result = runner.run()
     result.resumed_from = resumed
+    if result.tokens == 0 and not result.stopped_by_signal and result.start_step < options.steps:
+        raise nothing_trained(options, records_on_topic=wiring.records_on_topic(),
+                              stats=wiring.reader_stats(), resumed_at=result.start_step if resumed else None)
     return result, wiring
+
+
+_RECORDS = {"gpt": ("TokenizedDocument", "`kafeed prepare`"),
+            "classifier": ("TrainingSample", "`kafeed ingest`")}
+
+
+def nothing_trained(options: TrainOptions, *, records_on_topic: int | None, stats: dict[str, int] | None,
+                    resumed_at: int | None) -> KafeedError:
+    """Why a run that had steps to do trained on nothing, as the error to end it with.
+
+    ``stats`` are the reader's counts when it ran in this process (``--num-workers 0``).
+    """
+    from kafeed.errors import SchemaError
+
+    topic = options.topic
+    kind, writer = _RECORDS[options.model]
+    if records_on_topic == 0:
+        return KafeedError(f"Topic {topic!r} is empty: there are no records to train on.",
+                           hint=f"Fill it with {writer} first, or pass --stream to wait for records.")
+    records, bad = (stats or {}).get("records", 0), (stats or {}).get("bad", 0)
+    if stats is not None and records == 0 and bad > 0:
+        other = "classifier" if options.model == "gpt" else "gpt"
+        return SchemaError(
+            f"No records were trained on: none of the {bad:,} records read from topic {topic!r} "
+            f"could be decoded as a {kind}.",
+            hint=f"--model {options.model} trains on the records {writer} writes (check --tokenizer "
+                 f"too); {_RECORDS[other][0]} records are for --model {other}.")
+    if stats is None:
+        return KafeedError(
+            f"No records were trained on: the loader found no usable {kind} record on topic {topic!r}.",
+            hint="The warnings above name the records it skipped; check --model, --tokenizer and --topic.")
+    if records == 0 and resumed_at is not None:
+        return KafeedError(
+            f"No records were trained on: topic {topic!r} has no records after the checkpoint "
+            f"of step {resumed_at}.",
+            hint=f"Produce more with {writer}, or pass --stream to wait for new records.")
+    if records == 0:
+        return KafeedError(f"No records were trained on: the loader read none of topic {topic!r}.",
+                           hint="Check the topic's retention and --topic.")
+    if options.model == "gpt":
+        return KafeedError(
+            f"No records were trained on: the {records:,} records read from topic {topic!r} hold "
+            f"fewer tokens than one window of --seq-len + 1 = {options.seq_len + 1}.",
+            hint="Produce more records, or lower --seq-len.")
+    return KafeedError(
+        f"No records were trained on: none of the {records:,} records read from topic {topic!r} "
+        f"has a usable label outside the held-out tenth.",
+        hint=f"target_values[0] must be a class index below --num-labels ({options.num_labels}).")

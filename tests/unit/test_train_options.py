@@ -1,0 +1,80 @@
+"""`kafeed train` checks every option before any connection or training work (exit 2)."""
+
+from __future__ import annotations
+
+import inspect
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kafeed.cli import train as train_cli
+from kafeed.cli.main import main
+from kafeed.signals import stop_request
+from kafeed.train.options import DEFAULT_LR, TrainOptions
+
+
+@pytest.fixture(autouse=True)
+def _restore_signals() -> Iterator[None]:
+    yield  # the CLI installs the process's stop handler first thing; give the signals back
+    stop_request().uninstall()
+    stop_request().reset()
+
+
+@pytest.fixture
+def dead_bootstrap() -> str:
+    """A port nothing listens on: any connection attempt would fail after seconds, exit 1."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{sock.getsockname()[1]}"
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    (["--steps", "0"], "steps: got 0, should be greater than or equal to 1"),
+    (["--batch-size", "0"], "batch_size: got 0, should be greater than or equal to 1"),
+    (["--seq-len", "1"], "seq_len: got 1, should be greater than or equal to 2"),
+    (["--seq-len", "1000000"], "seq_len: got 1000000, should be less than or equal to 32768"),
+    (["--lr", "0"], "lr: got 0.0, should be greater than 0"),
+    (["--lr", "nan"], "lr: got nan, should be a finite number"),
+    (["--d-model", "100", "--n-heads", "3"], "n_heads: got 3, should divide d_model (100)"),
+    (["--n-layers", "0"], "n_layers: got 0, should be greater than or equal to 1"),
+    (["--keep", "0"], "keep: got 0, should be greater than or equal to 1"),
+    (["--log-every", "0"], "log_every: got 0, should be greater than or equal to 1"),
+    (["--num-workers", "-1"], "num_workers: got -1, should be greater than or equal to 0"),
+    (["--seed", "-1"], "seed: got -1, should be greater than or equal to 0"),
+    (["--metrics-port", "70000"], "metrics_port: got 70000, should be between 0 and 65535"),
+    (["--metrics-port", "-1"], "metrics_port: got -1, should be between 0 and 65535"),
+])
+def test_out_of_range_option_is_one_line_exit_2(args: list[str], expected: str, dead_bootstrap: str,
+                                                tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["train", "-b", dead_bootstrap, "--checkpoint-dir", str(tmp_path / "ck"), *args])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    lines = err.strip().splitlines()
+    assert lines[0].startswith("error: Invalid train options: ") and expected in lines[0], err
+    assert len(lines) == 2 and "Traceback" not in err  # the sentence and its hint
+    assert not (tmp_path / "ck").exists()
+
+
+def test_unwritable_checkpoint_dir_exits_2_before_connecting(dead_bootstrap: str, tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    code = main(["train", "-b", dead_bootstrap, "--checkpoint-dir", str(blocker / "ck")])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.startswith(f"error: Cannot write checkpoints to {blocker / 'ck'}") and "Traceback" not in err
+
+
+def test_cli_defaults_are_the_options_defaults() -> None:
+    fields = TrainOptions.model_fields
+    for name, param in inspect.signature(train_cli.train).parameters.items():
+        if name in fields and name not in ("topic", "lr"):
+            assert param.default == fields[name].default, name
+    # topic and lr follow the model, in the library as on the command line
+    assert inspect.signature(train_cli.train).parameters["lr"].default is None
+    assert TrainOptions(model="classifier").lr == DEFAULT_LR["classifier"] == 5e-5
+    assert TrainOptions(model="classifier").topic == "raw"
+    assert TrainOptions().lr == DEFAULT_LR["gpt"] and TrainOptions().topic == "tokens"
+    assert TrainOptions(model="classifier", lr=1e-4, topic="labelled").lr == 1e-4
