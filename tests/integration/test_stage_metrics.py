@@ -161,7 +161,7 @@ def test_train_cli_serves_trainer_and_loader_metrics(kafka: ConnectionSettings, 
     finally:
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 0, err[-3000:]
+    assert proc.returncode == 143, err[-3000:]  # stopped by SIGTERM: the scheduler may requeue it
     assert json.loads(out)["stopped_by_signal"] is True
 
 

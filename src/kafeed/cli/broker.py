@@ -6,14 +6,12 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.table import Table
-from rich.text import Text
 
-from kafeed.broker import KAFKA_VERSION, LocalCluster, resolve_libs
 from kafeed.cli.common import DataDirOpt, JsonOpt, console, out, print_json
 from kafeed.units import human_bytes
 
-app = typer.Typer(help="Run a local Apache Kafka (KRaft) cluster.", no_args_is_help=True)
+app = typer.Typer(help="Run a local Apache Kafka (KRaft) cluster.", no_args_is_help=True,
+                  rich_markup_mode=None)
 
 KafkaHomeOpt = Annotated[
     Path | None,
@@ -25,6 +23,10 @@ KafkaHomeOpt = Annotated[
 @app.command()
 def fetch(kafka_home: KafkaHomeOpt = None, json_out: JsonOpt = False) -> None:
     """Resolve the Kafka broker and tools jars from Maven Central (cached)."""
+    from rich.text import Text
+
+    from kafeed.broker import KAFKA_VERSION, resolve_libs
+
     with console.status(f"Resolving Kafka {KAFKA_VERSION} jars..."):
         libs = resolve_libs(kafka_home=kafka_home)
     jars = len(list(libs.libs_dir.glob("*.jar")))
@@ -47,6 +49,10 @@ def start(
     json_out: JsonOpt = False,
 ) -> None:
     """Start a local cluster in the background (formats storage on first start)."""
+    from rich.text import Text
+
+    from kafeed.broker import LocalCluster
+
     cluster = LocalCluster(data_dir, nodes=nodes, port=port, heap_mb=heap_mb,
                            kafka_home=kafka_home)
     with console.status("Starting Kafka..."):
@@ -67,6 +73,10 @@ def stop(
     json_out: JsonOpt = False,
 ) -> None:
     """Stop the local cluster gracefully (SIGTERM, then SIGKILL after --timeout)."""
+    from rich.text import Text
+
+    from kafeed.broker import LocalCluster
+
     cluster = LocalCluster(data_dir)
     stopped = cluster.stop(timeout=timeout, purge=purge)
     if json_out:
@@ -80,6 +90,11 @@ def stop(
 @app.command()
 def status(data_dir: DataDirOpt = None, json_out: JsonOpt = False) -> None:
     """Nodes, controller, topics and disk used per log dir."""
+    from rich.table import Table
+    from rich.text import Text
+
+    from kafeed.broker import LocalCluster
+
     st = LocalCluster(data_dir).status()
     if json_out:
         print_json(st.as_dict())

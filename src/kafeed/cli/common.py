@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.text import Text
 
 from kafeed.errors import ConfigError
 from kafeed.signals import StopRequest
@@ -46,6 +45,8 @@ def connection(bootstrap: str | None, config: Path | None) -> ConnectionSettings
 
 def report_error(message: str, hint: str | None = None) -> None:
     """``error: message`` and the hint on stderr, user text printed as is (never as markup)."""
+    from rich.text import Text
+
     console.print(Text.assemble(("error: ", "bold red"), " ".join(message.split())), soft_wrap=True)
     if hint:
         console.print(Text(" ".join(hint.split()), style="dim"), soft_wrap=True)
@@ -53,6 +54,8 @@ def report_error(message: str, hint: str | None = None) -> None:
 
 def exit_stopped(stop: StopRequest, resume: str) -> None:
     """After a long command returned because of SIGINT/SIGTERM: say so, exit 130 or 143."""
+    from rich.text import Text
+
     if stop.requested:
         console.print(Text(f"Stopped by {stop.name}: the work committed so far is kept. {resume}"))
         raise typer.Exit(stop.exit_code)

@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 
 from kafeed.cli.common import DataDirOpt, JsonOpt, console, out, print_json
 
@@ -25,6 +24,7 @@ def demo(
 ) -> None:
     """Start (or reuse) a local broker; ingest, prepare and train on a corpus; summarize."""
     from pydantic import ValidationError
+    from rich.markup import escape
 
     from kafeed.demo import DemoOptions, run_demo
     from kafeed.errors import invalid_settings

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import time
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-from rich.table import Table
 
 from kafeed.choices import (
     DEFAULT_BATCH_BYTES,
@@ -28,11 +26,14 @@ from kafeed.cli.common import (
     print_json,
     start_metrics,
 )
-from kafeed.config import read_settings_file
 from kafeed.errors import TooManyDeadLetters, invalid_settings
-from kafeed.ingest import IngestOptions, IngestProgress, IngestSummary, ingest
 from kafeed.signals import install
 from kafeed.units import human_bytes
+
+if TYPE_CHECKING:
+    from rich.progress import TaskID
+
+    from kafeed.ingest import IngestProgress, IngestSummary
 
 _TUNABLES = ("compression", "linger_ms", "batch_bytes", "batch_messages", "read_batch",
              "commit_records", "commit_interval_ms", "format", "text_field", "id_field", "max_dlq_ratio")
@@ -43,6 +44,14 @@ class _Bar:
     """A rich progress bar on stderr: records/s, MB/s read, ETA when the total size is known."""
 
     def __init__(self) -> None:
+        from rich.progress import (
+            BarColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
         self.progress = Progress(
             TextColumn("[bold]ingest[/bold]"), BarColumn(), TextColumn("{task.fields[records]} records"),
             TextColumn("{task.fields[rps]} rec/s"), TextColumn("{task.fields[mbps]} MB/s"),
@@ -75,6 +84,8 @@ class _Bar:
 
 
 def _print_summary(s: IngestSummary) -> None:
+    from rich.table import Table
+
     if s.already_complete:
         console.print(f"Nothing to do: job [bold]{s.job_id}[/bold] already finished "
                       f"({s.job_totals.get('produced', 0):,} records, "
@@ -107,10 +118,10 @@ def ingest_command(
                                             show_default=False)] = None,
     dsn: Annotated[str | None, typer.Option(help="sqlite:///f.db or postgresql://user@host/db.",
                                             show_default=False)] = None,
-    text_field: Annotated[str | None, typer.Option(help="Field holding the text \\[default: text].",
+    text_field: Annotated[str | None, typer.Option(help="Field holding the text [default: text].",
                                                    show_default=False)] = None,
     id_field: Annotated[str | None, typer.Option(
-        help="Field holding the document id \\[default: id]; absent → sha256 of the text.",
+        help="Field holding the document id [default: id]; absent → sha256 of the text.",
         show_default=False)] = None,
     label_field: Annotated[str | None, typer.Option(
         help="Field with a number or list of numbers → target_values.", show_default=False)] = None,
@@ -118,19 +129,19 @@ def ingest_command(
         help="Extra field copied into metadata (repeatable).", show_default=False)] = None,
     text_mode: Annotated[TextMode, typer.Option(help="How .txt files split into documents.")] = "line",
     stdin_format: Annotated[StdinFormat, typer.Option(help="What - (stdin) carries.")] = "jsonl",
-    fmt: Annotated[RawFormat | None, typer.Option("--format", help="Raw value format \\[default: protobuf].",
+    fmt: Annotated[RawFormat | None, typer.Option("--format", help="Raw value format [default: protobuf].",
                                                   show_default=False)] = None,
     compression: Annotated[Compression | None, typer.Option(
-        help="Producer compression \\[default: zstd].", show_default=False)] = None,
+        help="Producer compression [default: zstd].", show_default=False)] = None,
     linger_ms: Annotated[int | None, typer.Option(
-        help=f"linger.ms \\[default: {DEFAULT_LINGER_MS}, measured].", show_default=False)] = None,
+        help=f"linger.ms [default: {DEFAULT_LINGER_MS}, measured].", show_default=False)] = None,
     batch_bytes: Annotated[int | None, typer.Option(
-        help=f"batch.size \\[default: {DEFAULT_BATCH_BYTES}].", show_default=False)] = None,
+        help=f"batch.size [default: {DEFAULT_BATCH_BYTES}].", show_default=False)] = None,
     commit_records: Annotated[int | None, typer.Option(
-        help="Commit a transaction + progress marker every N records \\[default: 50000].",
+        help="Commit a transaction + progress marker every N records [default: 50000].",
         show_default=False)] = None,
     commit_interval_ms: Annotated[int | None, typer.Option(
-        help="... or every M ms \\[default: 2000].", show_default=False)] = None,
+        help="... or every M ms [default: 2000].", show_default=False)] = None,
     job_id: Annotated[str | None, typer.Option(
         help="Name the job (and its transactional id) instead of hashing topic + sources + mapping.",
         show_default=False)] = None,
@@ -138,7 +149,7 @@ def ingest_command(
         help="Ignore the job's committed progress and ingest everything again.")] = False,
     max_dlq_ratio: Annotated[float | None, typer.Option(
         help="Fail (exit 1) when more than this share of the records read is dead-lettered "
-        "\\[default: fail only when all are].", show_default=False)] = None,
+        "[default: fail only when all are].", show_default=False)] = None,
     no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress bar.")] = False,
     bootstrap: BootstrapOpt = None,
     config: ConfigOpt = None,
@@ -149,6 +160,9 @@ def ingest_command(
 
     SIGINT/SIGTERM commit the batches read so far and exit 130/143; the same command resumes.
     """
+    from kafeed.config import read_settings_file
+    from kafeed.ingest import IngestOptions, ingest
+
     stop = install()  # first: a signal during start-up is remembered, not fatal
     settings = connection(bootstrap, config)
     values: dict[str, Any] = {k: v for k, v in read_settings_file(config).get("ingest", {}).items()

@@ -14,12 +14,19 @@ from kafeed.cli.common import console, report_error, setup_logging
 from kafeed.cli.ingest import ingest_command
 from kafeed.errors import ConfigError, KafeedError
 
+# Help and usage errors are plain click text: typer's rich path (rich.markdown, and its
+# HTML escaping of every default, which loads it even with rich_markup_mode=None) would
+# double the time of every `--help`. kafeed's own output still uses rich.
+if hasattr(typer, "core") and hasattr(typer.core, "HAS_RICH"):
+    typer.core.HAS_RICH = False
+
 app = typer.Typer(
     name="kafeed",
     help="Feed a training job from Apache Kafka.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    rich_markup_mode=None,
 )
 app.add_typer(broker.app, name="broker")
 app.add_typer(topic.app, name="topic")

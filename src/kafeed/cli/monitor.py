@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from pydantic import ValidationError
 
 from kafeed.cli.common import BootstrapOpt, ConfigOpt, JsonOpt, connection, console, out, print_json
-from kafeed.config import ConnectionSettings, read_settings_file
 from kafeed.errors import BrokerUnavailable, ConfigError, KafeedError, invalid_settings
+
+if TYPE_CHECKING:
+    from kafeed.config import ConnectionSettings
 
 
 def _options(config: Path | None, overrides: dict[str, Any]) -> Any:
+    from pydantic import ValidationError
+
+    from kafeed.config import read_settings_file
     from kafeed.monitor.watch import MonitorOptions
 
     values = dict(read_settings_file(config).get("monitor", {}))
@@ -37,17 +41,17 @@ def _find_data_dir(settings: ConnectionSettings) -> Path | None:
 
 def monitor(
     interval: Annotated[float | None, typer.Option(
-        help="Seconds between polls \\[default: 5, or \\[monitor] interval_s].", show_default=False)] = None,
+        help="Seconds between polls [default: 5, or [monitor] interval_s].", show_default=False)] = None,
     window: Annotated[int | None, typer.Option(
-        help="Committed-offset observations per partition for the lag rules \\[default: 10].",
+        help="Committed-offset observations per partition for the lag rules [default: 10].",
         show_default=False)] = None,
     allowed_lag: Annotated[int | None, typer.Option(
-        help="Lag that still counts as caught up \\[default: 0].", show_default=False)] = None,
+        help="Lag that still counts as caught up [default: 0].", show_default=False)] = None,
     group: Annotated[list[str] | None, typer.Option(
-        "--group", "-g", help="Only this consumer group (repeatable) \\[default: all].",
+        "--group", "-g", help="Only this consumer group (repeatable) [default: all].",
         show_default=False)] = None,
     data_dir: Annotated[Path | None, typer.Option(
-        help="Local cluster data dir, for disk usage \\[default: found when it is the monitored one].",
+        help="Local cluster data dir, for disk usage [default: found when it is the monitored one].",
         show_default=False)] = None,
     once: Annotated[bool, typer.Option(help="Poll --samples times, print once, exit.")] = False,
     samples: Annotated[int, typer.Option(
@@ -65,6 +69,8 @@ def monitor(
     json_out: JsonOpt = False,
 ) -> None:
     """Watch the cluster: brokers, partitions, topic rates, consumer lag, disk, alerts."""
+    from rich.live import Live
+
     from kafeed.monitor.alerts import AlertEngine, Condition, load_alert_settings
     from kafeed.monitor.dashboard import render, render_error
     from kafeed.monitor.export import export_snapshot, export_unreachable

@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import time
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.live import Live
-from rich.table import Table
-from rich.text import Text
 
 from kafeed.cli.common import (
     BootstrapOpt,
@@ -24,13 +21,20 @@ from kafeed.cli.common import (
     start_metrics,
 )
 from kafeed.errors import TooManyDeadLetters
-from kafeed.prepare import PrepareStats, load_prepare_settings, run_prepare
 from kafeed.signals import install
+
+if TYPE_CHECKING:
+    from rich.table import Table
+    from rich.text import Text
+
+    from kafeed.prepare import PrepareStats
 
 _RESUME = "Re-run the same command: the group resumes from its committed offsets."
 
 
 def _progress_line(stats: PrepareStats) -> Text:
+    from rich.text import Text
+
     return Text.assemble(
         ("prepare ", "bold"),
         f"{stats.records_in:,} in · {stats.documents_out:,} out · "
@@ -40,6 +44,8 @@ def _progress_line(stats: PrepareStats) -> Text:
 
 
 def _summary(stats: PrepareStats) -> Table:
+    from rich.table import Table
+
     table = Table(title="kafeed prepare", show_header=False, title_justify="left")
     table.add_row("records in", f"{stats.records_in:,}")
     table.add_row("documents out", f"{stats.documents_out:,}")
@@ -82,7 +88,7 @@ def prepare(
     )] = False,
     max_dlq_ratio: Annotated[float | None, typer.Option(
         help="Fail (exit 1) when more than this share of the records read is dead-lettered "
-        "\\[default: fail only when all are].", show_default=False)] = None,
+        "[default: fail only when all are].", show_default=False)] = None,
     bootstrap: BootstrapOpt = None,
     config: ConfigOpt = None,
     json_out: JsonOpt = False,
@@ -93,6 +99,11 @@ def prepare(
     Runs until SIGTERM/Ctrl-C (which finish or abort the open transaction, then exit
     143/130) or, with --until-caught-up, until the input is drained.
     """
+    from rich.live import Live
+    from rich.text import Text
+
+    from kafeed.prepare import load_prepare_settings, run_prepare
+
     stop = install()  # first: a signal during start-up is remembered, not fatal
     overrides: dict[str, Any] = {
         "input": input, "output": output, "group": group, "dlq": dlq, "instance": instance,

@@ -13,7 +13,7 @@ from kafeed.cli.common import JsonOpt, out, print_json
 def report(
     run_dir: Annotated[Path, typer.Argument(help="Directory holding metrics.jsonl.")],
     out_dir: Annotated[Path | None, typer.Option(
-        "--out", help="Where to write the PNGs and report.html \\[default: RUN_DIR].",
+        "--out", help="Where to write the PNGs and report.html [default: RUN_DIR].",
         show_default=False)] = None,
     json_out: JsonOpt = False,
 ) -> None:

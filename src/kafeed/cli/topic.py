@@ -5,22 +5,14 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.table import Table
-from rich.text import Text
 
+from kafeed.choices import DEFAULT_PER_PARTITION_MBPS, Compression
 from kafeed.cli.common import BootstrapOpt, ConfigOpt, JsonOpt, connection, out, print_json
 from kafeed.errors import ConfigError
-from kafeed.topics import (
-    DEFAULT_PER_PARTITION_MBPS,
-    KAFKA_OWN_TOPICS,
-    Compression,
-    TopicAdmin,
-    deletion_cost,
-    topic_request,
-)
 from kafeed.units import human_bytes
 
-app = typer.Typer(help="Create, list, describe and delete topics.", no_args_is_help=True)
+app = typer.Typer(help="Create, list, describe and delete topics.", no_args_is_help=True,
+                  rich_markup_mode=None)
 
 
 @app.command()
@@ -47,6 +39,10 @@ def create(
     json_out: JsonOpt = False,
 ) -> None:
     """Create a topic, sized from --partitions or from --throughput-mbps."""
+    from rich.text import Text
+
+    from kafeed.topics import TopicAdmin, topic_request
+
     # Every option is checked before the cluster is asked anything.
     request = topic_request(
         name, partitions=partitions, throughput_mbps=throughput_mbps,
@@ -74,6 +70,10 @@ def list_(
     json_out: JsonOpt = False,
 ) -> None:
     """List topics."""
+    from rich.text import Text
+
+    from kafeed.topics import TopicAdmin
+
     names = TopicAdmin(connection(bootstrap, config)).list(internal=internal)
     if json_out:
         print_json(names)
@@ -90,6 +90,11 @@ def describe(
     json_out: JsonOpt = False,
 ) -> None:
     """Partitions, leaders, ISR, sizes, high watermarks and non-default configs."""
+    from rich.table import Table
+    from rich.text import Text
+
+    from kafeed.topics import TopicAdmin
+
     info = TopicAdmin(connection(bootstrap, config)).describe(name)
     if json_out:
         print_json(info.as_dict())
@@ -118,6 +123,10 @@ def delete(
     json_out: JsonOpt = False,
 ) -> None:
     """Delete a topic. Internal topics (__...) need --force; Kafka's own are never deleted."""
+    from rich.text import Text
+
+    from kafeed.topics import KAFKA_OWN_TOPICS, TopicAdmin, deletion_cost
+
     cost = deletion_cost(name)
     if name in KAFKA_OWN_TOPICS:
         raise ConfigError(f"Refusing to delete {name}: {cost}.",

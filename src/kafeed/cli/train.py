@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.table import Table
 
 from kafeed.choices import ModelKind
 from kafeed.cli.common import (
@@ -72,6 +71,8 @@ def train(
     metrics_port: MetricsPortOpt = None,
 ) -> None:
     """Train a reference model on kafeed's loader, with exact checkpoints and lineage."""
+    from rich.table import Table
+
     # First: a SIGTERM while torch imports (seconds) is a stop request, not a kill.
     stop = install()
     from pydantic import ValidationError
@@ -145,6 +146,8 @@ def lineage(
     json_out: JsonOpt = False,
 ) -> None:
     """Which offset ranges of which partitions (and how many documents) a checkpoint trained on."""
+    from rich.table import Table
+
     from kafeed.train.lineage import checkpoint_lineage
 
     info = checkpoint_lineage(checkpoint)
