@@ -32,7 +32,7 @@ test: fetch lint system-deps
 	$(PY) -m pytest -q
 
 test-all: fetch
-	$(PY) -m pytest -q -m "slow or not slow"
+	KAFEED_HYPOTHESIS=thorough $(PY) -m pytest -q -m "slow or not slow"
 
 lint: setup
 	$(VENV)/bin/ruff check src tests

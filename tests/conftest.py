@@ -1,10 +1,21 @@
-"""Shared fixtures. Broker fixtures live in tests/kafka_fixtures.py."""
+"""Shared fixtures. Broker fixtures live in tests/kafka_fixtures.py, registered here once so
+that integration and fault tests share one session cluster (started only when a test asks)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# Property tests: 1,000 generated inputs each in the default run, 10,000 in the thorough
+# one (`make test-all`, or KAFEED_HYPOTHESIS=thorough).
+settings.register_profile("default", max_examples=1_000)
+settings.register_profile("thorough", max_examples=10_000)
+settings.load_profile(os.environ.get("KAFEED_HYPOTHESIS", "default"))
+
+pytest_plugins = ["tests.kafka_fixtures"]
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 

@@ -71,7 +71,7 @@ def _kill_and_restart(kafka: ConnectionSettings, make_topic, tmp_path: Path, kil
 
 
 def test_prepare_survives_kills(kafka: ConnectionSettings, make_topic, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    _kill_and_restart(kafka, make_topic, tmp_path, kills=3, n_docs=1500)
+    _kill_and_restart(kafka, make_topic, tmp_path, kills=2, n_docs=1200)
 
 
 @pytest.mark.slow

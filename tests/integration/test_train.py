@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import random
 import signal
@@ -112,6 +113,21 @@ def test_gpt_loss_falls(kafka: ConnectionSettings, tokens_topic: str, tmp_path: 
     assert describe["vocab_size"] == 257 and result.tokens == 40 * 8 * 64
 
 
+def test_classifier_trains_checkpoints_and_evaluates(kafka: ConnectionSettings, make_topic,
+                                                      corpus: list[str], tmp_path: Path) -> None:
+    # The short run of the classifier kept in the default suite (learning itself: below, slow).
+    topic = make_topic(partitions=2)
+    produce_labelled(kafka, topic, corpus[:300], [i % 2 for i in range(300)], partitions=2)
+    options = TrainOptions(model="classifier", topic=topic, steps=6, batch_size=8, max_length=32,
+                           checkpoint_dir=tmp_path / "ck", checkpoint_every=3, log_every=3)
+    result, describe = train_classifier(options, kafka, progress=lambda _l: None)
+    assert result.steps == 6 and result.final_loss is not None and math.isfinite(result.final_loss)
+    assert sorted(p.name for p in (tmp_path / "ck").glob("step-*.pt")) == [
+        "step-00000003.pt", "step-00000006.pt"]
+    assert describe["held_out"] > 0 and 0.0 <= describe["accuracy"] <= 1.0
+
+
+@pytest.mark.slow
 def test_classifier_beats_chance(kafka: ConnectionSettings, make_topic, corpus: list[str],
                                  tmp_path: Path) -> None:
     # Which half of the collected plays a speech comes from: the speakers' names and

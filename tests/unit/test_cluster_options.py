@@ -13,15 +13,7 @@ import pytest
 from kafeed.broker import LocalCluster
 from kafeed.cli.main import main
 from kafeed.errors import ConfigError
-
-
-def _usage_error(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
-    rc = main(args)
-    err = capsys.readouterr().err
-    lines = err.strip().splitlines()
-    assert rc == 2, err
-    assert lines[0].startswith("error: ") and len(lines) <= 2 and "Traceback" not in err
-    return lines[0]
+from tests.cli_support import usage_error
 
 
 @pytest.mark.parametrize(("options", "says"), [
@@ -37,13 +29,13 @@ def _usage_error(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
 def test_start_option_ranges(options: list[str], says: str, tmp_path: Path,
                              capsys: pytest.CaptureFixture[str]) -> None:
     data_dir = tmp_path / "cluster"
-    assert says in _usage_error(["broker", "start", *options, "--data-dir", str(data_dir)], capsys)
+    assert says in usage_error(["broker", "start", *options, "--data-dir", str(data_dir)], capsys)
     assert not data_dir.exists()  # refused before anything was formatted or started
 
 
 @pytest.mark.parametrize("timeout", ["-1", "nan", "inf"])
 def test_stop_timeout_range(timeout: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    line = _usage_error(["broker", "stop", "--timeout", timeout, "--data-dir", str(tmp_path)], capsys)
+    line = usage_error(["broker", "stop", "--timeout", timeout, "--data-dir", str(tmp_path)], capsys)
     assert "timeout: got" in line and "0 or more" in line
 
 
@@ -74,14 +66,14 @@ def nowhere() -> Iterator[str]:
 ])
 def test_monitor_option_ranges(options: list[str], says: str, nowhere: str,
                                capsys: pytest.CaptureFixture[str]) -> None:
-    assert says in _usage_error(["monitor", "--once", *options, "-b", nowhere], capsys)
+    assert says in usage_error(["monitor", "--once", *options, "-b", nowhere], capsys)
 
 
 def test_monitor_table_values_checked(tmp_path: Path, nowhere: str,
                                       capsys: pytest.CaptureFixture[str]) -> None:
     cfg = tmp_path / "k.toml"
     cfg.write_text("[monitor]\ntimeout_s = -1.0\n")
-    assert "timeout_s: got -1.0" in _usage_error(
+    assert "timeout_s: got -1.0" in usage_error(
         ["monitor", "--once", "--config", str(cfg), "-b", nowhere], capsys)
 
 

@@ -25,7 +25,8 @@ from kafeed.prepare.decode import RawRecord, decode_batch
 from kafeed.schema import decode_avro, decode_document, decode_raw, decode_sample, encode_avro, make_document
 from kafeed.schema.records_pb2 import TokenizedDocument, TrainingSample
 
-MANY = settings(max_examples=10_000, deadline=None, database=None,
+# How many examples: the hypothesis profile (tests/conftest.py), 10,000 under `make test-all`.
+MANY = settings(deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 _FLOAT32_MAX = struct.unpack("<f", b"\xff\xff\x7f\x7f")[0]

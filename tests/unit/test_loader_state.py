@@ -198,7 +198,7 @@ def mutated_states(draw: st.DrawFn) -> Any:
 DATASET = kafeed.KafkaTokenDataset("tok", seq_len=8, shuffle_buffer=4)
 
 
-@settings(max_examples=10000, deadline=None, database=None,
+@settings(deadline=None, database=None,  # examples: the profile in tests/conftest.py
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(st.one_of(mutated_states(), JSONISH))
 def test_any_state_is_accepted_or_refused_with_a_kafeed_error(state: Any) -> None:

@@ -15,6 +15,7 @@ from kafeed.cli.main import main
 from kafeed.ingest.progress import PROGRESS_TOPIC
 from kafeed.prepare.settings import DedupSettings
 from kafeed.topics import KAFKA_OWN_TOPICS, deletion_cost
+from tests.cli_support import usage_error
 
 
 @pytest.fixture
@@ -23,14 +24,6 @@ def nowhere() -> Iterator[str]:
         sock.bind(("127.0.0.1", 0))
         yield f"127.0.0.1:{sock.getsockname()[1]}"
 
-
-def _usage_error(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
-    rc = main(args)
-    err = capsys.readouterr().err
-    lines = err.strip().splitlines()
-    assert rc == 2, err
-    assert lines[0].startswith("error: ") and len(lines) <= 2 and "Traceback" not in err
-    return lines[0]
 
 
 @pytest.mark.parametrize(("options", "says"), [
@@ -54,13 +47,13 @@ def _usage_error(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
 ])
 def test_create_option_ranges(options: list[str], says: str, nowhere: str,
                               capsys: pytest.CaptureFixture[str]) -> None:
-    assert says in _usage_error(["topic", "create", "t", *options, "-b", nowhere], capsys)
+    assert says in usage_error(["topic", "create", "t", *options, "-b", nowhere], capsys)
 
 
 @pytest.mark.parametrize("name", ["a[b]", "[bold]x[/bold]", ".", "x" * 250])
 def test_bad_topic_names_print_literally(name: str, nowhere: str,
                                          capsys: pytest.CaptureFixture[str]) -> None:
-    line = _usage_error(["topic", "create", name, "--partitions", "1", "-b", nowhere], capsys)
+    line = usage_error(["topic", "create", name, "--partitions", "1", "-b", nowhere], capsys)
     assert "name: got" in line
     assert repr(name)[:20] in line  # the name as given, brackets and all: never markup
 
@@ -73,7 +66,7 @@ def test_bad_topic_names_print_literally(name: str, nowhere: str,
 ])
 def test_internal_topic_delete_needs_force(name: str, says: str, nowhere: str,
                                            capsys: pytest.CaptureFixture[str]) -> None:
-    line = _usage_error(["topic", "delete", name, "-b", nowhere], capsys)
+    line = usage_error(["topic", "delete", name, "-b", nowhere], capsys)
     assert f"internal topic {name}" in line and says in line
     # with --force the refusal is gone: the command goes on to the (unreachable) cluster
     assert main(["topic", "delete", name, "--force", "-b", nowhere]) == 1
@@ -83,7 +76,7 @@ def test_internal_topic_delete_needs_force(name: str, says: str, nowhere: str,
 @pytest.mark.parametrize("name", sorted(KAFKA_OWN_TOPICS))
 def test_kafkas_own_topics_refused_even_with_force(name: str, nowhere: str,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
-    line = _usage_error(["topic", "delete", name, "--force", "-b", nowhere], capsys)
+    line = usage_error(["topic", "delete", name, "--force", "-b", nowhere], capsys)
     assert f"Refusing to delete {name}: it" in line
 
 

@@ -86,8 +86,12 @@ def seed_everything(seed: int) -> None:
 _END = object()
 
 
-class _Interrupted(Exception):
-    """Raised out of a wait for data when SIGTERM/SIGINT arrives."""
+class _Interrupted(BaseException):
+    """Raised out of a wait for data when SIGTERM/SIGINT arrives.
+
+    A BaseException, like KeyboardInterrupt: the wait may be inside a Kafka call whose
+    ``except Exception`` would otherwise turn the stop into a metadata error.
+    """
 
 
 class Stateful(Protocol):
