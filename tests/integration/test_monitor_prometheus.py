@@ -162,7 +162,8 @@ def test_prometheus_scrapes_a_running_prepare(
     commits = query(prom_port, 'kafeed_transactions_total{stage="prepare",result="commit"}')
     assert commits and float(commits[0]["value"][1]) >= 3  # 60 records, 20 per transaction
     prepare.send_signal(signal.SIGTERM)
-    assert prepare.wait(timeout=60) == 143,  # stopped by SIGTERM, work kept (tmp_path / "prepare.log").read_text()[-2000:]
+    # stopped by SIGTERM: 143, work kept
+    assert prepare.wait(timeout=60) == 143, (tmp_path / "prepare.log").read_text()[-2000:]
     for proc in processes:
         stop(proc)
     assert all(proc.poll() is not None for proc in processes)
