@@ -54,8 +54,10 @@ def test_sigterm_finishes_the_open_transaction(kafka: ConnectionSettings, make_t
     proc = subprocess.Popen(cmd, env=prepare_env(str(tmp_path)), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
-    while high_watermarks(kafka, output) < 200 and time.monotonic() < deadline:
+    # Readiness: committed documents on the output (the stop handler is installed before that).
+    while high_watermarks(kafka, output) < 200:
         assert proc.poll() is None
+        assert time.monotonic() < deadline, "prepare never committed a batch"
         time.sleep(0.05)
     proc.send_signal(signal.SIGTERM)
     stdout, stderr = proc.communicate(timeout=60)
