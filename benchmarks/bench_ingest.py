@@ -30,9 +30,9 @@ import time
 from pathlib import Path
 
 from kafeed.broker import LocalCluster, free_port_block
-from kafeed.broker.fetch import resolve_libs
 from kafeed.config import ConnectionSettings
 from kafeed.ingest import IngestOptions, ingest
+from kafeed.jars import resolve_libs
 from kafeed.topics import TopicAdmin, plan_topic
 
 WORDS = ["".join(random.Random(i).choices(string.ascii_lowercase, k=random.Random(i).randint(2, 9)))

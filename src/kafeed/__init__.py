@@ -30,8 +30,9 @@ if TYPE_CHECKING:
     from kafeed.loader.dataset import KafkaSampleDataset, KafkaTokenDataset
     from kafeed.loader.state import merge_states
     from kafeed.loader.stream_loader import StreamLoader
-    from kafeed.monitor import ClusterMonitor, MetricsRecorder, librdkafka_stats_callback, serve_metrics
+    from kafeed.monitor import ClusterMonitor
     from kafeed.prepare import PrepareSettings, PrepareStats, load_prepare_settings, run_prepare
+    from kafeed.telemetry import MetricsRecorder, librdkafka_stats_callback, serve_metrics
 
 logging.getLogger("kafeed").addHandler(logging.NullHandler())
 
@@ -46,16 +47,16 @@ _LAZY = {
     "IngestSummary": "kafeed.ingest",
     "KafkaSampleDataset": "kafeed.loader",
     "KafkaTokenDataset": "kafeed.loader",
-    "MetricsRecorder": "kafeed.monitor",
+    "MetricsRecorder": "kafeed.telemetry",
     "PrepareSettings": "kafeed.prepare",
     "PrepareStats": "kafeed.prepare",
     "StreamLoader": "kafeed.loader",
-    "librdkafka_stats_callback": "kafeed.monitor",
+    "librdkafka_stats_callback": "kafeed.telemetry",
     "load_connection": "kafeed.config",
     "load_prepare_settings": "kafeed.prepare",
     "merge_states": "kafeed.loader.state",
     "run_prepare": "kafeed.prepare",
-    "serve_metrics": "kafeed.monitor",
+    "serve_metrics": "kafeed.telemetry",
 }
 
 

@@ -10,10 +10,10 @@ from confluent_kafka import Producer
 
 from kafeed.cli.main import main
 from kafeed.config import ConnectionSettings
-from kafeed.monitor import metrics as m
 from kafeed.monitor.alerts import AlertEngine, AlertSettings
 from kafeed.monitor.rules import conditions
 from kafeed.monitor.watch import ClusterMonitor, MonitorOptions
+from kafeed.telemetry import metrics as m
 from tests.kafka_fixtures import TopicFactory
 
 

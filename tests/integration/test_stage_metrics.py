@@ -18,7 +18,7 @@ import kafeed
 from kafeed.broker import free_port_block
 from kafeed.config import ConnectionSettings
 from kafeed.ingest import IngestOptions, ingest
-from kafeed.monitor import metrics as m
+from kafeed.telemetry import metrics as m
 from tests.integration.ingest_helpers import SRC
 from tests.integration.loader_data import EOS, counts, produce_docs, produce_samples
 from tests.integration.train_data import paragraphs, produce_documents

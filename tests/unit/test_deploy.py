@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kafeed.monitor.metrics import REGISTRY
+from kafeed.telemetry.metrics import REGISTRY
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 

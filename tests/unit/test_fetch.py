@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from kafeed.broker import fetch
 from kafeed.errors import BrokerError, ToolMissing
+from kafeed.jars import fetch
 
 
 def _fake_java(tmp_path: Path, version_line: str) -> Path:

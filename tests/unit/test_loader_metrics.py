@@ -9,8 +9,8 @@ from kafeed.loader.metrics import LoaderMetrics, batch_tokens
 from kafeed.loader.reader import KafkaReader
 from kafeed.loader.settings import LoaderSettings
 from kafeed.loader.stream import Delivered
-from kafeed.monitor import metrics as m
-from kafeed.monitor.stats import StatsCallback
+from kafeed.telemetry import metrics as m
+from kafeed.telemetry.stats import StatsCallback
 
 
 def value(name: str, **labels: str) -> float:

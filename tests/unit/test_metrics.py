@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from kafeed.monitor import metrics as m
-from kafeed.monitor.recorder import MetricsRecorder, snapshot
-from kafeed.monitor.stats import librdkafka_stats_callback
+from kafeed.telemetry import metrics as m
+from kafeed.telemetry.recorder import MetricsRecorder, snapshot
+from kafeed.telemetry.stats import librdkafka_stats_callback
 
 DATA = Path(__file__).parent / "data"
 

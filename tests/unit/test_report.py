@@ -98,8 +98,8 @@ def test_report_of_a_dir_without_metrics_is_one_clear_error(tmp_path: Path) -> N
 
 
 def test_report_reads_what_the_recorder_writes(tmp_path: Path) -> None:
-    from kafeed.monitor import metrics as m
-    from kafeed.monitor.recorder import MetricsRecorder
+    from kafeed.telemetry import metrics as m
+    from kafeed.telemetry.recorder import MetricsRecorder
 
     rec = MetricsRecorder(tmp_path, interval=60)
     for step in range(4):

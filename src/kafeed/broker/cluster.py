@@ -23,11 +23,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
-from kafeed.broker.fetch import KafkaLibs, kafeed_home, resolve_libs
 from kafeed.broker.ports import port_free
 from kafeed.broker.render import LOG4J2, NodeSpec, node_specs, server_properties
 from kafeed.broker.status import ClusterStatus, NodeStatus, cluster_view, dir_size, quiet_logger
 from kafeed.errors import BrokerError, ConfigError, invalid_settings
+from kafeed.home import kafeed_home
+from kafeed.jars import KafkaLibs, resolve_libs
 
 log = logging.getLogger("kafeed")
 
@@ -164,6 +165,11 @@ class LocalCluster:
 
     def _specs(self, state: dict[str, Any]) -> list[NodeSpec]:
         return node_specs(self.data_dir, int(state["nodes"]), int(state["port"]))
+
+    def recorded_nodes(self) -> list[NodeSpec] | None:
+        """The nodes ``cluster.json`` records (running or not); None when there is no cluster here."""
+        state = self._read_state()
+        return None if state is None else self._specs(state)
 
     @property
     def bootstrap(self) -> str:

@@ -66,7 +66,7 @@ def cluster_view(bootstrap: str, timeout: float) -> tuple[int | None, list[str]]
     from confluent_kafka.admin import AdminClient
 
     from kafeed.config import ConnectionSettings
-    from kafeed.topics.admin import quorum_leader
+    from kafeed.jars.tools import quorum_leader
 
     admin = AdminClient({"bootstrap.servers": bootstrap, "logger": quiet_logger()})
     try:

@@ -89,7 +89,7 @@ MetricsPortOpt = Annotated[
 def start_metrics(port: int | None) -> None:
     """Serve the kafeed metrics when ``--metrics-port`` was given (off by default)."""
     if port is not None:
-        from kafeed.monitor.metrics import serve_metrics
+        from kafeed.telemetry.metrics import serve_metrics
 
         try:
             bound = serve_metrics(port)

@@ -74,9 +74,9 @@ def monitor(
     from kafeed.monitor.alerts import AlertEngine, Condition, load_alert_settings
     from kafeed.monitor.dashboard import render, render_error
     from kafeed.monitor.export import export_snapshot, export_unreachable
-    from kafeed.monitor.metrics import serve_metrics
     from kafeed.monitor.rules import conditions
     from kafeed.monitor.watch import ClusterMonitor
+    from kafeed.telemetry.metrics import serve_metrics
 
     if samples < 1:
         raise ConfigError(f"Invalid monitor settings: samples: got {samples}, should be at least 1.")

@@ -7,8 +7,8 @@ Per-partition counts come from librdkafka's statistics (``msgs`` per partition:
 records enqueued, counted once, retries excluded) rather than from a delivery
 report per record, which cost ~1.4 µs per record here; delivery reports are
 only requested for errors. The same statistics feed kafeed's librdkafka metrics
-(:mod:`kafeed.monitor.stats`), and commits, aborts and delivery errors count in
-:mod:`kafeed.monitor.metrics` under ``stage="ingest"``.
+(:mod:`kafeed.telemetry.stats`), and commits, aborts and delivery errors count in
+:mod:`kafeed.telemetry.metrics` under ``stage="ingest"``.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from kafeed.config import ConnectionSettings
 from kafeed.errors import KafkaOperationError, translate_kafka_error
 from kafeed.ingest.options import IngestOptions
 from kafeed.ingest.progress import PROGRESS_TOPIC
-from kafeed.monitor import metrics as m
-from kafeed.monitor.stats import StatsCallback
+from kafeed.telemetry import metrics as m
+from kafeed.telemetry.stats import StatsCallback
 
 log = logging.getLogger("kafeed")
 

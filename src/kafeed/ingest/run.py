@@ -28,9 +28,9 @@ from kafeed.ingest.producer import TxnWriter
 from kafeed.ingest.progress import JobProgress, job_id_for, read_latest
 from kafeed.ingest.readers import Batch, Item, Position
 from kafeed.ingest.sources import Source, discover
-from kafeed.monitor import metrics as m
 from kafeed.schema.avro import format_headers
 from kafeed.signals import stop_request
+from kafeed.telemetry import metrics as m
 
 log = logging.getLogger("kafeed")
 

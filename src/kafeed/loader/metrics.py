@@ -12,7 +12,7 @@ from typing import Any
 
 from kafeed.loader.assignment import parse_key
 from kafeed.loader.stream import Delivered
-from kafeed.monitor import metrics as m
+from kafeed.telemetry import metrics as m
 
 STAGE = "loader"
 

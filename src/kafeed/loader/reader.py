@@ -26,7 +26,7 @@ from kafeed.loader.offsets import list_partitions, resolve_end, resolve_start, w
 from kafeed.loader.parent import ParentWatch
 from kafeed.loader.settings import LoaderSettings
 from kafeed.loader.state import RECREATED_HINT, check_positions
-from kafeed.monitor.stats import client_stats_config
+from kafeed.telemetry.stats import client_stats_config
 
 log = logging.getLogger("kafeed")
 

@@ -8,7 +8,6 @@ dir path also exists on this host, since the command does not report it.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import shutil
@@ -16,11 +15,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from kafeed.broker.render import node_specs
+from kafeed.broker import LocalCluster
+from kafeed.broker.render import NodeSpec
 from kafeed.broker.status import dir_size
 from kafeed.config import ConnectionSettings
 from kafeed.errors import KafeedError
-from kafeed.topics.admin import describe_log_dirs, parse_log_dirs_output
+from kafeed.jars.tools import describe_log_dirs, parse_log_dirs_output
 
 log = logging.getLogger("kafeed")
 
@@ -55,24 +55,25 @@ def _fs(path: str) -> tuple[int | None, int | None]:
     return usage.free, usage.total
 
 
+def _recorded_nodes(data_dir: Path) -> list[NodeSpec] | None:
+    try:
+        return LocalCluster(data_dir.resolve()).recorded_nodes()
+    except (KafeedError, OSError, ValueError, KeyError):
+        return None
+
+
 def local_cluster_bootstrap(data_dir: Path) -> str | None:
     """The bootstrap servers of the local cluster in ``data_dir``, or None when there is none."""
-    try:
-        state = json.loads((data_dir / "cluster.json").read_text())
-        specs = node_specs(data_dir.resolve(), int(state["nodes"]), int(state["port"]))
-    except (OSError, ValueError, KeyError):
-        return None
-    return ",".join(f"127.0.0.1:{s.port}" for s in specs)
+    specs = _recorded_nodes(data_dir)
+    return None if specs is None else ",".join(f"127.0.0.1:{s.port}" for s in specs)
 
 
 def local_disk_usage(data_dir: Path) -> list[DiskUsage]:
     """Usage of every node of the local cluster kept in ``data_dir`` (running or not)."""
-    try:
-        state = json.loads((data_dir / "cluster.json").read_text())
-        specs = node_specs(data_dir.resolve(), int(state["nodes"]), int(state["port"]))
-    except (OSError, ValueError, KeyError) as exc:
-        raise KafeedError(f"{data_dir} holds no local kafeed cluster ({exc}).",
-                          hint="Pass the --data-dir given to `kafeed broker start`.") from exc
+    specs = _recorded_nodes(data_dir)
+    if specs is None:
+        raise KafeedError(f"{data_dir} holds no local kafeed cluster (no readable cluster.json).",
+                          hint="Pass the --data-dir given to `kafeed broker start`.")
     out = []
     for spec in specs:
         free, total = _fs(str(spec.log_dir))

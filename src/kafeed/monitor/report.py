@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from kafeed.errors import ConfigError, KafeedError
-from kafeed.monitor.recorder import METRICS_FILE
+from kafeed.telemetry.recorder import METRICS_FILE
 
 log = logging.getLogger("kafeed")
 

@@ -14,7 +14,7 @@ import re
 import socket
 from typing import IO
 
-from kafeed.broker.fetch import kafeed_home
+from kafeed.home import kafeed_home
 
 
 class InstanceLock:

@@ -1,4 +1,4 @@
-"""prepare's Prometheus figures (``stage="prepare"`` in :mod:`kafeed.monitor.metrics`).
+"""prepare's Prometheus figures (``stage="prepare"`` in :mod:`kafeed.telemetry.metrics`).
 
 A batch is counted when its transaction commits, like :class:`~kafeed.prepare.stats.PrepareStats`,
 so the metrics balance the same way (in = out + filtered + duplicates + dead-lettered)
@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from kafeed.monitor import metrics as m
 from kafeed.prepare.decode import RawRecord
 from kafeed.prepare.pipeline import BatchResult
+from kafeed.telemetry import metrics as m
 
 STAGE = "prepare"
 

@@ -29,7 +29,6 @@ from typing import Any
 
 from kafeed.config import ConnectionSettings
 from kafeed.errors import KafkaOperationError, translate_kafka_error
-from kafeed.monitor.stats import client_stats_config
 from kafeed.prepare import metrics
 from kafeed.prepare.changelog import ensure_topics, rebuild_seen
 from kafeed.prepare.decode import RawRecord
@@ -39,6 +38,7 @@ from kafeed.prepare.pipeline import BatchPipeline, BatchResult
 from kafeed.prepare.settings import PrepareSettings
 from kafeed.prepare.stats import PrepareStats, StatsAccumulator
 from kafeed.prepare.tokenize import BatchTokenizer, load_tokenizer
+from kafeed.telemetry.stats import client_stats_config
 from kafeed.topics import TopicAdmin
 
 log = logging.getLogger("kafeed")

@@ -188,7 +188,7 @@ class Runner:
         last_ckpt: str | None = None
         recorder = None
         if self.run_dir is not None and self.rank == 0:
-            from kafeed.monitor import MetricsRecorder
+            from kafeed.telemetry import MetricsRecorder
 
             recorder = MetricsRecorder(self.run_dir, interval=2.0)
             recorder.start()
@@ -281,8 +281,8 @@ class Runner:
 
 
 def _observe(waited: float, tokens: int, loss: float, step: int) -> None:
-    """The trainer's Prometheus figures (kafeed.monitor.metrics), once per step."""
-    from kafeed.monitor import metrics as m
+    """The trainer's Prometheus figures (kafeed.telemetry.metrics), once per step."""
+    from kafeed.telemetry import metrics as m
 
     m.DATA_WAIT.labels(stage="train").inc(waited)
     m.BATCHES.labels(stage="train").inc()

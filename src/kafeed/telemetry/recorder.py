@@ -23,8 +23,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from kafeed.errors import ConfigError
-from kafeed.monitor.metrics import REGISTRY
+from kafeed.telemetry.metrics import REGISTRY
 
 log = logging.getLogger("kafeed")
 
@@ -53,7 +52,7 @@ class MetricsRecorder:
     def __init__(self, run_dir: Path, *, interval: float = 10.0,
                  registry: CollectorRegistry = REGISTRY) -> None:
         if interval <= 0:
-            raise ConfigError(f"The metrics interval must be positive, not {interval}.")
+            raise ValueError(f"The metrics interval must be positive, not {interval}.")
         self.path = Path(run_dir) / METRICS_FILE
         self.interval = interval
         self.registry = registry

@@ -22,16 +22,12 @@ from pathlib import Path
 
 from kafeed.choices import KAFKA_VERSION
 from kafeed.errors import BrokerError, ToolMissing
+from kafeed.home import kafeed_home
 
 log = logging.getLogger("kafeed")
 
 MIN_JAVA = 17
 _POM = "kafka-libs.pom.xml"
-
-
-def kafeed_home() -> Path:
-    """Where kafeed caches jars and keeps local clusters by default."""
-    return Path(os.environ.get("KAFEED_HOME") or Path.home() / ".cache" / "kafeed")
 
 
 @dataclass(frozen=True)
@@ -70,7 +66,7 @@ def find_java() -> str:
 
 
 def _pom_text() -> str:
-    return resources.files("kafeed.broker").joinpath(_POM).read_text(encoding="utf-8")
+    return resources.files("kafeed.jars").joinpath(_POM).read_text(encoding="utf-8")
 
 
 def cache_dir() -> Path:

@@ -16,7 +16,7 @@ from typing import Any
 
 from prometheus_client import Counter
 
-from kafeed.monitor import metrics as m
+from kafeed.telemetry import metrics as m
 
 log = logging.getLogger("kafeed")
 

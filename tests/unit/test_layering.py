@@ -1,0 +1,98 @@
+"""The package layering: each package imports only from the layers below it.
+
+Read from the source (every import statement, function-level ones included), so a
+lazy import that crosses a layer fails here as surely as a top-level one.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+import kafeed
+
+ROOT = Path(kafeed.__file__).parent
+
+# Lowest first. A package may import from any package of a lower layer, never sideways
+# or upwards. `telemetry` is a leaf: every stage (and a DataLoader worker) reports
+# metrics through it without loading anything else of kafeed.
+LAYERS: list[set[str]] = [
+    {"telemetry", "errors", "choices", "units", "home", "signals", "data"},
+    {"config", "schema"},
+    {"connect", "jars"},
+    {"topics", "broker"},
+    {"ingest", "prepare", "loader"},
+    {"train", "monitor"},
+    {"demo"},
+    {"cli", "__init__"},
+]
+LEAVES = {"telemetry"}
+
+
+def _package(path: Path) -> str:
+    return path.relative_to(ROOT).with_suffix("").parts[0]
+
+
+def _imports() -> dict[str, set[str]]:
+    edges: dict[str, set[str]] = defaultdict(set)
+    for path in ROOT.rglob("*.py"):
+        here = _package(path)
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module]
+            else:
+                continue
+            for name in names:
+                parts = name.split(".")
+                if parts[0] == "kafeed" and len(parts) > 1 and parts[1] != here:
+                    edges[here].add(parts[1])
+    return edges
+
+
+def _layer(package: str) -> int:
+    for index, layer in enumerate(LAYERS):
+        if package in layer:
+            return index
+    raise AssertionError(f"package {package!r} has no layer in LAYERS: add it where it belongs")
+
+
+def test_every_package_imports_only_from_lower_layers() -> None:
+    wrong = [
+        f"{src} (layer {_layer(src)}) imports {dst} (layer {_layer(dst)})"
+        for src, targets in sorted(_imports().items())
+        for dst in sorted(targets)
+        if _layer(dst) >= _layer(src)
+    ]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_every_package_has_a_layer() -> None:
+    packages = {_package(p) for p in ROOT.rglob("*.py")}
+    for package in packages:
+        _layer(package)
+
+
+@pytest.mark.parametrize("leaf", sorted(LEAVES))
+def test_leaves_import_nothing_of_kafeed(leaf: str) -> None:
+    assert not _imports().get(leaf), f"kafeed.{leaf} must not import other kafeed packages"
+
+
+@pytest.mark.parametrize(("module", "forbidden"), [
+    ("kafeed.loader", ("kafeed.broker", "kafeed.monitor", "kafeed.topics", "kafeed.jars")),
+    ("kafeed.telemetry", ("kafeed.config", "kafeed.broker", "kafeed.monitor", "kafeed.topics")),
+    ("kafeed.topics", ("kafeed.broker", "kafeed.monitor")),
+    ("kafeed.broker", ("kafeed.topics", "kafeed.monitor")),
+])
+def test_importing_a_package_loads_nothing_above_it(module: str, forbidden: tuple[str, ...]) -> None:
+    code = (f"import sys, {module}\n"
+            f"print(' '.join(sorted(m for m in sys.modules if m.startswith({forbidden!r}))))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            check=True).stdout.split()
+    assert loaded == [], f"import {module} loaded {loaded}"
