@@ -146,15 +146,19 @@ def test_classifier_beats_chance(kafka: ConnectionSettings, make_topic, corpus: 
     assert describe["accuracy"] >= describe["majority_rate"] + 0.1, describe
 
 
+@pytest.mark.parametrize(("total", "kills"), [
+    (40, (20,)),
+    pytest.param(120, (20, 50, 80), marks=pytest.mark.slow),
+])
 def test_kill_and_resume_equals_uninterrupted(kafka: ConnectionSettings, tokens_topic: str,
-                                              tmp_path: Path) -> None:
-    steps = ["--steps", "120"]
+                                              tmp_path: Path, total: int, kills: tuple[int, ...]) -> None:
+    steps = ["--steps", str(total)]
     reference = _finish(_train_cli(kafka, tokens_topic, tmp_path / "ref", *steps))
-    assert reference["steps"] == 120
+    assert reference["steps"] == total
 
     ckpt = tmp_path / "killed"
     rng = random.Random()
-    for kill_after in (20, 50, 80):
+    for kill_after in kills:
         proc = _train_cli(kafka, tokens_topic, ckpt, "--resume", *steps)
         # kill -9 at a random moment once the checkpoint of step `kill_after` exists
         marker = ckpt / f"step-{kill_after:08d}.json"
@@ -165,13 +169,13 @@ def test_kill_and_resume_equals_uninterrupted(kafka: ConnectionSettings, tokens_
         proc.send_signal(signal.SIGKILL)
         proc.communicate()
     interrupted = CheckpointManager(ckpt).load_latest()
-    assert interrupted is not None and interrupted.step < 120
+    assert interrupted is not None and interrupted.step < total
     resumed = _finish(_train_cli(kafka, tokens_topic, ckpt, "--resume", *steps))
-    assert resumed["steps"] == 120 and resumed["resumed_from"]
+    assert resumed["steps"] == total and resumed["resumed_from"]
 
     ref_ck = CheckpointManager(tmp_path / "ref").load_latest()
     new_ck = CheckpointManager(ckpt).load_latest()
-    assert ref_ck is not None and new_ck is not None and ref_ck.step == new_ck.step == 120
+    assert ref_ck is not None and new_ck is not None and ref_ck.step == new_ck.step == total
     assert new_ck.manifest["loader"] == ref_ck.manifest["loader"]
     assert new_ck.manifest["lineage"] == ref_ck.manifest["lineage"]
     # same seed, same data in the same order: the same loss at the same step
@@ -182,8 +186,11 @@ def test_kill_and_resume_equals_uninterrupted(kafka: ConnectionSettings, tokens_
 def test_corrupt_newest_checkpoint_falls_back(kafka: ConnectionSettings, tokens_topic: str,
                                               tmp_path: Path) -> None:
     ckpt = tmp_path / "ck"
-    first = _finish(_train_cli(kafka, tokens_topic, ckpt, "--steps", "20"))
-    assert first["steps"] == 20
+    # The first run in this process, with _train_cli's settings: one start-up fewer.
+    options = TrainOptions(topic=tokens_topic, steps=20, batch_size=4, seq_len=64, d_model=64,
+                           checkpoint_dir=ckpt, checkpoint_every=10, keep=10, log_every=5, seed=3)
+    first, _describe = train_gpt(options, kafka, progress=lambda _l: None)
+    assert first.steps == 20
     newest = ckpt / "step-00000020.pt"
     newest.write_bytes(newest.read_bytes()[:1000])  # torn write
     proc = _train_cli(kafka, tokens_topic, ckpt, "--resume", "--steps", "20")
