@@ -24,7 +24,7 @@ ROOT = Path(kafeed.__file__).parent
 LAYERS: list[set[str]] = [
     {"telemetry", "errors", "choices", "units", "home", "signals", "data"},
     {"config", "schema"},
-    {"connect", "jars"},
+    {"connect", "jars", "kafka"},
     {"topics", "broker"},
     {"ingest", "prepare", "loader"},
     {"train", "monitor"},
@@ -89,6 +89,7 @@ def test_leaves_import_nothing_of_kafeed(leaf: str) -> None:
     ("kafeed.telemetry", ("kafeed.config", "kafeed.broker", "kafeed.monitor", "kafeed.topics")),
     ("kafeed.topics", ("kafeed.broker", "kafeed.monitor")),
     ("kafeed.broker", ("kafeed.topics", "kafeed.monitor")),
+    ("kafeed.kafka", ("kafeed.topics", "kafeed.broker", "kafeed.stream", "kafeed.monitor")),
 ])
 def test_importing_a_package_loads_nothing_above_it(module: str, forbidden: tuple[str, ...]) -> None:
     code = (f"import sys, {module}\n"
