@@ -21,9 +21,10 @@ from kafeed.errors import KafeedError
 from kafeed.ingest import IngestOptions
 from kafeed.ingest.mapping import Mapper
 from kafeed.ingest.readers import Item, Position, read_csv, read_jsonl
-from kafeed.prepare.decode import RawRecord, decode_batch
+from kafeed.prepare.decode import decode_batch
 from kafeed.schema import decode_avro, decode_document, decode_raw, decode_sample, encode_avro, make_document
 from kafeed.schema.records_pb2 import TokenizedDocument, TrainingSample
+from kafeed.stream import Record as RawRecord
 
 # How many examples: the hypothesis profile (tests/conftest.py), 10,000 under `make test-all`.
 MANY = settings(deadline=None, database=None,

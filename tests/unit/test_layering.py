@@ -26,6 +26,7 @@ LAYERS: list[set[str]] = [
     {"config", "schema"},
     {"connect", "jars", "kafka"},
     {"topics", "broker"},
+    {"stream"},
     {"ingest", "prepare", "loader"},
     {"train", "monitor"},
     {"demo"},
@@ -90,6 +91,7 @@ def test_leaves_import_nothing_of_kafeed(leaf: str) -> None:
     ("kafeed.topics", ("kafeed.broker", "kafeed.monitor")),
     ("kafeed.broker", ("kafeed.topics", "kafeed.monitor")),
     ("kafeed.kafka", ("kafeed.topics", "kafeed.broker", "kafeed.stream", "kafeed.monitor")),
+    ("kafeed.stream", ("kafeed.prepare", "kafeed.ingest", "kafeed.loader", "kafeed.monitor")),
 ])
 def test_importing_a_package_loads_nothing_above_it(module: str, forbidden: tuple[str, ...]) -> None:
     code = (f"import sys, {module}\n"

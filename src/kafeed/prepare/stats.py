@@ -6,6 +6,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from kafeed.stream import StreamStats
+
 
 @dataclass(frozen=True)
 class PrepareStats:
@@ -25,7 +27,17 @@ class PrepareStats:
     elapsed_s: float = 0.0
     busy_s: float = 0.0  # from the first record consumed to the last commit
 
-
+    @classmethod
+    def of(cls, totals: BatchCounts, stream: StreamStats) -> PrepareStats:
+        """prepare's counts with the core's (batches, aborts, rebalances, rebuilds, times)."""
+        return cls(
+            records_in=totals.records_in, documents_out=totals.documents_out,
+            tokens_out=totals.tokens_out, filtered=dict(totals.filtered), duplicates=totals.duplicates,
+            dead_lettered=totals.dead_lettered, dead_letter_kinds=dict(totals.dead_letter_kinds),
+            batches=stream.batches, aborted_batches=stream.aborted_batches,
+            rebalances=stream.rebalances, producer_rebuilds=stream.producer_rebuilds,
+            elapsed_s=stream.elapsed_s, busy_s=stream.busy_s,
+        )
     @property
     def filtered_total(self) -> int:
         return sum(self.filtered.values())
@@ -74,38 +86,10 @@ class BatchCounts:
     def dead_lettered(self) -> int:
         return sum(self.dead_letter_kinds.values())
 
-
-class StatsAccumulator:
-    """Running totals; :meth:`snapshot` freezes them."""
-
-    def __init__(self) -> None:
-        self.totals = BatchCounts()
-        self.batches = 0
-        self.aborted_batches = 0
-        self.rebalances = 0
-        self.producer_rebuilds = 0
-        self.first_data: float | None = None  # monotonic time the first batch arrived
-        self.last_commit: float | None = None
-
     def add(self, counts: BatchCounts) -> None:
-        t = self.totals
-        t.records_in += counts.records_in
-        t.documents_out += counts.documents_out
-        t.tokens_out += counts.tokens_out
-        t.filtered.update(counts.filtered)
-        t.duplicates += counts.duplicates
-        t.dead_letter_kinds.update(counts.dead_letter_kinds)
-        self.batches += 1
-
-    def snapshot(self, elapsed_s: float) -> PrepareStats:
-        t = self.totals
-        busy = 0.0
-        if self.first_data is not None and self.last_commit is not None:
-            busy = max(0.0, self.last_commit - self.first_data)
-        return PrepareStats(
-            records_in=t.records_in, documents_out=t.documents_out, tokens_out=t.tokens_out,
-            filtered=dict(t.filtered), duplicates=t.duplicates, dead_lettered=t.dead_lettered,
-            dead_letter_kinds=dict(t.dead_letter_kinds), batches=self.batches,
-            aborted_batches=self.aborted_batches, rebalances=self.rebalances,
-            producer_rebuilds=self.producer_rebuilds, elapsed_s=elapsed_s, busy_s=busy,
-        )
+        self.records_in += counts.records_in
+        self.documents_out += counts.documents_out
+        self.tokens_out += counts.tokens_out
+        self.filtered.update(counts.filtered)
+        self.duplicates += counts.duplicates
+        self.dead_letter_kinds.update(counts.dead_letter_kinds)
