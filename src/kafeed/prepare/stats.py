@@ -3,41 +3,30 @@
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from kafeed.stream import StreamStats
 
 
 @dataclass(frozen=True)
-class PrepareStats:
-    """Counts over committed batches only, so they match what the topics hold."""
+class PrepareStats(StreamStats):
+    """The core's counts over committed batches, plus prepare's own, so they match the topics."""
 
-    records_in: int = 0
     documents_out: int = 0
     tokens_out: int = 0
     filtered: dict[str, int] = field(default_factory=dict)
     duplicates: int = 0
-    dead_lettered: int = 0
-    dead_letter_kinds: dict[str, int] = field(default_factory=dict)
-    batches: int = 0
-    aborted_batches: int = 0
-    rebalances: int = 0
-    producer_rebuilds: int = 0
-    elapsed_s: float = 0.0
-    busy_s: float = 0.0  # from the first record consumed to the last commit
 
     @classmethod
     def of(cls, totals: BatchCounts, stream: StreamStats) -> PrepareStats:
-        """prepare's counts with the core's (batches, aborts, rebalances, rebuilds, times)."""
+        """The core's ``stream`` counts with prepare's ``totals`` of the same batches."""
         return cls(
-            records_in=totals.records_in, documents_out=totals.documents_out,
-            tokens_out=totals.tokens_out, filtered=dict(totals.filtered), duplicates=totals.duplicates,
-            dead_lettered=totals.dead_lettered, dead_letter_kinds=dict(totals.dead_letter_kinds),
-            batches=stream.batches, aborted_batches=stream.aborted_batches,
-            rebalances=stream.rebalances, producer_rebuilds=stream.producer_rebuilds,
-            elapsed_s=stream.elapsed_s, busy_s=stream.busy_s,
+            **{f.name: getattr(stream, f.name) for f in fields(StreamStats)},
+            documents_out=totals.documents_out, tokens_out=totals.tokens_out,
+            filtered=dict(totals.filtered), duplicates=totals.duplicates,
         )
+
     @property
     def filtered_total(self) -> int:
         return sum(self.filtered.values())
@@ -47,11 +36,6 @@ class PrepareStats:
         """in = out + filtered + duplicates + dead-lettered."""
         return self.records_in == (
             self.documents_out + self.filtered_total + self.duplicates + self.dead_lettered)
-
-    @property
-    def records_per_s(self) -> float:
-        """Throughput while busy (startup and the final idle wait excluded)."""
-        return self.records_in / self.busy_s if self.busy_s > 0 else 0.0
 
     @property
     def tokens_per_s(self) -> float:

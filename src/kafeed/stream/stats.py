@@ -36,6 +36,7 @@ class StreamStats:
 
     @property
     def records_per_s(self) -> float:
+        """Throughput while busy (startup and the final idle wait excluded)."""
         return self.records_in / self.busy_s if self.busy_s > 0 else 0.0
 
     def as_dict(self) -> dict[str, Any]:
