@@ -78,7 +78,7 @@ class TxnWriter:
     # -- transactions --
     def init(self, timeout: float = 30.0) -> None:
         """Register the transactional id; aborts whatever a killed predecessor left open."""
-        self._txn.init()
+        self._txn.init(timeout)
 
     def begin(self) -> None:
         self._txn.begin()

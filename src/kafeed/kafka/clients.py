@@ -26,6 +26,13 @@ def client_config(connection: ConnectionSettings, extra: Mapping[str, Any] | Non
     return conf
 
 
+def admin_client(connection: ConnectionSettings) -> Any:
+    """An AdminClient for ``connection``."""
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient(client_config(connection))
+
+
 def read_committed_consumer(connection: ConnectionSettings, extra: Mapping[str, Any] | None = None, *,
                             stage: str | None = None) -> Any:
     """A consumer that sees only committed transactions and never commits on its own."""

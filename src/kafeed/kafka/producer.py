@@ -80,10 +80,10 @@ class TransactionalProducer:
 
     # -- transactions ---------------------------------------------------------------------------
 
-    def init(self) -> None:
+    def init(self, timeout_s: float | None = None) -> None:
         """Register the id; aborts whatever a killed predecessor with the same id left open."""
         try:
-            self._p.init_transactions(self.timeout_s)
+            self._p.init_transactions(self.timeout_s if timeout_s is None else timeout_s)
         except Exception as exc:
             raise translate_kafka_error(
                 exc, action=f"start transactions as {self.transactional_id!r}") from exc

@@ -10,7 +10,7 @@ from typing import Any
 from kafeed.config import ConnectionSettings
 from kafeed.connect import check_reachable
 from kafeed.errors import BrokerUnavailable, KafeedError, TopicError, translate_kafka_error
-from kafeed.kafka import client_config
+from kafeed.kafka import admin_client
 from kafeed.topics.plan import TopicPlan
 
 DEFAULT_MAX_MESSAGE_BYTES = 1_048_588  # the broker default of message.max.bytes
@@ -42,12 +42,6 @@ class TopicInfo:
         out = asdict(self)
         out["replication"] = self.replication
         return out
-
-
-def admin_client(settings: ConnectionSettings) -> Any:
-    from confluent_kafka.admin import AdminClient
-
-    return AdminClient(client_config(settings))
 
 
 class TopicAdmin:
