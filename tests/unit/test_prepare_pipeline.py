@@ -8,13 +8,12 @@ from kafeed.errors import ConfigError
 from kafeed.prepare import BatchPipeline, DedupState, PrepareSettings, load_prepare_settings, load_tokenizer
 from kafeed.schema import decode_document, make_sample, unpack_tokens
 from kafeed.schema.avro import encode_avro, format_headers
-from kafeed.stream import Record as RawRecord
-from kafeed.stream import positions
+from kafeed.stream import Record, positions
 
 
 def _rec(offset: int, value: bytes | None, *, partition: int = 0,
-         headers: tuple[tuple[str, bytes], ...] = ()) -> RawRecord:
-    return RawRecord(topic="raw", partition=partition, offset=offset, key=b"k%d" % offset, value=value,
+         headers: tuple[tuple[str, bytes], ...] = ()) -> Record:
+    return Record(topic="raw", partition=partition, offset=offset, key=b"k%d" % offset, value=value,
                      headers=headers)
 
 
