@@ -42,16 +42,13 @@ class PrepareStats(StreamStats):
         return self.tokens_out / self.busy_s if self.busy_s > 0 else 0.0
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "records_in": self.records_in, "documents_out": self.documents_out,
-            "tokens_out": self.tokens_out, "filtered": dict(self.filtered),
-            "filtered_total": self.filtered_total, "duplicates": self.duplicates,
-            "dead_lettered": self.dead_lettered, "dead_letter_kinds": dict(self.dead_letter_kinds),
-            "batches": self.batches, "aborted_batches": self.aborted_batches,
-            "rebalances": self.rebalances, "producer_rebuilds": self.producer_rebuilds,
-            "elapsed_s": round(self.elapsed_s, 3), "busy_s": round(self.busy_s, 3),
-            "records_per_s": round(self.records_per_s, 1),
-            "tokens_per_s": round(self.tokens_per_s, 1), "balanced": self.balanced,
+        out = super().as_dict()
+        del out["records_out"]  # one output topic: documents_out says it
+        return out | {
+            "documents_out": self.documents_out, "tokens_out": self.tokens_out,
+            "filtered": dict(self.filtered), "filtered_total": self.filtered_total,
+            "duplicates": self.duplicates, "tokens_per_s": round(self.tokens_per_s, 1),
+            "balanced": self.balanced,
         }
 
 
