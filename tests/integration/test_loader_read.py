@@ -136,7 +136,7 @@ def test_bad_records_are_skipped_counted_and_dead_lettered(kafka: ConnectionSett
         msgs += [m for m in consumer.consume(10, timeout=1) if m.error() is None]
     consumer.close()
     assert len(msgs) == 3
-    assert all(dict(m.headers())["kafeed.reason"] for m in msgs)
+    assert all(dict(m.headers())["kafeed.error.reason"] for m in msgs)
 
 
 def test_replicated_mode_every_reader_reads_all(kafka: ConnectionSettings, make_topic: TopicFactory) -> None:

@@ -11,9 +11,9 @@ from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, To
 
 from kafeed.cli.main import main
 from kafeed.config import ConnectionSettings
+from kafeed.kafka import admin_client
 from kafeed.monitor.lag import GroupLag
 from kafeed.monitor.watch import ClusterMonitor, MonitorOptions
-from kafeed.topics.admin import admin_client
 from tests.kafka_fixtures import TopicFactory
 
 

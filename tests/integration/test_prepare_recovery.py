@@ -10,9 +10,8 @@ from confluent_kafka import KafkaError, KafkaException
 
 from kafeed.config import ConnectionSettings
 from kafeed.prepare import PrepareProcessor, PrepareSettings
-from kafeed.prepare.decode import RawRecord
-from kafeed.prepare.pipeline import BatchResult
 from kafeed.schema import decode_document
+from kafeed.stream import BatchResult, Record
 from tests.prepare_support import document_ids, paragraphs, produce, read_topic, sample_record
 
 
@@ -24,17 +23,17 @@ class FailOnce(PrepareProcessor):
         self.error = error
         self.sent = 0
 
-    def _send(self, result: BatchResult, records: Sequence[RawRecord], metadata: Any) -> None:
+    def _send(self, records: Sequence[Record], result: BatchResult, metadata: Any) -> None:
         self.sent += 1
         if self.sent == 2:
-            p = self._producer
-            p.begin_transaction()
-            self._txn_open = True
-            for doc in result.documents:
-                p.produce(self.settings.output, key=doc.key, value=doc.value)
+            p = self.producer
+            assert p is not None
+            p.begin()
+            for doc in result.outputs:
+                p.produce(doc.topic, doc.value, doc.key)
             p.flush(10)  # really on the broker, inside the transaction that is about to fail
             raise KafkaException(self.error)
-        super()._send(result, records, metadata)
+        super()._send(records, result, metadata)
 
 
 @pytest.mark.parametrize("kind", ["abortable", "fatal"])

@@ -21,9 +21,10 @@ from kafeed.errors import KafeedError
 from kafeed.ingest import IngestOptions
 from kafeed.ingest.mapping import Mapper
 from kafeed.ingest.readers import Item, Position, read_csv, read_jsonl
-from kafeed.prepare.decode import RawRecord, decode_batch
+from kafeed.prepare.decode import decode_batch
 from kafeed.schema import decode_avro, decode_document, decode_raw, decode_sample, encode_avro, make_document
 from kafeed.schema.records_pb2 import TokenizedDocument, TrainingSample
+from kafeed.stream import Record
 
 # How many examples: the hypothesis profile (tests/conftest.py), 10,000 under `make test-all`.
 MANY = settings(deadline=None, database=None,
@@ -124,7 +125,7 @@ _headers = st.one_of(
                 min_size=1, max_size=2))
 def test_prepare_batch_decode_dead_letters_what_it_cannot_read(
         values: list[tuple[bytes | None, Any]]) -> None:
-    records = [RawRecord(topic="raw", partition=0, offset=i, key=None, value=v, headers=tuple(h or ()))
+    records = [Record(topic="raw", partition=0, offset=i, key=None, value=v, headers=tuple(h or ()))
                for i, (v, h) in enumerate(values)]
     result = decode_batch(records)
     assert len(result.decoded) + len(result.rejected) == len(records)

@@ -24,8 +24,9 @@ ROOT = Path(kafeed.__file__).parent
 LAYERS: list[set[str]] = [
     {"telemetry", "errors", "choices", "units", "home", "signals", "data"},
     {"config", "schema"},
-    {"connect", "jars"},
+    {"connect", "jars", "kafka"},
     {"topics", "broker"},
+    {"stream"},
     {"ingest", "prepare", "loader"},
     {"train", "monitor"},
     {"demo"},
@@ -89,6 +90,8 @@ def test_leaves_import_nothing_of_kafeed(leaf: str) -> None:
     ("kafeed.telemetry", ("kafeed.config", "kafeed.broker", "kafeed.monitor", "kafeed.topics")),
     ("kafeed.topics", ("kafeed.broker", "kafeed.monitor")),
     ("kafeed.broker", ("kafeed.topics", "kafeed.monitor")),
+    ("kafeed.kafka", ("kafeed.topics", "kafeed.broker", "kafeed.stream", "kafeed.monitor")),
+    ("kafeed.stream", ("kafeed.prepare", "kafeed.ingest", "kafeed.loader", "kafeed.monitor")),
 ])
 def test_importing_a_package_loads_nothing_above_it(module: str, forbidden: tuple[str, ...]) -> None:
     code = (f"import sys, {module}\n"

@@ -6,14 +6,14 @@ import pytest
 
 from kafeed.errors import ConfigError
 from kafeed.prepare import BatchPipeline, DedupState, PrepareSettings, load_prepare_settings, load_tokenizer
-from kafeed.prepare.decode import RawRecord
 from kafeed.schema import decode_document, make_sample, unpack_tokens
 from kafeed.schema.avro import encode_avro, format_headers
+from kafeed.stream import Record, positions
 
 
 def _rec(offset: int, value: bytes | None, *, partition: int = 0,
-         headers: tuple[tuple[str, bytes], ...] = ()) -> RawRecord:
-    return RawRecord(topic="raw", partition=partition, offset=offset, key=b"k%d" % offset, value=value,
+         headers: tuple[tuple[str, bytes], ...] = ()) -> Record:
+    return Record(topic="raw", partition=partition, offset=offset, key=b"k%d" % offset, value=value,
                      headers=headers)
 
 
@@ -46,7 +46,7 @@ def test_batch_accounting_balances(overlap: bool) -> None:
     assert (c.documents_out, c.duplicates, dict(c.filtered)) == (3, 1, {"min_words": 1})
     assert dict(c.dead_letter_kinds) == {"decode": 2, "encoding": 1}
     assert c.records_in == c.documents_out + sum(c.filtered.values()) + c.duplicates + c.dead_lettered
-    assert result.positions == {("raw", 0): 17, ("raw", 1): 4}
+    assert positions(records) == {("raw", 0): 17, ("raw", 1): 4}
     assert sorted(p for p, _, _ in result.changelog) == [0, 0, 1]
     docs = [decode_document(d.value) for d in result.documents]
     assert [d.id for d in docs] == ["d1", "d7", "av"]

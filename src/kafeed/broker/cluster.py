@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 
 from kafeed.broker.ports import port_free
 from kafeed.broker.render import LOG4J2, NodeSpec, node_specs, server_properties
-from kafeed.broker.status import ClusterStatus, NodeStatus, cluster_view, dir_size, quiet_logger
+from kafeed.broker.status import ClusterStatus, NodeStatus, cluster_view, dir_size
 from kafeed.errors import BrokerError, ConfigError, invalid_settings
 from kafeed.home import kafeed_home
 from kafeed.jars import KafkaLibs, resolve_libs
@@ -292,11 +292,14 @@ class LocalCluster:
         return os.posix_spawn(libs.java, cmd, dict(os.environ), file_actions=actions, setsid=True)
 
     def _wait_ready(self, state: dict[str, Any], timeout: float) -> None:
-        from confluent_kafka.admin import AdminClient
+        from kafeed.config import ConnectionSettings
+        from kafeed.kafka import admin_client
 
         specs = self._specs(state)
         bootstrap = ",".join(f"127.0.0.1:{s.port}" for s in specs)
-        admin = AdminClient({"bootstrap.servers": bootstrap, "logger": quiet_logger()})
+        # librdkafka logs connection refusals while a node boots; the kafeed.librdkafka
+        # logger that every client config routes them to keeps them off stderr.
+        admin = admin_client(ConnectionSettings(bootstrap=bootstrap))
         deadline = time.monotonic() + timeout
         while True:
             for spec in specs:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -51,24 +50,17 @@ def dir_size(path: Path) -> int:
     return total
 
 
-def quiet_logger() -> logging.Logger:
-    # librdkafka logs connection refusals while a node boots; route them to
-    # the library logger at debug level instead of stderr.
-    return logging.getLogger("kafeed.librdkafka")
-
-
 def cluster_view(bootstrap: str, timeout: float) -> tuple[int | None, list[str]]:
     """The quorum leader and the topics, asked of the live nodes in ``bootstrap``.
 
     Each part is best effort: a cluster that answers one question and not the
     other still shows what it answered.
     """
-    from confluent_kafka.admin import AdminClient
-
     from kafeed.config import ConnectionSettings
     from kafeed.jars.tools import quorum_leader
+    from kafeed.kafka import admin_client
 
-    admin = AdminClient({"bootstrap.servers": bootstrap, "logger": quiet_logger()})
+    admin = admin_client(ConnectionSettings(bootstrap=bootstrap))
     try:
         meta = admin.list_topics(timeout=timeout)
         topics = sorted(t for t in meta.topics if not t.startswith("__"))

@@ -1,14 +1,15 @@
-"""The transactional producer behind ingest: records, dead letters and progress in one transaction.
+"""Ingest's writer: records, dead letters and progress in one transaction.
 
-Idempotent (implied by ``transactional.id``), acks=all, compression from the
+The transactional producer is :class:`kafeed.kafka.TransactionalProducer` (idempotent,
+acks=all, the BufferError retry loop, commit and abort); this adds compression from the
 options, keyed records partitioned with murmur2 (the Java client's partitioner,
 so a document id maps to the same partition whichever client wrote it).
 Per-partition counts come from librdkafka's statistics (``msgs`` per partition:
 records enqueued, counted once, retries excluded) rather than from a delivery
 report per record, which cost ~1.4 µs per record here; delivery reports are
 only requested for errors. The same statistics feed kafeed's librdkafka metrics
-(:mod:`kafeed.telemetry.stats`), and commits, aborts and delivery errors count in
-:mod:`kafeed.telemetry.metrics` under ``stage="ingest"``.
+(:mod:`kafeed.telemetry.stats`); commits, aborts and delivery errors count under
+``stage="ingest"``.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from kafeed.config import ConnectionSettings
 from kafeed.errors import KafkaOperationError, translate_kafka_error
 from kafeed.ingest.options import IngestOptions
 from kafeed.ingest.progress import PROGRESS_TOPIC
-from kafeed.telemetry import metrics as m
+from kafeed.kafka import TransactionalProducer
 from kafeed.telemetry.stats import StatsCallback
 
 log = logging.getLogger("kafeed")
@@ -34,21 +35,15 @@ class TxnWriter:
 
     def __init__(self, settings: ConnectionSettings, *, transactional_id: str, topic: str, dlq_topic: str,
                  options: IngestOptions, max_message_bytes: int) -> None:
-        from confluent_kafka import Producer
-
         self.topic = topic
         self.dlq_topic = dlq_topic
-        self._errors: list[str] = []
         self._stats_lock = threading.Lock()
         self._txbytes: dict[str, int] = {}
         self._msgs: dict[int, int] = {}
         self._stats_seen = 0
         self._metrics_stats = StatsCallback("ingest")
-        conf = settings.client_config()
-        conf.update({
-            "transactional.id": transactional_id,
-            "enable.idempotence": True,
-            "acks": "all",
+        self._txn = TransactionalProducer(settings, transactional_id=transactional_id, stage="ingest",
+                                          config={
             "compression.type": options.compression,
             "linger.ms": options.linger_ms,
             "batch.size": min(options.batch_bytes, max_message_bytes),
@@ -60,20 +55,10 @@ class TxnWriter:
             "transaction.timeout.ms": 60_000,
             "message.timeout.ms": 55_000,
             "statistics.interval.ms": 500,
-            "delivery.report.only.error": True,
             "stats_cb": self._on_stats,
-            "on_delivery": self._on_delivery,
-            "logger": logging.getLogger("kafeed.librdkafka"),
         })
-        self._p = Producer(conf)
-        self._open = False
 
     # -- callbacks (run inside poll/flush on this thread) --
-    def _on_delivery(self, err: Any, msg: Any) -> None:
-        if err is not None:
-            self._errors.append(f"{msg.topic()}: {err.str()}")
-            m.PRODUCE_ERRORS.labels(stage="ingest").inc()
-
     def _on_stats(self, raw: str) -> None:
         # Broker-level txbytes are cumulative wire bytes, after compression; partition-level
         # txbytes count messages before compression, so they cannot tell what zstd saved.
@@ -93,73 +78,42 @@ class TxnWriter:
     # -- transactions --
     def init(self, timeout: float = 30.0) -> None:
         """Register the transactional id; aborts whatever a killed predecessor left open."""
-        try:
-            self._p.init_transactions(timeout)
-        except Exception as exc:
-            raise translate_kafka_error(exc, action="initialise the transactional producer") from exc
+        self._txn.init(timeout)
 
     def begin(self) -> None:
-        if not self._open:
-            self._p.begin_transaction()
-            self._open = True
-
-    def _produce(self, topic: str, key: bytes | None, value: bytes,
-                 headers: list[tuple[str, bytes]] | None, partition: int = -1) -> None:
-        while True:
-            try:
-                if headers:
-                    self._p.produce(topic, value, key, partition=partition, headers=headers)
-                else:
-                    self._p.produce(topic, value, key, partition=partition)
-                return
-            except BufferError:  # local queue full: let deliveries drain
-                self._p.poll(0.05)
+        self._txn.begin()
 
     def produce_all(self, records: list[tuple[bytes, bytes]],
                     headers: list[tuple[str, bytes]] | None = None) -> None:
         """Produce ``(key, value)`` pairs to the topic: one tight loop, no frame per record."""
-        produce, topic = self._p.produce, self.topic
-        for key, value in records:
-            try:
-                if headers:
-                    produce(topic, value, key, headers=headers)
-                else:
-                    produce(topic, value, key)
-            except BufferError:  # local queue full: the retry loop lets deliveries drain
-                self._produce(topic, key, value, headers)
+        self._txn.produce_pairs(self.topic, records, headers)
 
     def dead_letter(self, key: bytes | None, value: bytes, headers: list[tuple[str, bytes]]) -> None:
-        self._produce(self.dlq_topic, key, value, headers)
+        self._txn.produce(self.dlq_topic, value, key, headers=headers)
 
     def poll(self) -> None:
-        self._p.poll(0)
+        self._txn.poll(0)
 
     def commit(self, job: str, marker: dict[str, Any]) -> None:
         """Produce the marker, flush, commit (or abort and raise)."""
-        self._produce(PROGRESS_TOPIC, job.encode(), json.dumps(marker).encode(), None, partition=0)
+        self._txn.produce(PROGRESS_TOPIC, json.dumps(marker).encode(), job.encode(), partition=0)
         try:
-            left = self._p.flush(60)
-            if left or self._errors:
+            left = self._txn.flush(60)
+            if left or self._txn.delivery_errors:
                 raise KafkaOperationError(
-                    f"{left} records undelivered; first error: {self._errors[:1] or 'timeout'}.")
-            self._p.commit_transaction(60)
-            m.TRANSACTIONS.labels(stage="ingest", result="commit").inc()
+                    f"{left} records undelivered; first error: {self._txn.delivery_errors[:1] or 'timeout'}.")
+            self._txn.commit()
         except Exception as exc:
             self.abort()
             if isinstance(exc, KafkaOperationError):
                 raise
             raise translate_kafka_error(exc, action="commit the ingest transaction") from exc
-        self._open = False
 
     def abort(self) -> None:
-        if self._open:
-            try:
-                self._p.abort_transaction(30)
-                m.TRANSACTIONS.labels(stage="ingest", result="abort").inc()
-            except Exception as exc:  # the run is failing already; keep the first error
-                log.warning("aborting the ingest transaction failed: %s", exc)
-            self._open = False
-        self._errors.clear()
+        try:
+            self._txn.abort()
+        except Exception as exc:  # the run is failing already; keep the first error
+            log.warning("aborting the ingest transaction failed: %s", exc)
 
     def final_stats(self, produced: int, wait_s: float = 5.0) -> tuple[dict[int, int], int | None]:
         """Per-partition record counts and wire bytes, from a statistics tick taken after the
@@ -168,7 +122,7 @@ class TxnWriter:
             seen = self._stats_seen
         deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline:
-            self._p.poll(0.05)
+            self._txn.poll(0.05)
             with self._stats_lock:
                 if self._stats_seen > seen and sum(self._msgs.values()) == produced:
                     break
@@ -181,4 +135,4 @@ class TxnWriter:
 
     def close(self) -> None:
         self.abort()
-        self._p.flush(5)
+        self._txn.flush(5)

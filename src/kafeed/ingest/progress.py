@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ from kafeed.config import ConnectionSettings
 from kafeed.errors import KafkaOperationError, ResumeMismatch, translate_kafka_error
 from kafeed.ingest.options import IngestOptions
 from kafeed.ingest.sources import redact_dsn
+from kafeed.kafka import read_committed_consumer
 
 PROGRESS_TOPIC = "__kafeed_ingest_progress"
 MARKER_VERSION = 1
@@ -98,16 +98,9 @@ class JobProgress:
 
 def read_latest(settings: ConnectionSettings, job: str, *, timeout: float = 60.0) -> JobProgress | None:
     """The job's latest committed marker (read_committed), or None when it never committed."""
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import TopicPartition
 
-    conf = settings.client_config()
-    conf.update({
-        "group.id": f"kafeed-ingest-reader-{uuid.uuid4().hex[:8]}",
-        "enable.auto.commit": False,
-        "isolation.level": "read_committed",
-        "logger": logging.getLogger("kafeed.librdkafka"),
-    })
-    consumer = Consumer(conf)
+    consumer = read_committed_consumer(settings, {"group.id": f"kafeed-ingest-reader-{uuid.uuid4().hex[:8]}"})
     try:
         tp = TopicPartition(PROGRESS_TOPIC, 0)
         try:

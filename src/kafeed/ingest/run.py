@@ -28,6 +28,7 @@ from kafeed.ingest.producer import TxnWriter
 from kafeed.ingest.progress import JobProgress, job_id_for, read_latest
 from kafeed.ingest.readers import Batch, Item, Position
 from kafeed.ingest.sources import Source, discover
+from kafeed.kafka import dead_letter_headers, fit_value
 from kafeed.schema.avro import format_headers
 from kafeed.signals import stop_request
 from kafeed.telemetry import metrics as m
@@ -96,9 +97,9 @@ class _ReadGate:
 
 def _dlq_headers(kind: str, reason: str, source: Source, where: int, job: str) -> list[tuple[str, bytes]]:
     where_key = "kafeed.row" if source.kind in _ROW_KINDS else "kafeed.line"
-    return [("kafeed.error.kind", kind.encode()), ("kafeed.error.reason", reason.encode("utf-8", "replace")),
-            ("kafeed.source", source.name.encode("utf-8", "replace")), (where_key, str(where).encode()),
-            ("kafeed.job", job.encode())]
+    return dead_letter_headers(kind=kind, reason=reason, stage="ingest", extra=[
+        ("kafeed.source", source.name.encode("utf-8", "replace")), (where_key, str(where).encode()),
+        ("kafeed.job", job.encode())])
 
 
 def ingest(
@@ -167,7 +168,6 @@ def _run(
     t_loop = time.monotonic()
     # Room for key, headers and batch framing around the value (conservative: checked uncompressed).
     mapper = Mapper(options, max_value_bytes=limit - 512 - options.id_hash_chars)
-    dlq_room = dlq_limit - 4096
     fmt_headers = format_headers(options.format) or None
     total_bytes = None if any(s.size is None for s in srcs) else sum(s.size or 0 for s in srcs)
     done_bytes = sum(s.size or 0 for s in srcs[:progress.index])
@@ -221,7 +221,7 @@ def _run(
                 ts = int(time.time() * 1000)
                 mapper.context(name, where_key, ts)
                 produced, nbytes = _produce_batch(writer, mapper, items, name, where_key, ts, fmt_headers,
-                                                  src, job, dlq_room, txn)
+                                                  src, job, dlq_limit, txn)
                 txn.produced += produced
                 txn.value_bytes += nbytes
                 records_in += len(items)
@@ -272,7 +272,7 @@ def _count_committed(txn: _Tally, topic: str) -> None:
 
 def _produce_batch(
     writer: TxnWriter, mapper: Mapper, items: list[Item], name: str, where_key: str, ts: int,
-    headers: list[tuple[str, bytes]] | None, src: Source, job: str, dlq_room: int, txn: _Tally,
+    headers: list[tuple[str, bytes]] | None, src: Source, job: str, dlq_limit: int, txn: _Tally,
 ) -> tuple[int, int]:
     """Map and produce one read batch (the hot loop); returns (records produced, value bytes)."""
     mapit = mapper.map_row
@@ -292,19 +292,16 @@ def _produce_batch(
                 nbytes += len(value)
                 continue
             reject = (key, value)  # type: ignore[assignment]
-        _dead_letter(writer, item, reject or ("unknown", "no fields"), src, job, dlq_room, txn)
+        _dead_letter(writer, item, reject or ("unknown", "no fields"), src, job, dlq_limit, txn)
     writer.produce_all(good, headers)
     return len(good), nbytes
 
 
 def _dead_letter(writer: TxnWriter, item: Item, reject: tuple[str, str], src: Source, job: str,
-                 room: int, txn: _Tally) -> None:
+                 dlq_limit: int, txn: _Tally) -> None:
     kind, reason = reject
     headers = _dlq_headers(kind, reason, src, item[0], job)
-    value = readers.raw_bytes(item)
-    if len(value) > room:
-        headers.append(("kafeed.error.truncated", str(len(value)).encode()))
-        value = value[:room]
+    value = fit_value(readers.raw_bytes(item), headers, dlq_limit) or b""
     writer.dead_letter(f"{src.name}:{item[0]}".encode("utf-8", "replace"), value, headers)
     txn.dead += 1
     txn.kinds[kind] += 1

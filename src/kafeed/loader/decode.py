@@ -25,6 +25,7 @@ from google.protobuf.message import Message
 from google.protobuf.unknown_fields import UnknownFieldSet
 
 from kafeed.errors import SchemaError
+from kafeed.kafka import dead_letter_headers
 from kafeed.loader.settings import LoaderSettings
 from kafeed.schema.codec import UINT16, UINT32, decode_document, decode_sample, unpack_tokens
 from kafeed.schema.records_pb2 import TokenizedDocument
@@ -163,8 +164,8 @@ class RecordDecoder:
             self._producer = Producer(conf)
         self._producer.produce(
             self.settings.dlq_topic, value=msg.value(), key=msg.key(),
-            headers=[("kafeed.reason", exc.message.encode()),
-                     ("kafeed.source", f"{msg.topic()}:{msg.partition()}@{msg.offset()}".encode())])
+            headers=dead_letter_headers(kind="decode", reason=exc.message, stage="loader",
+                                        source=(msg.topic(), msg.partition(), msg.offset())))
         self._producer.poll(0)
 
     def close(self) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 
 from kafeed.config import ConnectionSettings
 from kafeed.errors import translate_kafka_error
+from kafeed.kafka import client_config
 
 log = logging.getLogger("kafeed")
 
@@ -45,11 +46,9 @@ class GroupOffsetReader:
 
         consumer = self._consumers.get(group)
         if consumer is None:
-            conf = self.settings.client_config()
-            conf.update({"group.id": group, "enable.auto.commit": False,
-                         "client.id": f"{self.settings.client_id}-monitor",
-                         "logger": logging.getLogger("kafeed.librdkafka")})
-            consumer = self._consumers[group] = Consumer(conf)
+            consumer = self._consumers[group] = Consumer(client_config(self.settings, {
+                "group.id": group, "enable.auto.commit": False,
+                "client.id": f"{self.settings.client_id}-monitor"}))
         return consumer
 
     def list_groups(self) -> list[str]:

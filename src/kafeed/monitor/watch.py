@@ -118,7 +118,7 @@ class ClusterMonitor:
 
     def __init__(self, settings: ConnectionSettings, *, options: MonitorOptions | None = None,
                  expected_brokers: int | None = None) -> None:
-        from kafeed.topics.admin import admin_client
+        from kafeed.kafka import admin_client
 
         self.settings = settings
         self.options = options or MonitorOptions()

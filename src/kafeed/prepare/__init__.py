@@ -1,17 +1,16 @@
 """`kafeed prepare`: raw TrainingSample records → normalized, filtered, deduplicated, tokenized documents.
 
-Exactly-once through Kafka transactions; see :mod:`kafeed.prepare.processor`.
+A stage on :mod:`kafeed.stream`, the exactly-once core; see :mod:`kafeed.prepare.processor`.
 """
 
 from kafeed.prepare.dedup import DedupState, content_hash
 from kafeed.prepare.filters import FILTER_NAMES, first_failed_filter
 from kafeed.prepare.normalize import normalize_text
 from kafeed.prepare.pipeline import BatchPipeline, BatchResult
-from kafeed.prepare.processor import PrepareProcessor, run_prepare
+from kafeed.prepare.processor import PrepareProcessor, PrepareStage, run_prepare
 from kafeed.prepare.settings import (
     DedupSettings,
     FilterSettings,
-    KafkaTuning,
     NormalizeSettings,
     PrepareSettings,
     TokenizerSettings,
@@ -19,6 +18,7 @@ from kafeed.prepare.settings import (
 )
 from kafeed.prepare.stats import PrepareStats
 from kafeed.prepare.tokenize import BatchTokenizer, ByteTokenizer, TokenBatch, load_tokenizer
+from kafeed.stream import KafkaTuning
 
 __all__ = [
     "FILTER_NAMES",
@@ -33,6 +33,7 @@ __all__ = [
     "NormalizeSettings",
     "PrepareProcessor",
     "PrepareSettings",
+    "PrepareStage",
     "PrepareStats",
     "TokenBatch",
     "TokenizerSettings",

@@ -1,7 +1,7 @@
 """One batch through the stages, without Kafka: decode → normalize → filter → dedup → tokenize.
 
-The result says what to produce (documents, dead letters, changelog entries),
-where the input stops (positions) and what was counted. Nothing raised by a
+The result says what to produce (documents, dead letters, changelog entries) and
+what was counted; :mod:`kafeed.stream` commits it with the input positions. Nothing raised by a
 record escapes: it becomes a dead letter naming the stage.
 """
 
@@ -11,7 +11,8 @@ from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from kafeed.prepare.decode import Decoded, RawRecord, Rejection, decode_batch
+from kafeed.kafka import RECORD_OVERHEAD
+from kafeed.prepare.decode import Decoded, decode_batch
 from kafeed.prepare.dedup import DedupState, batch_changelog_record, changelog_key, content_hash
 from kafeed.prepare.filters import first_failed_filter
 from kafeed.prepare.normalize import normalize_text
@@ -19,30 +20,20 @@ from kafeed.prepare.settings import PrepareSettings
 from kafeed.prepare.stats import BatchCounts
 from kafeed.prepare.tokenize import BatchTokenizer, TokenBatch
 from kafeed.schema.records_pb2 import TokenizedDocument
-
-
-@dataclass(frozen=True)
-class OutputRecord:
-    key: bytes
-    value: bytes
+from kafeed.stream import BatchResult as StreamBatchResult
+from kafeed.stream import DeadLetter, Output, Record
+from kafeed.topics.admin import DEFAULT_MAX_MESSAGE_BYTES
 
 
 @dataclass
-class BatchResult:
-    documents: list[OutputRecord] = field(default_factory=list)
-    dead_letters: list[Rejection] = field(default_factory=list)
-    changelog: list[tuple[int, bytes, bytes]] = field(default_factory=list)  # (partition, key, value)
-    positions: dict[tuple[str, int], int] = field(default_factory=dict)  # next offset to read
+class BatchResult(StreamBatchResult):
+    """The core's batch result (documents are the outputs), with prepare's counts."""
+
     counts: BatchCounts = field(default_factory=BatchCounts)
 
-
-def _positions(records: Sequence[RawRecord]) -> dict[tuple[str, int], int]:
-    positions: dict[tuple[str, int], int] = {}
-    for r in records:
-        tp = (r.topic, r.partition)
-        if r.offset + 1 > positions.get(tp, -1):
-            positions[tp] = r.offset + 1
-    return positions
+    @property
+    def documents(self) -> list[Output]:
+        return self.outputs
 
 
 def _document_id(item: Decoded, digest: bytes) -> str:
@@ -63,15 +54,15 @@ class BatchPipeline:
     """The stages with their settings; :meth:`run` processes one batch against ``dedup``."""
 
     def __init__(self, settings: PrepareSettings, tokenizer: BatchTokenizer, *,
-                 max_message_bytes: int = 1_000_000) -> None:
+                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES - RECORD_OVERHEAD) -> None:
         self.settings = settings
         self.tokenizer = tokenizer
         self.max_message_bytes = max_message_bytes
         self._pool: ThreadPoolExecutor | None = None
 
-    def run(self, records: Sequence[RawRecord], dedup: DedupState) -> BatchResult:
+    def run(self, records: Sequence[Record], dedup: DedupState) -> BatchResult:
         s = self.settings
-        result = BatchResult(positions=_positions(records))
+        result = BatchResult()
         counts = result.counts
         counts.records_in = len(records)
         dedup.new_layer()
@@ -89,7 +80,7 @@ class BatchPipeline:
                 failed = first_failed_filter(text, s.filters)
             except Exception as exc:  # never crash on data
                 result.dead_letters.append(
-                    Rejection(item.record, "normalize", f"{type(exc).__name__}: {exc}"))
+                    DeadLetter(item.record, "normalize", f"{type(exc).__name__}: {exc}"))
                 continue
             if failed is not None:
                 counts.filtered[failed] += 1
@@ -113,7 +104,7 @@ class BatchPipeline:
             counts.dead_letter_kinds[rejection.kind] += 1
         return result
 
-    def _changelog(self, records: Sequence[RawRecord], dedup: DedupState, result: BatchResult) -> None:
+    def _changelog(self, records: Sequence[Record], dedup: DedupState, result: BatchResult) -> None:
         """The batch's new hashes as changelog records (value: the input offset, or all hashes)."""
         first: dict[int, int] = {}
         last: dict[int, int] = {}
@@ -155,7 +146,7 @@ class BatchPipeline:
                     one = self.tokenizer.encode_batch([entry[1]])
                 except Exception as exc:
                     result.dead_letters.append(
-                        Rejection(entry[0].record, "tokenize", f"{type(exc).__name__}: {exc}"))
+                        DeadLetter(entry[0].record, "tokenize", f"{type(exc).__name__}: {exc}"))
                     continue
                 out.append((entry, one.packed(dtype)[0], int(one.lengths()[0])))
             return out
@@ -175,11 +166,11 @@ class BatchPipeline:
             doc.metadata.update(sample.metadata)
             value = doc.SerializeToString()
             if len(value) > self.max_message_bytes:
-                result.dead_letters.append(Rejection(
+                result.dead_letters.append(DeadLetter(
                     rec, "too_large", f"tokenized document is {len(value)} bytes, over the "
                     f"{self.max_message_bytes}-byte message limit"))
                 continue  # its hash stays remembered: a copy would be just as large
-            result.documents.append(OutputRecord(doc.id.encode("utf-8"), value))
+            result.outputs.append(Output(self.settings.output, doc.id.encode("utf-8"), value))
             counts.documents_out += 1
             counts.tokens_out += n
 

@@ -12,11 +12,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from kafeed.choices import Compression, OffsetReset
 from kafeed.config import read_settings_file
 from kafeed.errors import invalid_settings
-
-_TOPIC = r"^[A-Za-z0-9._-]{1,249}$"  # Kafka's legal topic names
+from kafeed.stream.settings import TOPIC_PATTERN as _TOPIC
+from kafeed.stream.settings import KafkaTuning, StreamSettings
 
 
 class _Frozen(BaseModel):
@@ -80,34 +79,6 @@ class TokenizerSettings(_Frozen):
     overlap: bool = True  # tokenize chunks on a helper thread while Python stages run
 
 
-class KafkaTuning(_Frozen):
-    """Client knobs chosen by measurement (docs/prepare.md, "Tuning")."""
-
-    batch_size: int = Field(default=2000, ge=1, le=1_000_000)
-    consume_timeout_s: float = Field(default=0.5, gt=0, le=60)
-    linger_ms: int = Field(default=20, ge=0, le=900_000)  # librdkafka's range
-    compression: Compression = "lz4"
-    fetch_max_bytes: int = Field(default=52_428_800, ge=1024)
-    max_partition_fetch_bytes: int = Field(default=4_194_304, ge=1024)
-    # At most the broker's default transaction.max.timeout.ms (15 min).
-    transaction_timeout_ms: int = Field(default=60_000, ge=1000, le=900_000)
-    message_timeout_ms: int | None = Field(default=None, ge=1)  # default: transaction timeout - 5 s
-    session_timeout_ms: int = Field(default=10_000, ge=1000, le=3_600_000)
-    auto_offset_reset: OffsetReset = "earliest"
-    overlap_commit: bool = True  # commit batch N on a helper thread while batch N+1 runs its stages
-
-    @model_validator(mode="after")
-    def _check(self) -> KafkaTuning:
-        if self.message_timeout_ms is not None and self.message_timeout_ms >= self.transaction_timeout_ms:
-            raise ValueError("message_timeout_ms must be below transaction_timeout_ms")
-        return self
-
-    def effective_message_timeout_ms(self) -> int:
-        if self.message_timeout_ms is not None:
-            return self.message_timeout_ms
-        return max(500, self.transaction_timeout_ms - 5000)
-
-
 class PrepareSettings(_Frozen):
     """What `kafeed prepare` reads, writes and does in between."""
 
@@ -133,6 +104,14 @@ class PrepareSettings(_Frozen):
     @property
     def changelog_topic(self) -> str:
         return self.dedup.topic(self.group)
+
+    def stream_settings(self) -> StreamSettings:
+        """What the exactly-once core needs of these settings."""
+        return StreamSettings(
+            input=self.input, outputs=(self.output,), group=self.group, dlq_topic=self.dlq_topic,
+            changelog_topic=self.changelog_topic if self.dedup.enabled else None,
+            instance=self.instance, create_topics=self.create_topics, idle_s=self.idle_s,
+            state_rebuild_timeout_s=self.dedup.rebuild_timeout_s, kafka=self.kafka)
 
     @model_validator(mode="after")
     def _check(self) -> PrepareSettings:

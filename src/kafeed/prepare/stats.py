@@ -3,28 +3,29 @@
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
+
+from kafeed.stream import StreamStats
 
 
 @dataclass(frozen=True)
-class PrepareStats:
-    """Counts over committed batches only, so they match what the topics hold."""
+class PrepareStats(StreamStats):
+    """The core's counts over committed batches, plus prepare's own, so they match the topics."""
 
-    records_in: int = 0
     documents_out: int = 0
     tokens_out: int = 0
     filtered: dict[str, int] = field(default_factory=dict)
     duplicates: int = 0
-    dead_lettered: int = 0
-    dead_letter_kinds: dict[str, int] = field(default_factory=dict)
-    batches: int = 0
-    aborted_batches: int = 0
-    rebalances: int = 0
-    producer_rebuilds: int = 0
-    elapsed_s: float = 0.0
-    busy_s: float = 0.0  # from the first record consumed to the last commit
 
+    @classmethod
+    def of(cls, totals: BatchCounts, stream: StreamStats) -> PrepareStats:
+        """The core's ``stream`` counts with prepare's ``totals`` of the same batches."""
+        return cls(
+            **{f.name: getattr(stream, f.name) for f in fields(StreamStats)},
+            documents_out=totals.documents_out, tokens_out=totals.tokens_out,
+            filtered=dict(totals.filtered), duplicates=totals.duplicates,
+        )
 
     @property
     def filtered_total(self) -> int:
@@ -37,25 +38,17 @@ class PrepareStats:
             self.documents_out + self.filtered_total + self.duplicates + self.dead_lettered)
 
     @property
-    def records_per_s(self) -> float:
-        """Throughput while busy (startup and the final idle wait excluded)."""
-        return self.records_in / self.busy_s if self.busy_s > 0 else 0.0
-
-    @property
     def tokens_per_s(self) -> float:
         return self.tokens_out / self.busy_s if self.busy_s > 0 else 0.0
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "records_in": self.records_in, "documents_out": self.documents_out,
-            "tokens_out": self.tokens_out, "filtered": dict(self.filtered),
-            "filtered_total": self.filtered_total, "duplicates": self.duplicates,
-            "dead_lettered": self.dead_lettered, "dead_letter_kinds": dict(self.dead_letter_kinds),
-            "batches": self.batches, "aborted_batches": self.aborted_batches,
-            "rebalances": self.rebalances, "producer_rebuilds": self.producer_rebuilds,
-            "elapsed_s": round(self.elapsed_s, 3), "busy_s": round(self.busy_s, 3),
-            "records_per_s": round(self.records_per_s, 1),
-            "tokens_per_s": round(self.tokens_per_s, 1), "balanced": self.balanced,
+        out = super().as_dict()
+        del out["records_out"]  # one output topic: documents_out says it
+        return out | {
+            "documents_out": self.documents_out, "tokens_out": self.tokens_out,
+            "filtered": dict(self.filtered), "filtered_total": self.filtered_total,
+            "duplicates": self.duplicates, "tokens_per_s": round(self.tokens_per_s, 1),
+            "balanced": self.balanced,
         }
 
 
@@ -74,38 +67,10 @@ class BatchCounts:
     def dead_lettered(self) -> int:
         return sum(self.dead_letter_kinds.values())
 
-
-class StatsAccumulator:
-    """Running totals; :meth:`snapshot` freezes them."""
-
-    def __init__(self) -> None:
-        self.totals = BatchCounts()
-        self.batches = 0
-        self.aborted_batches = 0
-        self.rebalances = 0
-        self.producer_rebuilds = 0
-        self.first_data: float | None = None  # monotonic time the first batch arrived
-        self.last_commit: float | None = None
-
     def add(self, counts: BatchCounts) -> None:
-        t = self.totals
-        t.records_in += counts.records_in
-        t.documents_out += counts.documents_out
-        t.tokens_out += counts.tokens_out
-        t.filtered.update(counts.filtered)
-        t.duplicates += counts.duplicates
-        t.dead_letter_kinds.update(counts.dead_letter_kinds)
-        self.batches += 1
-
-    def snapshot(self, elapsed_s: float) -> PrepareStats:
-        t = self.totals
-        busy = 0.0
-        if self.first_data is not None and self.last_commit is not None:
-            busy = max(0.0, self.last_commit - self.first_data)
-        return PrepareStats(
-            records_in=t.records_in, documents_out=t.documents_out, tokens_out=t.tokens_out,
-            filtered=dict(t.filtered), duplicates=t.duplicates, dead_lettered=t.dead_lettered,
-            dead_letter_kinds=dict(t.dead_letter_kinds), batches=self.batches,
-            aborted_batches=self.aborted_batches, rebalances=self.rebalances,
-            producer_rebuilds=self.producer_rebuilds, elapsed_s=elapsed_s, busy_s=busy,
-        )
+        self.records_in += counts.records_in
+        self.documents_out += counts.documents_out
+        self.tokens_out += counts.tokens_out
+        self.filtered.update(counts.filtered)
+        self.duplicates += counts.duplicates
+        self.dead_letter_kinds.update(counts.dead_letter_kinds)

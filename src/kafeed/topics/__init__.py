@@ -1,7 +1,7 @@
 """Topic planning and administration."""
 
 from kafeed.choices import DEFAULT_PER_PARTITION_MBPS, Compression
-from kafeed.topics.admin import PartitionInfo, TopicAdmin, TopicInfo, admin_client
+from kafeed.topics.admin import PartitionInfo, TopicAdmin, TopicInfo
 from kafeed.topics.internal import KAFKA_OWN_TOPICS, deletion_cost, is_internal
 from kafeed.topics.plan import (
     MAX_PARTITIONS,
@@ -23,7 +23,6 @@ __all__ = [
     "TopicInfo",
     "TopicPlan",
     "TopicRequest",
-    "admin_client",
     "deletion_cost",
     "is_internal",
     "parse_retention",

@@ -10,7 +10,10 @@ from typing import Any
 from kafeed.config import ConnectionSettings
 from kafeed.connect import check_reachable
 from kafeed.errors import BrokerUnavailable, KafeedError, TopicError, translate_kafka_error
+from kafeed.kafka import admin_client
 from kafeed.topics.plan import TopicPlan
+
+DEFAULT_MAX_MESSAGE_BYTES = 1_048_588  # the broker default of message.max.bytes
 
 log = logging.getLogger("kafeed")
 
@@ -39,14 +42,6 @@ class TopicInfo:
         out = asdict(self)
         out["replication"] = self.replication
         return out
-
-
-def admin_client(settings: ConnectionSettings) -> Any:
-    from confluent_kafka.admin import AdminClient
-
-    conf = settings.client_config()
-    conf["logger"] = logging.getLogger("kafeed.librdkafka")
-    return AdminClient(conf)
 
 
 class TopicAdmin:
@@ -104,6 +99,22 @@ class TopicAdmin:
                 return
             time.sleep(0.1)
         raise TopicError(f"Topic {name!r} was created but has no leaders after {self.timeout}s.")
+
+    def max_message_bytes(self, name: str) -> int:
+        """The topic's effective ``max.message.bytes`` (default included); TopicError when missing."""
+        from confluent_kafka.admin import ConfigResource
+
+        if not self.exists(name):
+            raise TopicError(f"Topic {name!r} does not exist.",
+                             hint=f"Create it first: kafeed topic create {name} --partitions N.")
+        res = ConfigResource(ConfigResource.Type.TOPIC, name)
+        try:
+            entries = self._admin.describe_configs([res], request_timeout=self.timeout)[res].result(
+                timeout=self.timeout)
+        except Exception as exc:
+            raise translate_kafka_error(exc, action=f"describe topic {name!r}", kind=TopicError) from exc
+        entry = entries.get("max.message.bytes")
+        return int(entry.value) if entry is not None and entry.value else DEFAULT_MAX_MESSAGE_BYTES
 
     def delete(self, name: str) -> None:
         from confluent_kafka import KafkaError

@@ -139,7 +139,7 @@ class LoaderWiring:
         from confluent_kafka import TopicPartition
         from confluent_kafka.admin import OffsetSpec
 
-        from kafeed.topics.admin import admin_client
+        from kafeed.kafka import admin_client
 
         admin = admin_client(self.connection)
         meta = admin.list_topics(topic=self.options.topic, timeout=10).topics[self.options.topic]
@@ -193,7 +193,7 @@ class LoaderWiring:
             from confluent_kafka import TopicPartition
             from confluent_kafka.admin import OffsetSpec
 
-            from kafeed.topics.admin import admin_client
+            from kafeed.kafka import admin_client
 
             positions: dict[str, int] = {}
             for reader in self.loader.state_dict()["readers"].values():

@@ -1,8 +1,8 @@
-"""The dedup changelog on Kafka: topic setup and rebuilding a partition's seen-set.
+"""A stage's topics: check the input, create outputs, dead letters and changelog, read a changelog.
 
-Changelog partition ``p`` holds the hashes first seen in input partition ``p``
-(co-partitioned, as in Kafka Streams), so taking over input partition ``p`` means
-reading one changelog partition from the start to its end, read_committed.
+Changelog partition ``p`` holds the state of input partition ``p`` (co-partitioned,
+as in Kafka Streams), so taking over input partition ``p`` means reading one
+changelog partition from the start to its end, read_committed.
 """
 
 from __future__ import annotations
@@ -11,15 +11,16 @@ import logging
 import time
 import uuid
 from collections.abc import Iterable
-from typing import Any
 
 from kafeed.config import ConnectionSettings
 from kafeed.errors import KafkaOperationError, TopicError, translate_kafka_error
-from kafeed.prepare.dedup import parse_changelog_record
-from kafeed.prepare.settings import PrepareSettings
+from kafeed.kafka import read_committed_consumer
+from kafeed.stream.settings import StreamSettings
 from kafeed.topics import TopicAdmin, plan_topic
 
 log = logging.getLogger("kafeed")
+
+ChangelogEntries = dict[int, list[tuple[bytes, bytes | None]]]
 
 
 def _partitions(admin: TopicAdmin, name: str, timeout_s: float = 15.0) -> int:
@@ -39,54 +40,50 @@ def _partitions(admin: TopicAdmin, name: str, timeout_s: float = 15.0) -> int:
         time.sleep(0.2)
 
 
-def ensure_topics(admin: TopicAdmin, settings: PrepareSettings) -> int:
-    """Check the input exists, create output / DLQ / changelog when missing; the input's partitions."""
+def ensure_topics(admin: TopicAdmin, settings: StreamSettings) -> int:
+    """Check the input exists, create outputs / DLQ / changelog when missing; the input's partitions."""
     if not admin.exists(settings.input):
         raise TopicError(f"Input topic {settings.input!r} does not exist.",
                          hint="Create it with `kafeed topic create` or write to it with `kafeed ingest`.")
     partitions = _partitions(admin, settings.input)
     brokers = admin.broker_count()
-    wanted = [(settings.output, False), (settings.dlq_topic, False)]
-    if settings.dedup.enabled:
+    wanted = [(name, False) for name in (*settings.outputs, settings.dlq_topic)]
+    if settings.changelog_topic is not None:
         wanted.append((settings.changelog_topic, True))
     for name, compact in wanted:
         if admin.exists(name):
             continue
         if not settings.create_topics:
             raise TopicError(f"Topic {name!r} does not exist.",
-                             hint="Create it, or let prepare create it (create_topics = true).")
+                             hint="Create it, or let the stage create it (create_topics = true).")
         if not admin.create(plan_topic(name, brokers=brokers, partitions=partitions, compact=compact,
                                        compression="lz4"), exist_ok=True):
             _partitions(admin, name)  # another worker created it just now: wait until it is visible
-    if settings.dedup.enabled:
+    if settings.changelog_topic is not None:
         have = _partitions(admin, settings.changelog_topic)
         if have < partitions:
             raise TopicError(
-                f"Dedup changelog {settings.changelog_topic!r} has {have} partitions but input "
+                f"State changelog {settings.changelog_topic!r} has {have} partitions but input "
                 f"{settings.input!r} has {partitions}.",
                 hint="Add partitions to the changelog to match (they must be co-partitioned).")
     return partitions
 
 
-def rebuild_seen(
+def read_changelog(
     connection: ConnectionSettings, topic: str, partitions: Iterable[int], *, timeout_s: float,
-) -> dict[int, set[bytes]]:
-    """Every hash in changelog ``topic`` for ``partitions``, read_committed up to the end."""
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+) -> ChangelogEntries:
+    """Every (key, value) in changelog ``topic`` for ``partitions``, read_committed up to the end."""
+    from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
 
     wanted = sorted(set(partitions))
-    seen: dict[int, set[bytes]] = {p: set() for p in wanted}
+    entries: ChangelogEntries = {p: [] for p in wanted}
     if not wanted:
-        return seen
-    conf: dict[str, Any] = connection.client_config() | {
-        "group.id": f"kafeed-dedup-rebuild-{uuid.uuid4().hex[:8]}",
-        "enable.auto.commit": False,
-        "isolation.level": "read_committed",
+        return entries
+    consumer = read_committed_consumer(connection, {
+        "group.id": f"kafeed-state-rebuild-{uuid.uuid4().hex[:8]}",
         "enable.partition.eof": True,
         "fetch.max.bytes": 52_428_800,
-        "logger": logging.getLogger("kafeed.librdkafka"),
-    }
-    consumer = Consumer(conf)
+    })
     try:
         ends: dict[int, int] = {}
         for p in wanted:
@@ -94,16 +91,17 @@ def rebuild_seen(
             if high > low:
                 ends[p] = high
         if not ends:
-            return seen
+            return entries
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in ends])
         deadline = time.monotonic() + timeout_s
         pending = set(ends)
         while pending:
             if time.monotonic() > deadline:
                 raise KafkaOperationError(
-                    f"Could not rebuild dedup state from {topic!r} partitions {sorted(pending)} "
+                    f"Could not rebuild state from {topic!r} partitions {sorted(pending)} "
                     f"within {timeout_s:.0f}s.",
-                    hint="A transaction may still be open there; retry, or raise dedup.rebuild_timeout_s.")
+                    hint="A transaction may still be open there; retry, or raise the rebuild timeout "
+                    "(prepare: dedup.rebuild_timeout_s).")
             for msg in consumer.consume(num_messages=10_000, timeout=0.5):
                 err = msg.error()
                 if err is not None:
@@ -111,21 +109,13 @@ def rebuild_seen(
                         if msg.offset() >= ends.get(msg.partition(), 0):
                             pending.discard(msg.partition())
                         continue
-                    raise translate_kafka_error(
-                        err, action=f"read dedup changelog {topic!r}") from None
+                    raise translate_kafka_error(err, action=f"read state changelog {topic!r}") from None
                 key = msg.key()
-                if key is None:
-                    continue
-                try:
-                    part, digests = parse_changelog_record(key, msg.value())
-                except ValueError as exc:
-                    log.warning("skipping a changelog record of %s/%d@%d: %s", topic, msg.partition(),
-                                msg.offset(), exc)
-                    continue
-                seen.setdefault(part, set()).update(digests)
+                if key is not None:
+                    entries[msg.partition()].append((key, msg.value()))
                 if msg.offset() + 1 >= ends[msg.partition()]:
                     pending.discard(msg.partition())
     finally:
         consumer.close()
-    log.debug("rebuilt dedup state of %s: %s", topic, {p: len(s) for p, s in seen.items()})
-    return seen
+    log.debug("read changelog %s: %s", topic, {p: len(e) for p, e in entries.items()})
+    return entries

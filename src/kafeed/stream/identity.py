@@ -1,6 +1,6 @@
 """A stable worker identity: ``<hostname>-<slot>``, the lowest slot no live local process holds.
 
-The slot is an exclusive ``flock`` on a file under ``$KAFEED_HOME/prepare/``; the
+The slot is an exclusive ``flock`` on a file under ``$KAFEED_HOME/<stage>/<group>/``; the
 kernel drops it when the process dies, so a restarted worker gets its old slot
 back, reuses its ``transactional.id``, and ``init_transactions`` aborts whatever
 the dead one left open instead of waiting out the transaction timeout.
@@ -34,10 +34,11 @@ def _safe(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "-", text)
 
 
-def claim_instance(group: str, explicit: str | None = None, *, max_slots: int = 1024) -> InstanceLock:
+def claim_instance(stage: str, group: str, explicit: str | None = None, *,
+                   max_slots: int = 1024) -> InstanceLock:
     if explicit:
         return InstanceLock(_safe(explicit), None)
-    directory = kafeed_home() / "prepare" / _safe(group)
+    directory = kafeed_home() / _safe(stage) / _safe(group)
     directory.mkdir(parents=True, exist_ok=True)
     host = _safe(socket.gethostname())
     for slot in range(max_slots):

@@ -1,0 +1,21 @@
+"""The Kafka boundary: client configs, the transactional producer, dead-letter headers.
+
+Everything kafeed says to librdkafka that more than one stage needs goes through
+here once. Errors enter the :class:`~kafeed.errors.KafeedError` tree through
+:func:`kafeed.errors.translate_kafka_error`.
+"""
+
+from kafeed.kafka.clients import admin_client, client_config, read_committed_consumer
+from kafeed.kafka.deadletters import dead_letter_headers, fit_value
+from kafeed.kafka.producer import RECORD_OVERHEAD, TransactionalProducer, is_fatal
+
+__all__ = [
+    "RECORD_OVERHEAD",
+    "TransactionalProducer",
+    "admin_client",
+    "client_config",
+    "dead_letter_headers",
+    "fit_value",
+    "is_fatal",
+    "read_committed_consumer",
+]

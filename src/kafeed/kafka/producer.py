@@ -1,0 +1,193 @@
+"""The one transactional producer, shared by ingest and the stream core.
+
+Idempotent (implied by ``transactional.id``), ``acks=all``, delivery reports for
+errors only. It owns the things every transactional writer needs once: the
+BufferError retry loop (a full local queue waits for deliveries to drain),
+begin / send offsets / commit / abort with retries of retriable errors, and
+recovery after a failed transaction (abort, or rebuild the producer when the
+error is fatal or the abort itself fails). Commits, aborts, retries and failed
+deliveries count in :mod:`kafeed.telemetry.metrics` under the ``stage`` label.
+
+Errors from librdkafka leave as ``KafkaException``: the caller decides between
+recovering (:meth:`TransactionalProducer.recover`) and translating
+(:func:`kafeed.errors.translate_kafka_error`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
+
+from kafeed.config import ConnectionSettings
+from kafeed.errors import translate_kafka_error
+from kafeed.kafka.clients import client_config
+from kafeed.telemetry import metrics as m
+
+log = logging.getLogger("kafeed")
+
+T = TypeVar("T")
+Headers = list[tuple[str, bytes]]
+MAX_ATTEMPTS = 5
+#: Bytes of a topic's max.message.bytes kept free for key, headers and record-batch framing.
+RECORD_OVERHEAD = 4096
+
+
+def kafka_error(exc: BaseException) -> Any:
+    """The ``KafkaError`` inside a ``KafkaException`` (None for anything else)."""
+    from confluent_kafka import KafkaException
+
+    return exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
+
+
+def is_fatal(exc: BaseException) -> bool:
+    """True when the producer cannot go on (e.g. fenced by a newer instance with its id)."""
+    err = kafka_error(exc)
+    return err is not None and bool(err.fatal())
+
+
+class TransactionalProducer:
+    """One ``transactional.id``; :meth:`recover` rebuilds the client when it has to."""
+
+    def __init__(self, connection: ConnectionSettings, *, transactional_id: str, stage: str,
+                 config: Mapping[str, Any] | None = None, timeout_s: float = 60.0) -> None:
+        self.transactional_id = transactional_id
+        self.stage = stage
+        self.timeout_s = timeout_s
+        self.delivery_errors: list[str] = []
+        self.in_transaction = False
+        self.rebuilds = 0
+        self._conf = client_config(connection, {
+            "transactional.id": transactional_id,
+            "enable.idempotence": True,
+            "acks": "all",
+            "delivery.report.only.error": True,
+            "on_delivery": self._on_delivery,
+            **(config or {}),
+        }, stage=stage)
+        self._p = self._client()
+
+    def _client(self) -> Any:
+        from confluent_kafka import Producer
+
+        return Producer(self._conf)
+
+    def _on_delivery(self, err: Any, msg: Any) -> None:
+        if err is not None:
+            self.delivery_errors.append(f"{msg.topic()}: {err.str()}")
+            m.PRODUCE_ERRORS.labels(stage=self.stage).inc()
+
+    # -- transactions ---------------------------------------------------------------------------
+
+    def init(self, timeout_s: float | None = None) -> None:
+        """Register the id; aborts whatever a killed predecessor with the same id left open."""
+        try:
+            self._p.init_transactions(self.timeout_s if timeout_s is None else timeout_s)
+        except Exception as exc:
+            raise translate_kafka_error(
+                exc, action=f"start transactions as {self.transactional_id!r}") from exc
+
+    def begin(self) -> None:
+        if not self.in_transaction:
+            self._p.begin_transaction()
+            self.in_transaction = True
+
+    def send_offsets(self, positions: Mapping[tuple[str, int], int], group_metadata: Any) -> None:
+        """Add input positions (next offset to read) to the open transaction (KIP-447 fencing)."""
+        from confluent_kafka import TopicPartition
+
+        tps = [TopicPartition(t, p, off) for (t, p), off in positions.items()]
+        self._retrying("send offsets",
+                       lambda: self._p.send_offsets_to_transaction(tps, group_metadata, self.timeout_s))
+
+    def commit(self) -> None:
+        self._retrying("commit", lambda: self._p.commit_transaction(self.timeout_s))
+        self.in_transaction = False
+        m.TRANSACTIONS.labels(stage=self.stage, result="commit").inc()
+
+    def abort(self) -> None:
+        """Abort the open transaction, if any (raises ``KafkaException`` when that fails)."""
+        self.delivery_errors.clear()
+        if not self.in_transaction:
+            return
+        self.in_transaction = False
+        self._p.abort_transaction(self.timeout_s)
+        m.TRANSACTIONS.labels(stage=self.stage, result="abort").inc()
+
+    def recover(self, exc: BaseException) -> bool:
+        """Undo a failed transaction: abort it, or rebuild the client when that is impossible.
+
+        Returns True when the producer was rebuilt (fatal error, or the abort failed).
+        """
+        from confluent_kafka import KafkaException
+
+        fatal = is_fatal(exc)
+        if not fatal:
+            try:
+                self.abort()
+            except KafkaException as abort_exc:
+                log.warning("abort failed (%s); rebuilding the producer", abort_exc)
+                fatal = True
+        self.in_transaction = False
+        self.delivery_errors.clear()
+        if fatal:
+            m.TRANSACTIONS.labels(stage=self.stage, result="abort").inc()
+            log.warning("producer failed fatally (%s); rebuilding it", exc)
+            self._p = None
+            self._p = self._client()
+            self.init()
+            self.rebuilds += 1
+        return fatal
+
+    def _retrying(self, what: str, fn: Callable[[], T]) -> T:
+        from confluent_kafka import KafkaException
+
+        for attempt in range(MAX_ATTEMPTS):
+            try:
+                return fn()
+            except KafkaException as exc:
+                err = kafka_error(exc)
+                if (err is not None and err.retriable() and not err.txn_requires_abort()
+                        and attempt + 1 < MAX_ATTEMPTS):
+                    log.info("%s: retriable error %s, retrying", what, err)
+                    m.PRODUCE_RETRIES.labels(stage=self.stage).inc()
+                    time.sleep(0.2 * (attempt + 1))
+                    continue
+                raise
+        raise AssertionError("unreachable")
+
+    # -- records --------------------------------------------------------------------------------
+
+    def produce(self, topic: str, value: bytes | None, key: bytes | None = None, *,
+                partition: int = -1, headers: Headers | None = None) -> None:
+        """Produce one record, waiting for deliveries to drain while the local queue is full."""
+        while True:
+            try:
+                if headers:
+                    self._p.produce(topic, value, key, partition=partition, headers=headers)
+                else:
+                    self._p.produce(topic, value, key, partition=partition)
+                return
+            except BufferError:
+                self._p.poll(0.05)
+
+    def produce_pairs(self, topic: str, records: Iterable[tuple[bytes | None, bytes]],
+                      headers: Headers | None = None) -> None:
+        """Produce ``(key, value)`` pairs: one tight loop, no Python frame per record."""
+        produce = self._p.produce
+        for key, value in records:
+            try:
+                if headers:
+                    produce(topic, value, key, headers=headers)
+                else:
+                    produce(topic, value, key)
+            except BufferError:
+                self.produce(topic, value, key, headers=headers)
+
+    def poll(self, timeout: float = 0.0) -> None:
+        self._p.poll(timeout)
+
+    def flush(self, timeout: float) -> int:
+        """Wait for deliveries; the number of records still undelivered."""
+        return int(self._p.flush(timeout))

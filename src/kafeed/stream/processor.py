@@ -1,0 +1,316 @@
+"""The exactly-once consume-transform-produce loop that every stage runs on.
+
+One batch is one Kafka transaction: consume up to ``batch_size`` records
+(read_committed), run the stage's batch function (:meth:`Stage.process`), produce
+its outputs, dead letters and state changelog entries, add the input positions
+(last processed offset + 1) with ``send_offsets_to_transaction`` (KIP-447: one
+producer per process, fenced through the consumer group's metadata), commit.
+
+With ``overlap_commit`` (the default) batch N's produce-and-commit runs on a
+helper thread while the main thread consumes batch N+1 and runs the stage on it;
+N+1 is produced only after N committed. If N fails, N+1 is discarded with it.
+
+Errors: a retriable error retries the call; an abortable one aborts, rolls back
+the stage's pending state and seeks the consumer back to the failed batch's first
+offsets (the last committed positions), so it is read again; a fatal one (fenced)
+rebuilds the producer, then rewinds the same way. Rebalance callbacks run inside
+``consume()``: they first wait for the in-flight transaction to finish (or abort
+it), then drop (revoke) or rebuild from the changelog (assign) the partitions' state.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, Generic
+
+from kafeed.config import ConnectionSettings
+from kafeed.errors import KafkaOperationError, translate_kafka_error
+from kafeed.kafka import TransactionalProducer, client_config, dead_letter_headers, fit_value
+from kafeed.kafka.producer import MAX_ATTEMPTS
+from kafeed.stream.identity import claim_instance
+from kafeed.stream.records import BatchResult, DeadLetter, Record, positions
+from kafeed.stream.settings import StreamSettings
+from kafeed.stream.stage import ReportT, Stage
+from kafeed.stream.stats import StreamCounters
+from kafeed.stream.topics import ensure_topics, read_changelog
+from kafeed.topics import TopicAdmin
+
+log = logging.getLogger("kafeed")
+
+
+class StreamProcessor(Generic[ReportT]):
+    """Owns the consumer, the transactional producer and the stage of one worker process."""
+
+    def __init__(
+        self, stage: Stage[ReportT], settings: StreamSettings, connection: ConnectionSettings, *,
+        stop_event: threading.Event | None = None, on_progress: Callable[[ReportT], None] | None = None,
+    ) -> None:
+        self.stage = stage
+        self.settings = settings
+        self.connection = connection
+        self.stop_event = stop_event or threading.Event()
+        self.on_progress = on_progress
+        self.counters = StreamCounters(stage.name, settings.input, settings.outputs)
+        self.producer: TransactionalProducer | None = None
+        self._consumer: Any = None
+        self._assigned: set[int] = set()
+        self._started = 0.0
+        self._dlq_limit = 0
+        self._failures = 0  # transactions in a row that did not commit
+        self._inflight: tuple[list[Record], BatchResult, Future[None]] | None = None
+        self._rewind_records: list[Record] = []
+        self._commit_pool: ThreadPoolExecutor | None = (
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="kafeed-commit")
+            if settings.kafka.overlap_commit else None)
+
+    # -- clients ---------------------------------------------------------------------------------
+
+    def _make_producer(self, transactional_id: str, max_message_bytes: int) -> TransactionalProducer:
+        k = self.settings.kafka
+        producer = TransactionalProducer(self.connection, transactional_id=transactional_id,
+                                         stage=self.stage.name, timeout_s=k.transaction_timeout_ms / 1000,
+                                         config={
+            "transaction.timeout.ms": k.transaction_timeout_ms,
+            "message.timeout.ms": k.effective_message_timeout_ms(),
+            "linger.ms": k.linger_ms,
+            "compression.type": k.compression,
+            "queue.buffering.max.messages": max(100_000, 4 * k.batch_size),
+            "message.max.bytes": max(max_message_bytes + 1024, 1_000_000),
+        })
+        producer.init()
+        return producer
+
+    def _make_consumer(self) -> Any:
+        from confluent_kafka import Consumer
+
+        k = self.settings.kafka
+        return Consumer(client_config(self.connection, {
+            "group.id": self.settings.group,
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "isolation.level": "read_committed",
+            "auto.offset.reset": k.auto_offset_reset,
+            "partition.assignment.strategy": "cooperative-sticky",
+            "session.timeout.ms": k.session_timeout_ms,
+            "fetch.max.bytes": k.fetch_max_bytes,
+            "max.partition.fetch.bytes": k.max_partition_fetch_bytes,
+        }, stage=self.stage.name))
+
+    # -- rebalance callbacks (run inside consume()) ------------------------------------------------
+
+    def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
+        self._settle()
+        parts = [tp.partition for tp in partitions if tp.topic == self.settings.input]
+        self.counters.rebalances += 1
+        changelog = self.settings.changelog_topic
+        if changelog is not None and parts:
+            entries = read_changelog(self.connection, changelog, parts,
+                                     timeout_s=self.settings.state_rebuild_timeout_s)
+            for p in parts:
+                self.stage.restore(p, entries.get(p, []))
+            log.info("assigned %s; state rebuilt from %d changelog records", parts,
+                     sum(len(e) for e in entries.values()))
+        self._assigned.update(parts)
+
+    def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
+        # Finish (or abort) the open transaction before the partitions move: nothing doubles.
+        self._settle()
+        self.counters.rebalances += 1
+        for tp in partitions:
+            self._assigned.discard(tp.partition)
+            self.stage.drop(tp.partition)
+        log.info("revoked %s", [tp.partition for tp in partitions])
+
+    # -- one batch -------------------------------------------------------------------------------
+
+    def _dead_letter(self, producer: TransactionalProducer, bad: DeadLetter) -> None:
+        r = bad.record
+        headers = dead_letter_headers(kind=bad.kind, reason=bad.reason, stage=self.stage.name,
+                                      source=(r.topic, r.partition, r.offset), extra=r.headers)
+        # Headers push a near-limit record over the limit; the source offset still finds it.
+        value = fit_value(r.value, headers, self._dlq_limit)
+        producer.produce(self.settings.dlq_topic, value, r.key, headers=headers)
+
+    def _send(self, records: Sequence[Record], result: BatchResult, metadata: Any) -> None:
+        """Produce one batch's outputs and commit them with its input positions (any thread)."""
+        p = self.producer
+        assert p is not None  # run() made it
+        p.begin()
+        for out in result.outputs:
+            p.produce(out.topic, out.value, out.key, partition=out.partition,
+                      headers=list(out.headers) if out.headers else None)
+        for bad in result.dead_letters:
+            self._dead_letter(p, bad)
+        changelog = self.settings.changelog_topic
+        if changelog is not None:
+            for partition, key, value in result.changelog:
+                p.produce(changelog, value, key, partition=partition)
+        p.send_offsets(positions(records), metadata)
+        p.commit()
+
+    def _submit(self, records: list[Record], result: BatchResult) -> None:
+        metadata = self._consumer.consumer_group_metadata()
+        if self._commit_pool is None:
+            future: Future[None] = Future()
+            try:
+                self._send(records, result, metadata)
+                future.set_result(None)
+            except Exception as exc:
+                future.set_exception(exc)
+        else:
+            future = self._commit_pool.submit(self._send, records, result, metadata)
+        self._inflight = (records, result, future)
+
+    def _settle(self) -> None:
+        """Wait for the in-flight transaction; count it, or undo it and mark its records for rewind."""
+        from confluent_kafka import KafkaException
+
+        if self._inflight is None:
+            return
+        records, result, future = self._inflight
+        self._inflight = None
+        try:
+            future.result()
+        except KafkaException as exc:
+            log.warning("batch of %d aborted: %s", len(records), exc)
+            self._recover(exc)
+            self._rewind_records.extend(records)
+            return
+        self.stage.committed(result)
+        self.counters.committed(records, result, time.monotonic())
+        self._failures = 0
+
+    def _recover(self, exc: Exception) -> None:
+        """Undo a failed transaction: the stage's pending state, then the transaction itself."""
+        self.stage.rolled_back()
+        self.counters.aborted_batches += 1
+        self._failures += 1
+        assert self.producer is not None
+        if self.producer.recover(exc):
+            self.counters.producer_rebuilds += 1
+        if self._failures >= 10 * MAX_ATTEMPTS:
+            raise KafkaOperationError(
+                f"{self._failures} transactions in a row failed to commit.",
+                hint="Check the broker logs and the transaction coordinator; run with -v for details.")
+
+    def _rewind(self, discarded: Sequence[Record]) -> None:
+        """Seek every still-assigned partition back to the first offset not committed."""
+        from confluent_kafka import KafkaException, TopicPartition
+
+        starts: dict[tuple[str, int], int] = {}
+        for r in (*self._rewind_records, *discarded):
+            tp = (r.topic, r.partition)
+            starts[tp] = min(starts.get(tp, r.offset), r.offset)
+        self._rewind_records = []
+        for (topic, partition), offset in starts.items():
+            if partition not in self._assigned:
+                continue  # revoked meanwhile: the next owner reads from the committed offset
+            try:
+                self._consumer.seek(TopicPartition(topic, partition, offset))
+            except KafkaException as seek_exc:
+                log.info("seek %s/%d failed: %s", topic, partition, seek_exc)
+
+    # -- the loop --------------------------------------------------------------------------------
+
+    def caught_up(self) -> bool:
+        """True when every assigned partition's position is at its high watermark."""
+        from confluent_kafka import TopicPartition
+
+        if not self._assigned:
+            # No partitions: done once the group has had time to hand us some.
+            return time.monotonic() - self._started > self.settings.kafka.session_timeout_ms / 1000
+        tps = [TopicPartition(self.settings.input, p) for p in sorted(self._assigned)]
+        have = {tp.partition: tp.offset for tp in self._consumer.position(tps)}
+        missing = [tp for tp in tps if have.get(tp.partition, -1) < 0]
+        if missing:
+            for tp in self._consumer.committed(missing, timeout=10):
+                have[tp.partition] = tp.offset
+        for tp in tps:
+            low, high = self._consumer.get_watermark_offsets(tp, timeout=10, cached=False)
+            pos = have.get(tp.partition, -1)
+            if high > low and (pos < 0 or pos < high):
+                return False
+        return True
+
+    def snapshot(self) -> ReportT:
+        return self.stage.report(self.counters.snapshot(time.monotonic() - self._started))
+
+    def run(self, *, until_caught_up: bool = False) -> ReportT:
+        """Process until ``stop_event`` is set (or, with ``until_caught_up``, until idle at the end)."""
+        s = self.settings
+        self._started = time.monotonic()
+        admin = TopicAdmin(self.connection)
+        ensure_topics(admin, s)
+        limits = {t: admin.max_message_bytes(t) for t in s.outputs}
+        self._dlq_limit = admin.max_message_bytes(s.dlq_topic)
+        self.stage.bind(limits)
+        lock = claim_instance(self.stage.name, s.group, s.instance)
+        transactional_id = f"kafeed-{self.stage.name}.{s.group}.{lock.name}"
+        log.info("%s %s -> %s as %s", self.stage.name, s.input, ", ".join(s.outputs), transactional_id)
+        try:
+            self.producer = self._make_producer(transactional_id, max(*limits.values(), self._dlq_limit))
+            self._consumer = self._make_consumer()
+            self._consumer.subscribe([s.input], on_assign=self._on_assign, on_revoke=self._on_revoke,
+                                     on_lost=self._on_revoke)
+            self._loop(until_caught_up)
+        finally:
+            if self._consumer is not None:
+                try:
+                    self._consumer.close()
+                except Exception as exc:
+                    log.warning("consumer close failed: %s", exc)
+            if self.producer is not None:
+                self.producer.flush(5)
+            self.stage.close()
+            if self._commit_pool is not None:
+                self._commit_pool.shutdown(wait=True)
+            lock.release()
+        return self.snapshot()
+
+    def _consume(self) -> list[Record]:
+        from confluent_kafka import KafkaError
+
+        s = self.settings
+        records: list[Record] = []
+        for m in self._consumer.consume(num_messages=s.kafka.batch_size, timeout=s.kafka.consume_timeout_s):
+            err = m.error()
+            if err is not None:
+                if err.fatal():
+                    raise translate_kafka_error(err, action=f"consume {s.input!r}")
+                if err.code() != KafkaError._PARTITION_EOF:
+                    log.warning("consumer: %s", err)
+                continue
+            records.append(Record(
+                topic=m.topic(), partition=m.partition(), offset=m.offset(), key=m.key(),
+                value=m.value(), headers=tuple(m.headers() or ()), timestamp_ms=m.timestamp()[1],
+            ))
+        return records
+
+    def _loop(self, until_caught_up: bool) -> None:
+        s = self.settings
+        last_data = time.monotonic()
+        while not self.stop_event.is_set():
+            records = self._consume()
+            result = None
+            if records and not self._rewind_records:
+                last_data = time.monotonic()
+                if self.counters.first_data is None:
+                    self.counters.first_data = last_data
+                result = self.stage.process(records)  # overlaps the in-flight commit
+            self._settle()
+            if self._rewind_records:
+                self._rewind(records)
+                continue
+            if result is not None:
+                self._submit(records, result)
+            elif until_caught_up and time.monotonic() - last_data >= s.idle_s and self.caught_up():
+                break
+            if self.on_progress is not None:
+                self.on_progress(self.snapshot())
+        self._settle()
+        if self._rewind_records:
+            self._rewind(())

@@ -1,0 +1,65 @@
+"""What a stage's batch function takes and gives back, without Kafka objects."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+Headers = tuple[tuple[str, bytes], ...]
+
+
+@dataclass(frozen=True)
+class Record:
+    """One consumed record, detached from the client's Message object."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: Headers = ()
+    timestamp_ms: int = 0
+
+
+@dataclass(frozen=True)
+class Output:
+    """A record to produce; ``partition`` -1 lets the partitioner choose from the key."""
+
+    topic: str
+    key: bytes | None
+    value: bytes | None
+    headers: Headers = ()
+    partition: int = -1
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """An input record that goes to the dead-letter topic, with why (docs/dead-letters.md)."""
+
+    record: Record
+    kind: str
+    reason: str
+
+
+#: A state change for the changelog: (input partition, key, value); written to the same
+#: partition number of the changelog topic, in the batch's transaction.
+StateChange = tuple[int, bytes, bytes | None]
+
+
+@dataclass
+class BatchResult:
+    """What one batch produces; the core adds the input positions and commits it all at once."""
+
+    outputs: list[Output] = field(default_factory=list)
+    dead_letters: list[DeadLetter] = field(default_factory=list)
+    changelog: list[StateChange] = field(default_factory=list)
+
+
+def positions(records: Sequence[Record]) -> dict[tuple[str, int], int]:
+    """Per (topic, partition) the next offset to read: last processed offset + 1."""
+    out: dict[tuple[str, int], int] = {}
+    for r in records:
+        tp = (r.topic, r.partition)
+        if r.offset + 1 > out.get(tp, -1):
+            out[tp] = r.offset + 1
+    return out

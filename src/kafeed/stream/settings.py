@@ -1,0 +1,63 @@
+"""Settings of the exactly-once core: client knobs and what one stage reads and writes."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from kafeed.choices import Compression, OffsetReset
+
+TOPIC_PATTERN = r"^[A-Za-z0-9._-]{1,249}$"  # Kafka's legal topic names
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class KafkaTuning(_Frozen):
+    """Client knobs chosen by measurement (docs/prepare.md, "Tuning")."""
+
+    batch_size: int = Field(default=2000, ge=1, le=1_000_000)
+    consume_timeout_s: float = Field(default=0.5, gt=0, le=60)
+    linger_ms: int = Field(default=20, ge=0, le=900_000)  # librdkafka's range
+    compression: Compression = "lz4"
+    fetch_max_bytes: int = Field(default=52_428_800, ge=1024)
+    max_partition_fetch_bytes: int = Field(default=4_194_304, ge=1024)
+    # At most the broker's default transaction.max.timeout.ms (15 min).
+    transaction_timeout_ms: int = Field(default=60_000, ge=1000, le=900_000)
+    message_timeout_ms: int | None = Field(default=None, ge=1)  # default: transaction timeout - 5 s
+    session_timeout_ms: int = Field(default=10_000, ge=1000, le=3_600_000)
+    auto_offset_reset: OffsetReset = "earliest"
+    overlap_commit: bool = True  # commit batch N on a helper thread while batch N+1 runs its stages
+
+    @model_validator(mode="after")
+    def _check(self) -> KafkaTuning:
+        if self.message_timeout_ms is not None and self.message_timeout_ms >= self.transaction_timeout_ms:
+            raise ValueError("message_timeout_ms must be below transaction_timeout_ms")
+        return self
+
+    def effective_message_timeout_ms(self) -> int:
+        if self.message_timeout_ms is not None:
+            return self.message_timeout_ms
+        return max(500, self.transaction_timeout_ms - 5000)
+class StreamSettings(_Frozen):
+    """One stage's topics and group; every stage builds this from its own settings."""
+
+    input: str = Field(pattern=TOPIC_PATTERN)
+    outputs: tuple[str, ...] = Field(min_length=1)  # created (co-partitioned) when missing
+    group: str = Field(min_length=1)
+    dlq_topic: str = Field(pattern=TOPIC_PATTERN)
+    changelog_topic: str | None = Field(default=None, pattern=TOPIC_PATTERN)  # None: no state
+    instance: str | None = None  # default: <hostname>-<free local slot>
+    create_topics: bool = True
+    idle_s: float = Field(default=3.0, gt=0)
+    state_rebuild_timeout_s: float = Field(default=120.0, gt=0)
+    kafka: KafkaTuning = KafkaTuning()
+
+    @model_validator(mode="after")
+    def _check(self) -> StreamSettings:
+        names = [self.input, *self.outputs, self.dlq_topic]
+        if self.changelog_topic is not None:
+            names.append(self.changelog_topic)
+        if len(set(names)) != len(names):
+            raise ValueError("input, output, dlq and changelog topics must all differ")
+        return self

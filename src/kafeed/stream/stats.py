@@ -1,0 +1,101 @@
+"""The counts every stage reports, over committed batches only, and the metrics they feed.
+
+A batch counts when its transaction commits, so the counts match what read_committed
+consumers see, and a batch that aborts and is read again counts once. Aborts,
+rebalances and producer rebuilds count as they happen.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kafeed.stream.records import BatchResult, Record
+from kafeed.telemetry import metrics as m
+
+
+@dataclass(frozen=True)
+class StreamStats:
+    """The core's totals; ``busy_s`` runs from the first record consumed to the last commit."""
+
+    records_in: int = 0
+    records_out: dict[str, int] = field(default_factory=dict)  # per output topic
+    dead_letter_kinds: dict[str, int] = field(default_factory=dict)
+    batches: int = 0
+    aborted_batches: int = 0
+    rebalances: int = 0
+    producer_rebuilds: int = 0
+    elapsed_s: float = 0.0
+    busy_s: float = 0.0
+
+    @property
+    def dead_lettered(self) -> int:
+        return sum(self.dead_letter_kinds.values())
+
+    @property
+    def records_per_s(self) -> float:
+        """Throughput while busy (startup and the final idle wait excluded)."""
+        return self.records_in / self.busy_s if self.busy_s > 0 else 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "records_in": self.records_in, "records_out": dict(self.records_out),
+            "dead_lettered": self.dead_lettered, "dead_letter_kinds": dict(self.dead_letter_kinds),
+            "batches": self.batches, "aborted_batches": self.aborted_batches,
+            "rebalances": self.rebalances, "producer_rebuilds": self.producer_rebuilds,
+            "elapsed_s": round(self.elapsed_s, 3), "busy_s": round(self.busy_s, 3),
+            "records_per_s": round(self.records_per_s, 1),
+        }
+
+
+class StreamCounters:
+    """Running totals of one processor; :meth:`snapshot` freezes them."""
+
+    def __init__(self, stage: str, input_topic: str, output_topics: Sequence[str]) -> None:
+        self.stage = stage
+        self.input_topic = input_topic
+        self.output_topics = tuple(output_topics)
+        self.records_in = 0
+        self.records_out: Counter[str] = Counter()
+        self.dead_letter_kinds: Counter[str] = Counter()
+        self.batches = 0
+        self.aborted_batches = 0
+        self.rebalances = 0
+        self.producer_rebuilds = 0
+        self.first_data: float | None = None  # monotonic time the first batch arrived
+        self.last_commit: float | None = None
+
+    def committed(self, records: Sequence[Record], result: BatchResult, now: float) -> None:
+        """One committed batch: records and bytes in and out, dead letters by kind."""
+        stage = self.stage
+        self.records_in += len(records)
+        self.batches += 1
+        self.last_commit = now
+        m.RECORDS_IN.labels(stage=stage, topic=self.input_topic).inc(len(records))
+        m.BYTES_IN.labels(stage=stage, topic=self.input_topic).inc(
+            sum(len(r.value) for r in records if r.value))
+        out: Counter[str] = Counter({t: 0 for t in self.output_topics})
+        nbytes: Counter[str] = Counter({t: 0 for t in self.output_topics})
+        for o in result.outputs:
+            out[o.topic] += 1
+            nbytes[o.topic] += len(o.value or b"")
+        for topic, n in out.items():
+            m.RECORDS_OUT.labels(stage=stage, topic=topic).inc(n)
+            m.BYTES_OUT.labels(stage=stage, topic=topic).inc(nbytes[topic])
+        self.records_out.update(out)
+        kinds = Counter(d.kind for d in result.dead_letters)
+        for kind, n in kinds.items():
+            m.DEAD_LETTERED.labels(stage=stage, reason=kind).inc(n)
+        self.dead_letter_kinds.update(kinds)
+
+    def snapshot(self, elapsed_s: float) -> StreamStats:
+        busy = 0.0
+        if self.first_data is not None and self.last_commit is not None:
+            busy = max(0.0, self.last_commit - self.first_data)
+        return StreamStats(
+            records_in=self.records_in, records_out=dict(self.records_out),
+            dead_letter_kinds=dict(self.dead_letter_kinds), batches=self.batches,
+            aborted_batches=self.aborted_batches, rebalances=self.rebalances,
+            producer_rebuilds=self.producer_rebuilds, elapsed_s=elapsed_s, busy_s=busy)

@@ -1,0 +1,47 @@
+"""The Kafka boundary without a broker: client configs, the dead-letter schema, batch positions."""
+
+from __future__ import annotations
+
+import logging
+
+from kafeed.config import ConnectionSettings
+from kafeed.kafka import RECORD_OVERHEAD, client_config, dead_letter_headers, fit_value
+from kafeed.stream import Record, positions
+
+
+def test_client_config_has_logger_stats_for_a_stage_and_extra_last() -> None:
+    conn = ConnectionSettings(bootstrap="localhost:9092")
+    plain = client_config(conn)
+    assert plain["logger"] is logging.getLogger("kafeed.librdkafka")
+    assert "stats_cb" not in plain
+    staged = client_config(conn, {"statistics.interval.ms": 500, "acks": "all"}, stage="prepare")
+    assert callable(staged["stats_cb"]) and staged["statistics.interval.ms"] == 500
+    assert staged["acks"] == "all" and staged["bootstrap.servers"] == "localhost:9092"
+
+
+def test_dead_letter_headers_follow_the_schema_in_order() -> None:
+    headers = dead_letter_headers(kind="decode", reason="not protobuf ✗", stage="prepare",
+                                  source=("raw", 2, 41), extra=[("kafeed.format", b"protobuf")])
+    assert headers == [
+        ("kafeed.error.kind", b"decode"), ("kafeed.error.reason", "not protobuf ✗".encode()),
+        ("kafeed.error.stage", b"prepare"), ("kafeed.source.topic", b"raw"),
+        ("kafeed.source.partition", b"2"), ("kafeed.source.offset", b"41"),
+        ("kafeed.format", b"protobuf")]
+    assert [k for k, _ in dead_letter_headers(kind="k", reason="r", stage="ingest")] == [
+        "kafeed.error.kind", "kafeed.error.reason", "kafeed.error.stage"]
+
+
+def test_fit_value_cuts_to_the_topic_limit_and_says_so() -> None:
+    headers = dead_letter_headers(kind="k", reason="r", stage="s")
+    assert fit_value(b"x" * 100, headers, 10_000) == b"x" * 100 and len(headers) == 3
+    limit = RECORD_OVERHEAD + 1000
+    room = limit - RECORD_OVERHEAD - sum(len(k) + len(v) for k, v in headers)
+    cut = fit_value(b"y" * 5000, headers, limit)
+    assert cut == b"y" * room
+    assert headers[-1] == ("kafeed.error.truncated", b"5000")
+    assert fit_value(None, [], 10) is None
+
+
+def test_positions_are_last_offset_plus_one_per_partition() -> None:
+    records = [Record("raw", p, o, None, b"") for p, o in [(0, 5), (1, 3), (0, 16), (0, 9)]]
+    assert positions(records) == {("raw", 0): 17, ("raw", 1): 4}
