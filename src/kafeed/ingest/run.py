@@ -161,12 +161,7 @@ def ingest(
             progress.check_sources(identities)
             if progress.finished:
                 log.info("job %s already finished; nothing to do", job)
-                return IngestSummary(
-                    job_id=job, topic=topic, dlq_topic=target.dlq_topic, format=options.format, records_in=0,
-                    produced=0, dead_lettered=0, dead_letter_kinds={}, per_partition={},
-                    bytes_serialized=0, bytes_compressed=None, seconds=time.monotonic() - t0,
-                    transactions=0, resumed=True, already_complete=True,
-                    skipped_committed=sum(progress.totals.values()), job_totals=dict(progress.totals))
+                return _already_complete(progress, options, target, t0)
         else:
             progress = JobProgress(job=job, sources=identities)
         start = _Start(t0=t0, resumed=resumed, skipped=sum(progress.totals.values()))
@@ -184,6 +179,17 @@ def ingest(
                 gc.enable()
     finally:
         writer.close()
+
+
+def _already_complete(progress: JobProgress, options: IngestOptions, target: _Target,
+                      t0: float) -> IngestSummary:
+    """The summary of a run that found its job finished: nothing read, everything skipped."""
+    return IngestSummary(
+        job_id=progress.job, topic=target.topic, dlq_topic=target.dlq_topic, format=options.format,
+        records_in=0, produced=0, dead_lettered=0, dead_letter_kinds={}, per_partition={},
+        bytes_serialized=0, bytes_compressed=None, seconds=time.monotonic() - t0, transactions=0,
+        resumed=True, already_complete=True, skipped_committed=sum(progress.totals.values()),
+        job_totals=dict(progress.totals))
 
 
 def _run(

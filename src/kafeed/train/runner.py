@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import torch
@@ -26,6 +26,9 @@ from kafeed.signals import stop_request
 from kafeed.train.checkpoint import CheckpointManager
 from kafeed.train.defaults import TRAIN_DEFAULTS
 from kafeed.train.progress import ProgressReporter
+
+if TYPE_CHECKING:
+    from kafeed.telemetry import MetricsRecorder
 
 log = logging.getLogger("kafeed")
 
@@ -212,7 +215,7 @@ class Runner:
             stopped_by_signal=stopped, losses=totals.losses,
         )
 
-    def _recorder(self) -> Any:
+    def _recorder(self) -> MetricsRecorder | None:
         if self.run_dir is None or self.rank != 0:
             return None
         from kafeed.telemetry import MetricsRecorder
