@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from kafeed.errors import KafeedError
 from kafeed.ingest import IngestOptions
-from kafeed.ingest.mapping import Mapper
+from kafeed.ingest.mapping import Mapper, Rejected
 from kafeed.ingest.readers import Item, Position, read_csv, read_jsonl
 from kafeed.prepare.decode import decode_batch
 from kafeed.schema import decode_avro, decode_document, decode_raw, decode_sample, encode_avro, make_document
@@ -161,14 +161,14 @@ def _line(obj: dict[str, Any]) -> bytes:
 def _check_mapping(items: list[Item], mapper: Mapper) -> None:
     for where, fields, _raw, reject in items:
         if reject is not None:
-            assert reject[0] and reject[1]
+            assert reject.kind and reject.reason
             continue
         assert fields is not None
         result = mapper.map(fields, source="s.jsonl", where_key="kafeed.line", where=where, timestamp_ms=1)
-        key, value = result
-        if isinstance(value, str):  # a dead letter: (kind, reason)
-            assert key and value
+        if isinstance(result, Rejected):  # a dead letter
+            assert result.kind and result.reason
             continue
+        key, value = result
         sample = decode_avro(value) if mapper.avro else decode_sample(value)
         assert sample.input_data == fields["text"].encode()
         assert sample.id == key

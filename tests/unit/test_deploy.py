@@ -15,14 +15,34 @@ from kafeed.telemetry.metrics import REGISTRY
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 
 
-def exported_names() -> set[str]:
+#: The sample names a scrape shows for a family of each type (prometheus_client's exposition;
+#: ``_created`` series are left out: no deploy file should graph them).
+_SAMPLE_SUFFIXES = {"counter": ("_total",), "gauge": ("",), "histogram": ("_bucket", "_sum", "_count"),
+                    "summary": ("", "_sum", "_count"), "info": ("_info",)}
+
+
+def exposed_names() -> set[str]:
+    """Every ``kafeed_*`` name a scrape of kafeed's registry can show, as it is exposed.
+
+    A counter ``kafeed_x`` shows as ``kafeed_x_total`` only, a gauge under its own name only:
+    a dashboard that adds ``_total`` to a gauge, or leaves it off a counter, graphs nothing.
+    """
     names: set[str] = set()
     for family in REGISTRY.collect():
-        names.add(family.name)
-        names.add(f"{family.name}_total")
-        if family.type == "histogram":
-            names |= {f"{family.name}_{s}" for s in ("bucket", "sum", "count")}
+        names |= {family.name + suffix for suffix in _SAMPLE_SUFFIXES[family.type]}
     return names
+
+
+def test_exposed_names_follow_the_exposition() -> None:
+    from prometheus_client import generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    names = exposed_names()
+    scraped = {s.name for fam in text_string_to_metric_families(generate_latest(REGISTRY).decode())
+               for s in fam.samples if not s.name.endswith("_created")}
+    assert scraped and scraped <= names, sorted(scraped - names)
+    assert "kafeed_records_in_total" in names and "kafeed_records_in" not in names
+    assert "kafeed_brokers_up" in names and "kafeed_brokers_up_total" not in names
 
 
 @pytest.mark.parametrize("name", ["alerts.yml", "grafana-dashboard.json"])
@@ -30,7 +50,7 @@ def test_deploy_files_use_defined_metrics(name: str) -> None:
     text = (DEPLOY / name).read_text()
     used = set(re.findall(r"\bkafeed_[a-z_]+", text))
     assert used, f"{name} names no kafeed metric"
-    assert used <= exported_names(), sorted(used - exported_names())
+    assert used <= exposed_names(), sorted(used - exposed_names())
 
 
 def test_dashboard_is_valid_grafana_json() -> None:

@@ -34,7 +34,7 @@ def _plain(kind: str) -> bytes:
 
 
 def _texts(items: list[Item]) -> list[str]:
-    return [str(i[1]["text"]) for i in items if i[1] is not None]
+    return [str(i.fields["text"]) for i in items if i.fields is not None]
 
 
 def _read(path: Path, start: Position | None = None, batch: int = 7) -> list[tuple[list[Item], Position]]:
@@ -52,7 +52,7 @@ def test_every_codec_reads_like_the_plain_file_and_resumes_exactly(
     batches = _read(path)
     items = [i for b, _ in batches for i in b]
     assert _texts(items) == [f"line {i}" for i in range(N)]
-    assert all(i[3] is None for i in items)
+    assert all(i.reject is None for i in items)
     # Progress counts compressed bytes, ending at the file's size; the resume offset is
     # a position in the decompressed bytes.
     reads = [p.source_bytes for _, p in batches]
@@ -63,7 +63,7 @@ def test_every_codec_reads_like_the_plain_file_and_resumes_exactly(
         done = [i for b, _ in batches[:cut + 1] for i in b]
         rest = [i for b, _ in _read(path, batches[cut][1]) for i in b]
         assert _texts(done) + _texts(rest) == [f"line {i}" for i in range(N)]
-        assert [i[0] for i in done + rest] == [i[0] for i in items]
+        assert [i.where for i in done + rest] == [i.where for i in items]
 
 
 def test_magic_bytes_win_over_a_lying_suffix(tmp_path: Path) -> None:
@@ -100,7 +100,7 @@ def test_truncated_stream_is_one_ingest_error_after_the_good_batches(tmp_path: P
             seen.extend(items)
     assert str(path) in info.value.message and "corrupt or truncated" in info.value.message
     assert "decompressed bytes" in info.value.message and "compressed byte" in info.value.message
-    assert seen and all(i[3] is None for i in seen)  # whole batches before the cut came through
+    assert seen and all(i.reject is None for i in seen)  # whole batches before the cut came through
 
 
 def test_garbage_after_the_magic_is_one_ingest_error(tmp_path: Path) -> None:

@@ -7,12 +7,12 @@ import pytest
 
 from kafeed.errors import ResumeMismatch
 from kafeed.ingest import IngestOptions, content_id, job_id_for
-from kafeed.ingest.mapping import Mapper, parse_labels
+from kafeed.ingest.mapping import Mapper, Rejected, parse_labels
 from kafeed.ingest.progress import JobProgress
 from kafeed.schema import decode_avro, decode_sample
 
 
-def _map(fields: dict[str, object], **opts: object) -> tuple[str, object]:
+def _map(fields: dict[str, object], **opts: object) -> tuple[str, bytes] | Rejected:
     mapper = Mapper(IngestOptions(**opts), max_value_bytes=1000)  # type: ignore[arg-type]
     return mapper.map(fields, source="f.jsonl", where_key="kafeed.line", where=7, timestamp_ms=5)
 
@@ -65,13 +65,14 @@ def test_avro_format_encodes_avro() -> None:
 ])
 def test_rejections(fields: dict[str, object], opts: dict[str, object], kind: str) -> None:
     result = _map(fields, **opts)
-    assert result[0] == kind and isinstance(result[1], str) and result[1]
+    assert isinstance(result, Rejected) and result.kind == kind and result.reason
 
 
 def test_parse_labels() -> None:
     assert parse_labels(3) == [3.0]
     assert parse_labels(["1e3", 2]) == [1000.0, 2.0]
-    assert parse_labels(-math.inf)[0] == "bad_label"  # type: ignore[index]
+    rejected = parse_labels(-math.inf)
+    assert isinstance(rejected, Rejected) and rejected.kind == "bad_label"
 
 
 def test_job_id_depends_on_topic_sources_and_mapping() -> None:

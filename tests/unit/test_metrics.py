@@ -55,8 +55,14 @@ def test_consumer_stats_feed_client_lag_skipping_internal_partition() -> None:
 
 def test_malformed_stats_are_skipped(caplog: pytest.LogCaptureFixture) -> None:
     cb = librdkafka_stats_callback("bad")
-    cb("{not json")
-    cb(json.dumps({"name": "x", "tx_bytes": "many"}))  # no exception escapes
+    with caplog.at_level("WARNING", logger="kafeed"):
+        cb("{not json")
+        cb(json.dumps({"name": "x", "tx_bytes": "many"}))  # no exception escapes
+    skipped = [r for r in caplog.records if "malformed librdkafka statistics" in r.getMessage()]
+    assert len(skipped) == 2
+    assert value("kafeed_client_tx_bytes_total", stage="bad", client="x") is None
+    cb(json.dumps({"name": "x", "tx_bytes": 10}))  # the callback keeps working after bad input
+    assert value("kafeed_client_tx_bytes_total", stage="bad", client="x") == 10
 
 
 def test_recorder_appends_json_lines(tmp_path: Path) -> None:

@@ -78,3 +78,20 @@ def test_cli_defaults_are_the_options_defaults() -> None:
     assert TrainOptions(model="classifier").topic == "raw"
     assert TrainOptions().lr == DEFAULT_LR["gpt"] and TrainOptions().topic == "tokens"
     assert TrainOptions(model="classifier", lr=1e-4, topic="labelled").lr == 1e-4
+
+
+def test_each_default_is_declared_once() -> None:
+    from kafeed.train.checkpoint import CheckpointManager
+    from kafeed.train.defaults import TRAIN_DEFAULTS
+    from kafeed.train.models import build_classifier
+    from kafeed.train.progress import ProgressReporter
+    from kafeed.train.runner import Runner
+
+    assert set(TRAIN_DEFAULTS) == set(TrainOptions.model_fields)
+    for name, field in TrainOptions.model_fields.items():
+        assert field.default == TRAIN_DEFAULTS[name], name
+    # what the library's pieces default to, when called without options
+    assert Runner.__dataclass_fields__["log_every"].default == TRAIN_DEFAULTS["log_every"]
+    for fn, name in ((ProgressReporter, "log_every"), (CheckpointManager, "keep"),
+                     (build_classifier, "pretrained")):
+        assert inspect.signature(fn).parameters[name].default == TRAIN_DEFAULTS[name], (fn, name)

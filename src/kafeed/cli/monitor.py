@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from kafeed.cli.common import BootstrapOpt, ConfigOpt, JsonOpt, connection, console, out, print_json
-from kafeed.errors import BrokerUnavailable, ConfigError, KafeedError, invalid_settings
+from kafeed.errors import ConfigError, invalid_settings
 
 if TYPE_CHECKING:
     from kafeed.config import ConnectionSettings
+    from kafeed.monitor.loop import Poll, Watch
 
 
 def _options(config: Path | None, overrides: dict[str, Any]) -> Any:
@@ -69,14 +69,9 @@ def monitor(
     json_out: JsonOpt = False,
 ) -> None:
     """Watch the cluster: brokers, partitions, topic rates, consumer lag, disk, alerts."""
-    from rich.live import Live
-
-    from kafeed.monitor.alerts import AlertEngine, Condition, load_alert_settings
-    from kafeed.monitor.dashboard import render, render_error
-    from kafeed.monitor.export import export_snapshot, export_unreachable
-    from kafeed.monitor.rules import conditions
+    from kafeed.monitor.alerts import load_alert_settings
+    from kafeed.monitor.loop import Watch
     from kafeed.monitor.watch import ClusterMonitor
-    from kafeed.telemetry.metrics import serve_metrics
 
     if samples < 1:
         raise ConfigError(f"Invalid monitor settings: samples: got {samples}, should be at least 1.")
@@ -89,71 +84,60 @@ def monitor(
     options = _options(config, {"interval_s": interval, "window": window, "allowed_lag": allowed_lag,
                                 "groups": group or None, "data_dir": data_dir, "scrape": scrape or None})
     alert_settings = load_alert_settings(config)
-    engine = AlertEngine(alert_settings)
     watcher = ClusterMonitor(settings, options=options, expected_brokers=alert_settings.expected_brokers)
-    if prometheus_port is not None:
-        try:
-            port = serve_metrics(prometheus_port, addr=prometheus_addr)
-        except OSError as exc:  # taken, or an address not ours: a usage error, not a crash
-            raise ConfigError(
-                f"Cannot serve metrics on {prometheus_addr}:{prometheus_port}: {exc.strerror or exc}.",
-                hint="Pick a free --prometheus-port or another --prometheus-addr.") from None
-        console.print(f"Serving metrics on http://{prometheus_addr}:{port}/metrics", highlight=False)
-
-    def step() -> Any:
-        snap = watcher.poll()
-        events = engine.evaluate(conditions(snap, alert_settings), now=snap.time)
-        export_snapshot(snap, engine.firing)
-        return snap, events
-
-    def safe_step() -> Any:
-        """A poll that survives an unreachable cluster: alert, show it, try again next time."""
-        try:
-            return step()
-        except KafeedError as exc:
-            if isinstance(exc, BrokerUnavailable):
-                cond = Condition("broker_down", "cluster", True, f"no broker answers: {exc.message}",
-                                 value=0, threshold=alert_settings.expected_brokers)
-                # Nothing else is known this poll: keep the other alerts as they were.
-                engine.evaluate([cond] if alert_settings.broker_down else [], resolve_missing=False)
-                export_unreachable(engine.firing)
-            return exc, []
-
     try:
+        if prometheus_port is not None:
+            _serve(prometheus_port, prometheus_addr)
+        watch = Watch(watcher, alert_settings)
         if once:
-            events: list[Any] = []
-            for i in range(samples):
-                if i:
-                    time.sleep(options.interval_s)
-                snap, new = step()
-                events += new
-            if json_out:
-                doc = snap.as_dict()
-                doc["alerts"] = {"firing": [vars(c) for c in engine.firing],
-                                 "events": [e.as_dict() for e in events]}
-                print_json(doc)
-            else:
-                out.print(render(snap, engine.firing))
-            return
-
-        if quiet or json_out:
-            while True:
-                snap, _ = safe_step()
-                if json_out:
-                    print_json(snap.as_dict() if not isinstance(snap, KafeedError)
-                               else {"time": time.time(), "error": str(snap)})
-                time.sleep(options.interval_s)
-
-        from rich.live import Live
-
-        def view(snap: Any) -> Any:
-            if isinstance(snap, KafeedError):
-                return render_error(str(snap), engine.firing, bootstrap=settings.bootstrap)
-            return render(snap, engine.firing, interval=options.interval_s)
-
-        with Live(view(safe_step()[0]), console=out, refresh_per_second=4, screen=False) as live:
-            while True:
-                time.sleep(options.interval_s)
-                live.update(view(safe_step()[0]))
+            _print_once(watch.sample(samples), json_out)
+        elif quiet or json_out:
+            watch.run(_print_json_line if json_out else lambda _poll: None)
+        else:
+            _live(watch, settings.bootstrap, options.interval_s)
     finally:
         watcher.close()
+
+
+def _serve(port: int, addr: str) -> None:
+    from kafeed.telemetry.metrics import serve_metrics
+
+    try:
+        bound = serve_metrics(port, addr=addr)
+    except OSError as exc:  # taken, or an address not ours: a usage error, not a crash
+        raise ConfigError(f"Cannot serve metrics on {addr}:{port}: {exc.strerror or exc}.",
+                          hint="Pick a free --prometheus-port or another --prometheus-addr.") from None
+    console.print(f"Serving metrics on http://{addr}:{bound}/metrics", highlight=False)
+
+
+def _print_once(poll: Poll, json_out: bool) -> None:
+    from kafeed.monitor.dashboard import render
+
+    assert poll.snapshot is not None  # sample() raises instead of returning an error
+    if json_out:
+        doc = poll.snapshot.as_dict()
+        doc["alerts"] = {"firing": [vars(c) for c in poll.firing],
+                         "events": [e.as_dict() for e in poll.events]}
+        print_json(doc)
+    else:
+        out.print(render(poll.snapshot, poll.firing))
+
+
+def _print_json_line(poll: Poll) -> None:
+    print_json(poll.snapshot.as_dict() if poll.snapshot is not None
+               else {"time": poll.time, "error": str(poll.error)})
+
+
+def _live(watch: Watch, bootstrap: str, interval_s: float) -> None:
+    from rich.live import Live
+    from rich.text import Text
+
+    from kafeed.monitor.dashboard import render, render_error
+
+    def view(poll: Poll) -> Any:
+        if poll.snapshot is None:
+            return render_error(str(poll.error), poll.firing, bootstrap=bootstrap)
+        return render(poll.snapshot, poll.firing, interval=interval_s)
+
+    with Live(Text(f"polling {bootstrap} ..."), console=out, refresh_per_second=4, screen=False) as live:
+        watch.run(lambda poll: live.update(view(poll)))

@@ -1,7 +1,8 @@
-"""Field mapping: a parsed source row → a serialized ``TrainingSample``, or a rejection.
+"""Field mapping: a parsed source row → :class:`Mapped` or :class:`Rejected`.
 
-Rejections are ``(kind, reason)`` pairs; the caller dead-letters them. The
-kinds are stable strings (see docs/ingest.md) so a DLQ can be triaged by header.
+A mapped row is a serialized ``TrainingSample`` and its key; the caller produces what is
+mapped and dead-letters what is rejected. A rejection's ``kind`` is a stable string (see
+docs/ingest.md) so a DLQ can be triaged by header.
 """
 
 from __future__ import annotations
@@ -11,13 +12,25 @@ import math
 import re
 import struct
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from kafeed.ingest.options import IngestOptions
 from kafeed.schema.avro import encode_avro
 from kafeed.schema.records_pb2 import TrainingSample
 
-Reject = tuple[str, str]
+#: A good row: the record's key (the document id, UTF-8) and its serialized value, the pair
+#: the producer takes. A plain tuple, not a NamedTuple: one is made per record, and a
+#: NamedTuple's Python ``__new__`` cost ~0.2 µs more each (measured, ~10 % of the mapping).
+Mapped = tuple[bytes, bytes]
+
+
+class Rejected(NamedTuple):
+    """A row that cannot become a record: a stable ``kind`` and a human ``reason``."""
+
+    kind: str
+    reason: str
+
+
 FLOAT32_MAX = 3.4028234663852886e38
 
 # C0 controls other than tab, newlines, vertical tab and form feed: binary, not text.
@@ -32,30 +45,30 @@ def content_id(text: str, chars: int = 32) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:chars]
 
 
-def parse_labels(value: Any) -> list[float] | Reject:
+def parse_labels(value: Any) -> list[float] | Rejected:
     """A number, a numeric string, or a list of those → floats; NaN, inf and values past
     the 32-bit float range of ``target_values`` are refused."""
     items = value if isinstance(value, list | tuple) else [value]
     out: list[float] = []
     for item in items:
         if isinstance(item, bool) or item is None:
-            return "bad_label", f"label {item!r} is not a number"
+            return Rejected("bad_label", f"label {item!r} is not a number")
         if isinstance(item, int | float):
             try:
                 number = float(item)
             except OverflowError:  # an integer past the range of a double
-                return "bad_label", f"label {str(item)[:40]}... does not fit a 32-bit float"
+                return Rejected("bad_label", f"label {str(item)[:40]}... does not fit a 32-bit float")
         elif isinstance(item, str):
             try:
                 number = float(item)
             except ValueError:
-                return "bad_label", f"label {item[:80]!r} is not a number"
+                return Rejected("bad_label", f"label {item[:80]!r} is not a number")
         else:
-            return "bad_label", f"label of type {type(item).__name__} is not a number"
+            return Rejected("bad_label", f"label of type {type(item).__name__} is not a number")
         if not math.isfinite(number):
-            return "bad_label", f"label {str(item)[:80]!r} is not finite"
+            return Rejected("bad_label", f"label {str(item)[:80]!r} is not finite")
         if abs(number) > FLOAT32_MAX:  # target_values are 32-bit floats
-            return "bad_label", f"label {str(item)[:80]!r} does not fit a 32-bit float"
+            return Rejected("bad_label", f"label {str(item)[:80]!r} does not fit a 32-bit float")
         out.append(number)
     return out
 
@@ -116,37 +129,35 @@ class Mapper:
 
     def map(
         self, fields: Mapping[str, Any], *, source: str, where_key: str, where: int, timestamp_ms: int,
-    ) -> tuple[str, bytes] | Reject:
-        """``(id, value)`` for a good row, else ``(kind, reason)`` (a 2-tuple of str, str).
-
-        Callers tell the two apart by the type of the second element.
-        """
+    ) -> tuple[str, bytes] | Rejected:
+        """One row under its own context: ``(id, value)``, or why it was rejected."""
         self.context(source, where_key, timestamp_ms)
-        key, value = self.map_row(fields, where)
-        if isinstance(key, bytes) and isinstance(value, bytes):
-            return key.decode(), value
-        assert isinstance(key, str) and isinstance(value, str)  # a rejection: (kind, reason)
-        return key, value
+        result = self.map_row(fields, where)
+        if isinstance(result, Rejected):
+            return result
+        return result[0].decode(), result[1]
 
-    def map_row(self, fields: Mapping[str, Any], where: int) -> tuple[bytes, bytes] | Reject:
-        """:meth:`map` under the current :meth:`context`, the id as UTF-8 bytes (the hot loop's entry)."""
+    def map_row(self, fields: Mapping[str, Any], where: int) -> Mapped | Rejected:
+        """One row under the current :meth:`context` (the hot loop's entry); callers tell a
+        rejection by its type, ``isinstance(result, Rejected)``."""
         text = fields.get(self.text_field, _MISSING)
         if type(text) is not str:
             if text is _MISSING:
-                return "missing_text", f"no field {self.text_field!r}"
+                return Rejected("missing_text", f"no field {self.text_field!r}")
             if text is None:
-                return "null_text", f"field {self.text_field!r} is null"
-            return "text_not_string", f"field {self.text_field!r} is a {type(text).__name__}, not a string"
+                return Rejected("null_text", f"field {self.text_field!r} is null")
+            return Rejected("text_not_string",
+                            f"field {self.text_field!r} is a {type(text).__name__}, not a string")
         if not text or text.isspace():
-            return "empty_text", f"field {self.text_field!r} is empty or whitespace"
+            return Rejected("empty_text", f"field {self.text_field!r} is empty or whitespace")
         try:
             data = text.encode()
         except UnicodeEncodeError:
-            return "invalid_utf8", "text is not valid UTF-8 (lone surrogates)"
+            return Rejected("invalid_utf8", "text is not valid UTF-8 (lone surrogates)")
         if len(data.translate(None, _CONTROL)) != len(data):
             binary = _BINARY.search(data)
             char = binary.group().decode() if binary else "?"
-            return "binary_content", f"text contains control character {char!r}"
+            return Rejected("binary_content", f"text contains control character {char!r}")
         raw_id = fields.get(self.id_field)
         if raw_id is None or raw_id == "":
             doc_id = content_id(text, self.id_chars)
@@ -155,14 +166,14 @@ class Mapper:
         elif isinstance(raw_id, int) and not isinstance(raw_id, bool):
             doc_id = str(raw_id)
         else:
-            return "bad_id", f"id field {self.id_field!r} is a {type(raw_id).__name__}"
+            return Rejected("bad_id", f"id field {self.id_field!r} is a {type(raw_id).__name__}")
         labels: list[float] = []
         if self.label_field is not None:
             label = fields.get(self.label_field, _MISSING)
             if label is _MISSING or label is None or label == "":
-                return "missing_label", f"no label in field {self.label_field!r}"
+                return Rejected("missing_label", f"no label in field {self.label_field!r}")
             parsed = parse_labels(label)
-            if isinstance(parsed, tuple):
+            if isinstance(parsed, Rejected):
                 return parsed
             labels = parsed
         meta: dict[str, str] = {}
@@ -176,10 +187,10 @@ class Mapper:
             else:
                 value = self._protobuf(data, ident, labels, meta, where)
         except UnicodeEncodeError:
-            return "invalid_utf8", "id or metadata is not valid UTF-8 (lone surrogates)"
+            return Rejected("invalid_utf8", "id or metadata is not valid UTF-8 (lone surrogates)")
         if len(value) > self.max_value_bytes:
-            return "oversize", (f"record is {len(value)} bytes serialized; the topic accepts "
-                                f"at most {self.max_value_bytes}")
+            return Rejected("oversize", f"record is {len(value)} bytes serialized; the topic accepts "
+                                        f"at most {self.max_value_bytes}")
         return ident, value
 
     def _protobuf(self, data: bytes, ident: bytes, labels: list[float], meta: dict[str, str],

@@ -1,9 +1,7 @@
 """Readers: a source → batches of items, each batch ending at a resumable position.
 
-An item is ``(where, fields, raw, reject)``: ``where`` is the 1-based line (or
-row) number, ``fields`` the parsed row (None when the reader already rejected
-it), ``raw`` the original bytes for the dead-letter topic (None: rebuild from
-``fields``), ``reject`` a ``(kind, reason)`` when the input is bad. A batch's
+Each input record is an :class:`Item`; a reader rejects what it cannot parse (the
+item's ``reject``) and the mapping rejects the rest. A batch's
 :class:`Position` is where the next batch starts, so a progress marker taken
 after any batch is a clean resume point. Blank lines are not records.
 Compressed files and stdin are decompressed on the fly (:mod:`kafeed.ingest.compressed`).
@@ -17,15 +15,34 @@ import json
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from functools import partial
 from itertools import islice
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
 from kafeed.ingest.compressed import open_stream
-from kafeed.ingest.mapping import Reject
+from kafeed.ingest.mapping import Rejected
 from kafeed.ingest.options import IngestOptions
 from kafeed.ingest.sources import Source
 
-Item = tuple[int, Mapping[str, Any] | None, bytes | None, Reject | None]
+
+class Item(NamedTuple):
+    """One input record, as a reader hands it over.
+
+    ``where`` is its 1-based line (or row) number; ``fields`` the parsed row (None when the
+    reader rejected it); ``raw`` the original bytes for the dead-letter topic (None: rebuilt
+    from ``fields``); ``reject`` why the input is bad, None when it parsed.
+    """
+
+    where: int
+    fields: Mapping[str, Any] | None
+    raw: bytes | None
+    reject: Rejected | None
+
+
+# Builds an Item from one tuple at half the cost of ``Item(...)``, whose ``__new__`` is Python
+# code: the readers' loops over good records use it (measured ~0.15 µs a record saved).
+_item: Callable[[tuple[int, Mapping[str, Any] | None, bytes | None, Rejected | None]], Item] = \
+    partial(tuple.__new__, Item)
 
 BOM = b"\xef\xbb\xbf"
 
@@ -63,8 +80,8 @@ def _skip(fh: IO[bytes], offset: int, at: int = 0) -> None:
             left -= len(chunk)
 
 
-def _bad_utf8(exc: UnicodeDecodeError) -> Reject:
-    return "invalid_utf8", f"invalid UTF-8 at byte {exc.start}"
+def _bad_utf8(exc: UnicodeDecodeError) -> Rejected:
+    return Rejected("invalid_utf8", f"invalid UTF-8 at byte {exc.start}")
 
 
 def read_jsonl(fh: IO[bytes], start: Position, n: int) -> Iterator[Batch]:
@@ -87,33 +104,35 @@ def read_jsonl(fh: IO[bytes], start: Position, n: int) -> Iterator[Batch]:
             try:
                 text = body.decode("utf-8")
             except UnicodeDecodeError as exc:
-                append((line_no, None, raw, _bad_utf8(exc)))
+                append(Item(line_no, None, raw, _bad_utf8(exc)))
                 continue
             try:
                 obj, end = scan(text, 0)
             except StopIteration as stop:
                 reason = f"expecting a JSON value at column {stop.value + 1}"
-                append((line_no, None, raw, ("bad_json", reason)))
+                append(Item(line_no, None, raw, Rejected("bad_json", reason)))
                 continue
             except (ValueError, RecursionError) as exc:  # RecursionError: absurdly deep nesting
-                append((line_no, None, raw, ("bad_json", str(exc)[:200] or type(exc).__name__)))
+                reason = str(exc)[:200] or type(exc).__name__
+                append(Item(line_no, None, raw, Rejected("bad_json", reason)))
                 continue
             if end != len(text):
                 reason = f"extra data after the JSON value at column {end + 1}"
-                append((line_no, None, raw, ("bad_json", reason)))
+                append(Item(line_no, None, raw, Rejected("bad_json", reason)))
             elif type(obj) is not dict:
-                append((line_no, None, raw, ("not_object", f"JSON {type(obj).__name__}, not an object")))
+                reason = f"JSON {type(obj).__name__}, not an object"
+                append(Item(line_no, None, raw, Rejected("not_object", reason)))
             else:
-                append((line_no, obj, raw, None))
+                append(_item((line_no, obj, raw, None)))
         offset += sum(map(len, lines))
         yield items, Position(offset, line_no)
 
 
 def _decode_text(raw: bytes, line_no: int) -> Item:
     try:
-        return line_no, {"text": raw.decode("utf-8")}, raw, None
+        return _item((line_no, {"text": raw.decode("utf-8")}, raw, None))
     except UnicodeDecodeError as exc:
-        return line_no, None, raw, _bad_utf8(exc)
+        return Item(line_no, None, raw, _bad_utf8(exc))
 
 
 def read_text(fh: IO[bytes], start: Position, n: int, mode: str) -> Iterator[Batch]:
@@ -191,19 +210,20 @@ def read_csv(fh: IO[bytes], start: Position, n: int) -> Iterator[Batch]:
         yield [], Position(feed.offset, 0)
         return
     except csv.Error as exc:
-        yield [(0, None, feed.take(), ("bad_header", f"CSV header: {exc}"))], Position(feed.offset, 0)
+        bad = Rejected("bad_header", f"CSV header: {exc}")
+        yield [Item(0, None, feed.take(), bad)], Position(feed.offset, 0)
         return
     head_raw = feed.take()
     if header and header[0].startswith("\ufeff"):
         header[0] = header[0][1:]
-    header_problem: Reject | None = None
+    header_problem: Rejected | None = None
     try:
         head_raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        header_problem = "bad_header", f"CSV header: invalid UTF-8 at byte {exc.start}"
+        header_problem = Rejected("bad_header", f"CSV header: invalid UTF-8 at byte {exc.start}")
     dups = sorted({h for h in header if header.count(h) > 1})
     if dups:
-        header_problem = "duplicate_header", f"CSV header repeats column(s) {', '.join(dups)}"
+        header_problem = Rejected("duplicate_header", f"CSV header repeats column(s) {', '.join(dups)}")
     row_no = start.record
     if start.offset > feed.offset:
         _skip(fh, start.offset, at=feed.offset)
@@ -217,23 +237,24 @@ def read_csv(fh: IO[bytes], start: Position, n: int) -> Iterator[Batch]:
             break
         except csv.Error as exc:
             row_no += 1
-            items.append((row_no, None, feed.take(), ("csv_syntax", str(exc)[:200])))
+            items.append(Item(row_no, None, feed.take(), Rejected("csv_syntax", str(exc)[:200])))
         else:
             raw = feed.take()
             if not row:
                 continue
             row_no += 1
             if header_problem is not None:
-                items.append((row_no, None, raw, header_problem))
+                items.append(Item(row_no, None, raw, header_problem))
             elif len(row) != width:
-                items.append((row_no, None, raw, ("csv_columns", f"{len(row)} columns, header has {width}")))
+                bad = Rejected("csv_columns", f"{len(row)} columns, header has {width}")
+                items.append(Item(row_no, None, raw, bad))
             else:
                 try:
                     raw.decode("utf-8")
                 except UnicodeDecodeError as exc:
-                    items.append((row_no, None, raw, _bad_utf8(exc)))
+                    items.append(Item(row_no, None, raw, _bad_utf8(exc)))
                     continue
-                items.append((row_no, dict(zip(header, row, strict=True)), raw, None))
+                items.append(_item((row_no, dict(zip(header, row, strict=True)), raw, None)))
         if len(items) >= n:
             yield items, Position(feed.offset, row_no)
             items = []
@@ -248,7 +269,8 @@ def read_parquet(source: Source, start: Position, n: int) -> Iterator[Batch]:
         pf = pq.ParquetFile(source.path)
     except Exception as exc:  # pyarrow raises ArrowInvalid / OSError for a file that is not Parquet
         if start.record == 0:
-            yield [(1, None, None, ("unreadable_file", f"not a Parquet file: {exc}"[:300]))], Position(0, 1)
+            bad = Rejected("unreadable_file", f"not a Parquet file: {exc}"[:300])
+            yield [Item(1, None, None, bad)], Position(0, 1)
         return
     meta = pf.metadata
     groups, first_row, skip = [], 0, start.record
@@ -270,7 +292,7 @@ def read_parquet(source: Source, start: Position, n: int) -> Iterator[Batch]:
         items: list[Item] = []
         for row in rows_list:
             row_no += 1
-            items.append((row_no, row, None, None))
+            items.append(_item((row_no, row, None, None)))
         yield items, Position(0, row_no)
 
 
@@ -324,6 +346,6 @@ def read_source(source: Source, options: IngestOptions, start: Position) -> Iter
 
 def raw_bytes(item: Item) -> bytes:
     """The bytes a dead-letter record carries: the original input, or the row as JSON."""
-    if item[2] is not None:
-        return item[2]
-    return json.dumps(item[1], default=str, ensure_ascii=False).encode("utf-8", "surrogatepass")
+    if item.raw is not None:
+        return item.raw
+    return json.dumps(item.fields, default=str, ensure_ascii=False).encode("utf-8", "surrogatepass")

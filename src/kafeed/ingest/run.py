@@ -16,12 +16,13 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from kafeed.config import ConnectionSettings
 from kafeed.errors import IngestError
 from kafeed.ingest import readers, sql
-from kafeed.ingest.mapping import Mapper
+from kafeed.ingest.mapping import Mapped, Mapper, Rejected
 from kafeed.ingest.options import IngestOptions, IngestProgress, IngestSummary
 from kafeed.ingest.preflight import prepare_topics
 from kafeed.ingest.producer import TxnWriter
@@ -37,18 +38,40 @@ log = logging.getLogger("kafeed")
 
 ProgressCallback = Callable[[IngestProgress], None]
 _ROW_KINDS = ("csv", "parquet", "sql")
+_NO_FIELDS = Rejected("unknown", "no fields")
+
+
+@dataclass(frozen=True)
+class _Target:
+    """Where a run writes and how large a record may be there, fixed before reading starts."""
+
+    topic: str
+    dlq_topic: str
+    max_message_bytes: int
+    dlq_max_message_bytes: int
+
+
+@dataclass(frozen=True)
+class _Start:
+    """How a run began, for its summary."""
+
+    t0: float
+    resumed: bool
+    skipped: int
 
 
 class _Tally:
     """Counts of the open transaction, folded into the run's totals on commit."""
 
     def __init__(self) -> None:
+        self.records = 0
         self.produced = 0
         self.dead = 0
         self.value_bytes = 0
         self.kinds: Counter[str] = Counter()
 
     def fold(self, other: _Tally) -> None:
+        self.records += other.records
         self.produced += other.produced
         self.dead += other.dead
         self.value_bytes += other.value_bytes
@@ -95,11 +118,15 @@ class _ReadGate:
         self._remove()
 
 
-def _dlq_headers(kind: str, reason: str, source: Source, where: int, job: str) -> list[tuple[str, bytes]]:
-    where_key = "kafeed.row" if source.kind in _ROW_KINDS else "kafeed.line"
-    return dead_letter_headers(kind=kind, reason=reason, stage="ingest", extra=[
-        ("kafeed.source", source.name.encode("utf-8", "replace")), (where_key, str(where).encode()),
-        ("kafeed.job", job.encode())])
+def _where_key(source: Source) -> str:
+    """The metadata key (and dead-letter header) naming a record's place in its source."""
+    return "kafeed.row" if source.kind in _ROW_KINDS else "kafeed.line"
+
+
+def _dlq_headers(rejected: Rejected, source: Source, where: int, job: str) -> list[tuple[str, bytes]]:
+    return dead_letter_headers(kind=rejected.kind, reason=rejected.reason, stage="ingest", extra=[
+        ("kafeed.source", source.name.encode("utf-8", "replace")),
+        (_where_key(source), str(where).encode()), ("kafeed.job", job.encode())])
 
 
 def ingest(
@@ -121,8 +148,9 @@ def ingest(
         sql.check(options.dsn, options.sql)
     limit, dlq_limit = prepare_topics(settings, topic, timeout=options.preflight_timeout_s)
     job = job_id_for(topic, args, options)
-    dlq_topic = f"{topic}.dlq"
-    writer = TxnWriter(settings, transactional_id=f"kafeed-{job}", topic=topic, dlq_topic=dlq_topic,
+    target = _Target(topic=topic, dlq_topic=f"{topic}.dlq", max_message_bytes=limit,
+                     dlq_max_message_bytes=dlq_limit)
+    writer = TxnWriter(settings, transactional_id=f"kafeed-{job}", topic=topic, dlq_topic=target.dlq_topic,
                        options=options, max_message_bytes=limit)
     try:
         writer.init()
@@ -133,15 +161,10 @@ def ingest(
             progress.check_sources(identities)
             if progress.finished:
                 log.info("job %s already finished; nothing to do", job)
-                return IngestSummary(
-                    job_id=job, topic=topic, dlq_topic=dlq_topic, format=options.format, records_in=0,
-                    produced=0, dead_lettered=0, dead_letter_kinds={}, per_partition={},
-                    bytes_serialized=0, bytes_compressed=None, seconds=time.monotonic() - t0,
-                    transactions=0, resumed=True, already_complete=True,
-                    skipped_committed=sum(progress.totals.values()), job_totals=dict(progress.totals))
+                return _already_complete(progress, options, target, t0)
         else:
             progress = JobProgress(job=job, sources=identities)
-        skipped = sum(progress.totals.values())
+        start = _Start(t0=t0, resumed=resumed, skipped=sum(progress.totals.values()))
         # Each read batch keeps ~10k fresh dicts and tuples alive, which makes the cyclic GC
         # rescan them over and over (~0.7 µs per record, measured). The hot path makes no
         # cycles, so the collector pauses for the run and a young-generation pass runs
@@ -149,9 +172,8 @@ def ingest(
         gc_was_enabled = gc.isenabled()
         gc.disable()
         try:
-            return _run(writer, srcs, progress, options, topic=topic, dlq_topic=dlq_topic, limit=limit,
-                        dlq_limit=dlq_limit, t0=t0, resumed=resumed, skipped=skipped,
-                        on_progress=on_progress, stop_event=stop_event)
+            return _run(writer, srcs, progress, options, target, start, on_progress=on_progress,
+                        stop_event=stop_event)
         finally:
             if gc_was_enabled:
                 gc.enable()
@@ -159,107 +181,206 @@ def ingest(
         writer.close()
 
 
+def _already_complete(progress: JobProgress, options: IngestOptions, target: _Target,
+                      t0: float) -> IngestSummary:
+    """The summary of a run that found its job finished: nothing read, everything skipped."""
+    return IngestSummary(
+        job_id=progress.job, topic=target.topic, dlq_topic=target.dlq_topic, format=options.format,
+        records_in=0, produced=0, dead_lettered=0, dead_letter_kinds={}, per_partition={},
+        bytes_serialized=0, bytes_compressed=None, seconds=time.monotonic() - t0, transactions=0,
+        resumed=True, already_complete=True, skipped_committed=sum(progress.totals.values()),
+        job_totals=dict(progress.totals))
+
+
 def _run(
-    writer: TxnWriter, srcs: list[Source], progress: JobProgress, options: IngestOptions, *,
-    topic: str, dlq_topic: str, limit: int, dlq_limit: int, t0: float, resumed: bool, skipped: int,
-    on_progress: ProgressCallback | None, stop_event: threading.Event,
+    writer: TxnWriter, srcs: list[Source], progress: JobProgress, options: IngestOptions, target: _Target,
+    start: _Start, *, on_progress: ProgressCallback | None, stop_event: threading.Event,
 ) -> IngestSummary:
-    job = progress.job
+    """Read every source left into transactions; commit the last one and sum the run up."""
     t_loop = time.monotonic()
-    # Room for key, headers and batch framing around the value (conservative: checked uncompressed).
-    mapper = Mapper(options, max_value_bytes=limit - 512 - options.id_hash_chars)
-    fmt_headers = format_headers(options.format) or None
-    total_bytes = None if any(s.size is None for s in srcs) else sum(s.size or 0 for s in srcs)
-    done_bytes = sum(s.size or 0 for s in srcs[:progress.index])
-    run, txn = _Tally(), _Tally()
-    records_in = transactions = 0
-    since_commit, last_commit = 0, time.monotonic()
-
-    def commit(finished: bool = False) -> None:
-        nonlocal transactions, since_commit, last_commit, txn
-        progress.finished = finished
-        progress.totals = {"produced": progress.totals["produced"] + txn.produced,
-                           "dead_lettered": progress.totals["dead_lettered"] + txn.dead}
-        try:
-            writer.commit(job, progress.state_dict())
-        except BaseException:
-            progress.totals = {"produced": progress.totals["produced"] - txn.produced,
-                               "dead_lettered": progress.totals["dead_lettered"] - txn.dead}
-            raise
-        _count_committed(txn, topic)
-        run.fold(txn)
-        txn = _Tally()
-        gc.collect(1)
-        transactions += 1
-        since_commit, last_commit = 0, time.monotonic()
-
+    txns = _Transactions(writer, progress, options, target.topic)
+    batch_writer = _BatchWriter(writer, options, target, progress.job)
     writer.begin()
-    stopped = False
     gate = _ReadGate()
+    reading = _SourceBatches(srcs, progress, options, gate, stop_event)
     try:
-        for index in range(progress.index, len(srcs)):
-            src = srcs[index]
-            start = Position(progress.offset, progress.record) if index == progress.index else Position()
-            where_key = "kafeed.row" if src.kind in _ROW_KINDS else "kafeed.line"
-            name = src.name
-            batches = readers.read_source(src, options, start)
-            while True:
-                if stop_event.is_set():
-                    stopped = True
-                    break
-                try:
-                    batch = gate.next(batches)
-                except _Interrupted:
-                    stopped = True
-                    break
-                except OSError as exc:
-                    raise IngestError(f"Reading {src.name} failed: {exc}.",
-                                      hint="Fix the source and re-run the same command: it resumes.") from exc
-                if batch is None:
-                    break
-                items, pos = batch
-                ts = int(time.time() * 1000)
-                mapper.context(name, where_key, ts)
-                produced, nbytes = _produce_batch(writer, mapper, items, name, where_key, ts, fmt_headers,
-                                                  src, job, dlq_limit, txn)
-                txn.produced += produced
-                txn.value_bytes += nbytes
-                records_in += len(items)
-                since_commit += len(items)
-                progress.index, progress.offset, progress.record = index, pos.offset, pos.record
-                writer.poll()
-                if (since_commit >= options.commit_records
-                        or (time.monotonic() - last_commit) * 1000 >= options.commit_interval_ms):
-                    commit()
-                    writer.begin()
-                if on_progress is not None:
-                    read = pos.offset if pos.source_bytes is None else pos.source_bytes
-                    on_progress(IngestProgress(
-                        records=records_in, produced=run.produced + txn.produced,
-                        dead_lettered=run.dead + txn.dead,
-                        bytes_read=done_bytes + (read if src.kind not in ("parquet", "sql") else 0),
-                        total_bytes=total_bytes, value_bytes=run.value_bytes + txn.value_bytes))
-            if stopped:
-                break
-            done_bytes += src.size or 0
-            progress.index, progress.offset, progress.record = index + 1, 0, 0
+        for index, src, items, pos in reading:
+            batch_writer.write(src, items, txns.open)
+            progress.index, progress.offset, progress.record = index, pos.offset, pos.record
+            writer.poll()
+            if txns.due():
+                txns.commit()
+                writer.begin()
+            if on_progress is not None:
+                on_progress(txns.figures(reading.bytes_read(src, pos), reading.total_bytes))
     except IngestError:
         # A source broke mid-read (a truncated archive): keep the whole batches read before it.
-        commit()
+        txns.commit()
         raise
     finally:
         gate.close()
-    commit(finished=not stopped)
+    txns.commit(finished=not reading.stopped)
+    return _summary(writer, txns, options, target, start, t_loop=t_loop, stopped=reading.stopped)
+
+
+class _Transactions:
+    """The open transaction's counts, the committed ones', and when the next commit is due.
+
+    A commit writes the progress marker with the job's totals including the open transaction;
+    only once the broker took it do its counts join the run's (and the metrics).
+    """
+
+    def __init__(self, writer: TxnWriter, progress: JobProgress, options: IngestOptions, topic: str) -> None:
+        self.writer = writer
+        self.progress = progress
+        self.options = options
+        self.topic = topic
+        self.committed = _Tally()
+        self.open = _Tally()
+        self.count = 0
+        self._opened = time.monotonic()
+
+    def due(self) -> bool:
+        return (self.open.records >= self.options.commit_records
+                or (time.monotonic() - self._opened) * 1000 >= self.options.commit_interval_ms)
+
+    def commit(self, *, finished: bool = False) -> None:
+        progress, txn = self.progress, self.open
+        before = progress.totals
+        progress.finished = finished
+        progress.totals = {"produced": before["produced"] + txn.produced,
+                           "dead_lettered": before["dead_lettered"] + txn.dead}
+        try:
+            self.writer.commit(progress.job, progress.state_dict())
+        except BaseException:
+            progress.totals = before
+            raise
+        _count_committed(txn, self.topic)
+        self.committed.fold(txn)
+        self.open = _Tally()
+        gc.collect(1)
+        self.count += 1
+        self._opened = time.monotonic()
+
+    def figures(self, bytes_read: int, total_bytes: int | None) -> IngestProgress:
+        run, txn = self.committed, self.open
+        return IngestProgress(
+            records=run.records + txn.records, produced=run.produced + txn.produced,
+            dead_lettered=run.dead + txn.dead, bytes_read=bytes_read, total_bytes=total_bytes,
+            value_bytes=run.value_bytes + txn.value_bytes)
+
+
+class _SourceBatches:
+    """The read batches of every source left, from the job's resume point on.
+
+    Iterating yields ``(source index, source, items, position)``; the caller moves the job's
+    position past a batch once it wrote it. A source read to its end moves it to the next
+    source. A stop request (``stop_event`` or a signal during a read) ends the iteration
+    early with ``stopped`` set.
+    """
+
+    def __init__(self, srcs: list[Source], progress: JobProgress, options: IngestOptions,
+                 gate: _ReadGate, stop_event: threading.Event) -> None:
+        self.srcs = srcs
+        self.progress = progress
+        self.options = options
+        self.gate = gate
+        self.stop_event = stop_event
+        self.stopped = False
+        self.total_bytes = None if any(s.size is None for s in srcs) else sum(s.size or 0 for s in srcs)
+        self._done_bytes = sum(s.size or 0 for s in srcs[:progress.index])
+
+    def __iter__(self) -> Iterator[tuple[int, Source, list[Item], Position]]:
+        progress = self.progress
+        for index in range(progress.index, len(self.srcs)):
+            src = self.srcs[index]
+            start = Position(progress.offset, progress.record) if index == progress.index else Position()
+            for items, pos in self._batches(src, start):
+                yield index, src, items, pos
+            if self.stopped:
+                return
+            self._done_bytes += src.size or 0
+            progress.index, progress.offset, progress.record = index + 1, 0, 0
+
+    def _batches(self, src: Source, start: Position) -> Iterator[Batch]:
+        batches = readers.read_source(src, self.options, start)
+        while not self.stop_event.is_set():
+            try:
+                batch = self.gate.next(batches)
+            except _Interrupted:
+                break
+            except OSError as exc:
+                raise IngestError(f"Reading {src.name} failed: {exc}.",
+                                  hint="Fix the source and re-run the same command: it resumes.") from exc
+            if batch is None:
+                return
+            yield batch
+        self.stopped = True
+
+    def bytes_read(self, src: Source, pos: Position) -> int:
+        """Source bytes read so far, for progress (row sources count only when finished)."""
+        if src.kind in ("parquet", "sql"):
+            return self._done_bytes
+        return self._done_bytes + (pos.offset if pos.source_bytes is None else pos.source_bytes)
+
+
+class _BatchWriter:
+    """Maps one read batch and produces it: good records to the topic, the rest to its DLQ."""
+
+    def __init__(self, writer: TxnWriter, options: IngestOptions, target: _Target, job: str) -> None:
+        self.writer = writer
+        # Room for key, headers and batch framing around the value (conservative: checked uncompressed).
+        self.mapper = Mapper(options, max_value_bytes=target.max_message_bytes - 512 - options.id_hash_chars)
+        self.dlq_limit = target.dlq_max_message_bytes
+        self.headers = format_headers(options.format) or None
+        self.job = job
+
+    def write(self, src: Source, items: list[Item], txn: _Tally) -> None:
+        """The hot loop: one mapping call per record, one produce loop per batch."""
+        self.mapper.context(src.name, _where_key(src), int(time.time() * 1000))
+        map_row = self.mapper.map_row
+        good: list[Mapped] = []
+        append = good.append
+        nbytes = 0
+        for item in items:
+            rejected = item.reject
+            if rejected is None and item.fields is not None:
+                try:
+                    result = map_row(item.fields, item.where)
+                except Exception as exc:  # a row shape nobody foresaw must not stop the run
+                    log.warning("unexpected error mapping %s:%d: %r", src.name, item.where, exc)
+                    result = Rejected("unexpected", f"{type(exc).__name__}: {exc}"[:300])
+                if not isinstance(result, Rejected):
+                    append(result)
+                    nbytes += len(result[1])
+                    continue
+                rejected = result
+            self._dead_letter(src, item, rejected or _NO_FIELDS, txn)
+        self.writer.produce_all(good, self.headers)
+        txn.records += len(items)
+        txn.produced += len(good)
+        txn.value_bytes += nbytes
+
+    def _dead_letter(self, src: Source, item: Item, rejected: Rejected, txn: _Tally) -> None:
+        headers = _dlq_headers(rejected, src, item.where, self.job)
+        value = fit_value(readers.raw_bytes(item), headers, self.dlq_limit) or b""
+        self.writer.dead_letter(f"{src.name}:{item.where}".encode("utf-8", "replace"), value, headers)
+        txn.dead += 1
+        txn.kinds[rejected.kind] += 1
+
+
+def _summary(writer: TxnWriter, txns: _Transactions, options: IngestOptions, target: _Target,
+             start: _Start, *, t_loop: float, stopped: bool) -> IngestSummary:
+    run, progress = txns.committed, txns.progress
     produce_seconds = time.monotonic() - t_loop
     per_partition, wire_bytes = writer.final_stats(run.produced)
     return IngestSummary(
-        job_id=job, topic=topic, dlq_topic=dlq_topic, format=options.format, records_in=records_in,
-        produced=run.produced, dead_lettered=run.dead, dead_letter_kinds=dict(run.kinds),
-        per_partition=per_partition, bytes_serialized=run.value_bytes, bytes_compressed=wire_bytes,
-        seconds=time.monotonic() - t0,
-        transactions=transactions, resumed=resumed, already_complete=False,
-        produce_seconds=produce_seconds, skipped_committed=skipped, job_totals=dict(progress.totals),
-        stopped=stopped)
+        job_id=progress.job, topic=target.topic, dlq_topic=target.dlq_topic, format=options.format,
+        records_in=run.records, produced=run.produced, dead_lettered=run.dead,
+        dead_letter_kinds=dict(run.kinds), per_partition=per_partition, bytes_serialized=run.value_bytes,
+        bytes_compressed=wire_bytes, seconds=time.monotonic() - start.t0, transactions=txns.count,
+        resumed=start.resumed, already_complete=False, produce_seconds=produce_seconds,
+        skipped_committed=start.skipped, job_totals=dict(progress.totals), stopped=stopped)
 
 
 def _count_committed(txn: _Tally, topic: str) -> None:
@@ -268,40 +389,3 @@ def _count_committed(txn: _Tally, topic: str) -> None:
     m.BYTES_OUT.labels(stage="ingest", topic=topic).inc(txn.value_bytes)
     for kind, n in txn.kinds.items():
         m.DEAD_LETTERED.labels(stage="ingest", reason=kind).inc(n)
-
-
-def _produce_batch(
-    writer: TxnWriter, mapper: Mapper, items: list[Item], name: str, where_key: str, ts: int,
-    headers: list[tuple[str, bytes]] | None, src: Source, job: str, dlq_limit: int, txn: _Tally,
-) -> tuple[int, int]:
-    """Map and produce one read batch (the hot loop); returns (records produced, value bytes)."""
-    mapit = mapper.map_row
-    good: list[tuple[bytes, bytes]] = []
-    append = good.append
-    nbytes = 0
-    for item in items:
-        fields, reject = item[1], item[3]
-        if reject is None and fields is not None:
-            try:
-                key, value = mapit(fields, item[0])
-            except Exception as exc:  # a row shape nobody foresaw must not stop the run
-                log.warning("unexpected error mapping %s:%d: %r", name, item[0], exc)
-                key, value = "unexpected", f"{type(exc).__name__}: {exc}"[:300]
-            if type(value) is bytes:
-                append((key, value))  # type: ignore[arg-type]
-                nbytes += len(value)
-                continue
-            reject = (key, value)  # type: ignore[assignment]
-        _dead_letter(writer, item, reject or ("unknown", "no fields"), src, job, dlq_limit, txn)
-    writer.produce_all(good, headers)
-    return len(good), nbytes
-
-
-def _dead_letter(writer: TxnWriter, item: Item, reject: tuple[str, str], src: Source, job: str,
-                 dlq_limit: int, txn: _Tally) -> None:
-    kind, reason = reject
-    headers = _dlq_headers(kind, reason, src, item[0], job)
-    value = fit_value(readers.raw_bytes(item), headers, dlq_limit) or b""
-    writer.dead_letter(f"{src.name}:{item[0]}".encode("utf-8", "replace"), value, headers)
-    txn.dead += 1
-    txn.kinds[kind] += 1

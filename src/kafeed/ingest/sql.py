@@ -90,7 +90,7 @@ def read_sql(dsn: str, query: str, start: Position, n: int) -> Iterator[Batch]:
             items: list[Item] = []
             for row in rows:
                 row_no += 1
-                items.append((row_no, dict(zip(names, row, strict=True)), None, None))
+                items.append(Item(row_no, dict(zip(names, row, strict=True)), None, None))
             yield items, Position(0, row_no)
     finally:
         conn.close()

@@ -2,7 +2,8 @@
 
 Pipeline stages import :mod:`kafeed.telemetry.metrics` (the ``kafeed_*`` metrics),
 :func:`serve_metrics`, :func:`librdkafka_stats_callback` and :class:`MetricsRecorder`;
-``kafeed monitor`` builds on :class:`ClusterMonitor`. See docs/monitor.md.
+``kafeed monitor`` is :class:`Watch` (polls of a :class:`ClusterMonitor`, the alert rules,
+the exported gauges) with a printer. See docs/monitor.md.
 """
 
 from kafeed.monitor.alerts import AlertEngine, AlertEvent, AlertSettings, Condition, load_alert_settings
@@ -14,6 +15,7 @@ from kafeed.monitor.lag import (
     evaluate_partition,
     group_state,
 )
+from kafeed.monitor.loop import Poll, Watch
 from kafeed.monitor.watch import ClusterMonitor, MonitorOptions, Snapshot
 
 __all__ = [
@@ -27,7 +29,9 @@ __all__ = [
     "MonitorOptions",
     "Observation",
     "PartitionLag",
+    "Poll",
     "Snapshot",
+    "Watch",
     "evaluate_partition",
     "group_state",
     "load_alert_settings",

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from kafeed.errors import ConfigError, KafeedError
+from kafeed.train.defaults import TRAIN_DEFAULTS
 
 log = logging.getLogger("kafeed")
 
@@ -125,7 +126,7 @@ def check_writable(directory: Path) -> None:
 class CheckpointManager:
     """Save and find checkpoints in ``directory``, keeping the newest ``keep``."""
 
-    def __init__(self, directory: Path, *, keep: int = 3) -> None:
+    def __init__(self, directory: Path, *, keep: int = TRAIN_DEFAULTS["keep"]) -> None:
         if keep < 1:
             raise CheckpointError("keep must be at least 1.")
         self.directory = directory

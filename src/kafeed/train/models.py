@@ -11,6 +11,8 @@ import torch.nn.functional as F
 from pydantic import BaseModel, ConfigDict, Field
 from torch import nn
 
+from kafeed.train.defaults import TRAIN_DEFAULTS
+
 
 class GPTConfig(BaseModel):
     """Shape of :class:`TinyGPT`; the defaults train a few hundred steps in minutes on 2 CPU cores."""
@@ -136,7 +138,7 @@ def minilm_dir() -> Path | None:
     return path if (path / "model.safetensors").exists() else None
 
 
-def build_classifier(num_labels: int, *, pretrained: bool = True,
+def build_classifier(num_labels: int, *, pretrained: bool = TRAIN_DEFAULTS["pretrained"],
                      vocab_size: int = 30522) -> tuple[Classifier, dict[str, Any]]:
     """MiniLM-L6 (pretrained, offline) when available and asked for, else a random encoder.
 

@@ -17,13 +17,18 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import torch
 
 from kafeed.signals import stop_request
 from kafeed.train.checkpoint import CheckpointManager
+from kafeed.train.defaults import TRAIN_DEFAULTS
+from kafeed.train.progress import ProgressReporter
+
+if TYPE_CHECKING:
+    from kafeed.telemetry import MetricsRecorder
 
 log = logging.getLogger("kafeed")
 
@@ -123,7 +128,7 @@ class Runner:
     checkpoints: CheckpointManager | None
     checkpoint_every: int
     total_steps: int
-    log_every: int = 10
+    log_every: int = TRAIN_DEFAULTS["log_every"]
     run_dir: Path | None = None
     rank: int = 0
     world_size: int = 1
@@ -182,102 +187,148 @@ class Runner:
 
     def run(self) -> RunResult:
         start_step = self.step
-        losses: list[float] = []
-        tokens = 0
-        wait = 0.0
-        last_ckpt: str | None = None
+        totals = _Totals()
+        policy = CheckpointPolicy(every=self.checkpoint_every, saved_at=self.step)
+        stops = _StopHandling()
         recorder = None
-        if self.run_dir is not None and self.rank == 0:
-            from kafeed.telemetry import MetricsRecorder
-
-            recorder = MetricsRecorder(self.run_dir, interval=2.0)
-            recorder.start()
-        stop = stop_request()
-        handler_before = signal.getsignal(signal.SIGTERM)
-        stop.install()  # the CLI installed it first thing; a library caller gets it for this run
-        installed_here = signal.getsignal(signal.SIGTERM) != handler_before
-        waiting = False
-
-        def leave_wait(_signum: int) -> None:
-            nonlocal waiting
-            if waiting:
-                waiting = False
-                raise _Interrupted
-
-        remove = stop.on_signal(leave_wait)
-        t0 = time.monotonic()
-        window_t, window_tokens, window_wait = t0, 0, 0.0
-        # a signal during imports and setup stops the run before its first batch
-        stopped = stop.requested and self.step < self.total_steps
-        saved_at = self.step
-        self.model.train()
         try:
-            batches: Iterator[Any] = iter(()) if stopped else iter(self.loader)
-            if not stopped and self.step < self.total_steps and self.rank == 0:
-                self.progress(f"train: waiting for data on {self.source}")
-            while not stopped and self.step < self.total_steps:
-                w0 = time.monotonic()
-                batch: Any = _END
-                try:
-                    waiting = True
-                    batch = next(batches, _END)
-                    waiting = False
-                except _Interrupted:  # leave_wait cleared ``waiting``: it cannot raise twice
-                    stopped = True
-                if batch is _END:  # the data's end, or a signal before the batch came
-                    break
-                # a batch that came with the signal is trained on: the loader counts it as handed out
-                waited = time.monotonic() - w0
-                loss, ntok = self.step_fn(batch)
-                self.step += 1
-                self.last_loss = loss
-                _observe(waited, ntok, loss, self.step)
-                wait += waited
-                window_wait += waited
-                tokens += ntok
-                window_tokens += ntok
-                losses.append(loss)
-                if self.step % self.log_every == 0 or self.step == self.total_steps:
-                    now = time.monotonic()
-                    span = max(now - window_t, 1e-9)
-                    lag = self.lag_fn() if self.lag_fn is not None else None
-                    shown_lag = "-" if lag is None else f"{lag:,}"
-                    figures = {"step": self.step, "loss": round(loss, 4),
-                               "tokens_per_s": round(window_tokens / span * self.world_size, 1),
-                               "data_wait_share": round(window_wait / span, 3),
-                               "lag": lag, "time": time.time()}
-                    if self.rank == 0:
-                        self.progress(
-                            f"step {self.step:>6}/{self.total_steps}  loss {loss:.4f}  "
-                            f"tokens/s {figures['tokens_per_s']:>9,.0f}  "
-                            f"data-wait {figures['data_wait_share']:.1%}  lag {shown_lag}")
-                    if recorder is not None:
-                        # loss and step are gauges already; add what only the loop knows
-                        recorder.record(**{k: float(v) for k, v in figures.items()
-                                           if k in ("tokens_per_s", "data_wait_share", "lag")
-                                           and v is not None})
-                    window_t, window_tokens, window_wait = now, 0, 0.0
-                if self.checkpoint_every and self.step % self.checkpoint_every == 0:
-                    last_ckpt = self.save() or last_ckpt
-                    saved_at = self.step
-                stopped = (stopped or stop.requested) and self.step < self.total_steps
-            remove()  # from here on a signal only sets the flag: the checkpoint must be written
-            if self.step != saved_at:  # the end of the run, a signal or the data's end
-                last_ckpt = self.save() or last_ckpt
+            recorder = self._recorder()
+            t0 = time.monotonic()
+            reporter = ProgressReporter(
+                total_steps=self.total_steps, log_every=self.log_every, rank=self.rank,
+                world_size=self.world_size, show=self.progress, lag_fn=self.lag_fn, recorder=recorder)
+            self.model.train()
+            stopped = self._loop(stops, reporter, policy, totals)
+            # from here on a signal only sets the flag: the checkpoint must be written
+            stops.stop_leaving_waits()
+            policy.at_end(self.step, self.save)  # the end of the run, a signal or the data's end
         finally:
-            remove()
+            stops.close()
             if recorder is not None:
                 recorder.close()
-            if installed_here:
-                stop.uninstall()
-                stop.reset()
         return RunResult(
             steps=self.step, start_step=start_step,
-            first_loss=losses[0] if losses else None,
-            final_loss=losses[-1] if losses else self.last_loss,
-            tokens=tokens * self.world_size, seconds=time.monotonic() - t0, data_wait_seconds=wait,
-            checkpoint=last_ckpt, resumed_from=None, stopped_by_signal=stopped, losses=losses,
+            first_loss=totals.losses[0] if totals.losses else None,
+            final_loss=totals.losses[-1] if totals.losses else self.last_loss,
+            tokens=totals.tokens * self.world_size, seconds=time.monotonic() - t0,
+            data_wait_seconds=totals.wait, checkpoint=policy.last, resumed_from=None,
+            stopped_by_signal=stopped, losses=totals.losses,
         )
+
+    def _recorder(self) -> MetricsRecorder | None:
+        if self.run_dir is None or self.rank != 0:
+            return None
+        from kafeed.telemetry import MetricsRecorder
+
+        return MetricsRecorder(self.run_dir, interval=2.0).start()
+
+    def _loop(self, stops: _StopHandling, reporter: ProgressReporter, policy: CheckpointPolicy,
+              totals: _Totals) -> bool:
+        """Step until ``total_steps``, the data's end or a stop request; True when a signal stopped it."""
+        if stops.requested and self.step < self.total_steps:
+            return True  # a signal during imports and setup stops the run before its first batch
+        batches = iter(self.loader)
+        if self.step < self.total_steps and self.rank == 0:
+            self.progress(f"train: waiting for data on {self.source}")
+        while self.step < self.total_steps:
+            w0 = time.monotonic()
+            batch, stopped = stops.next_batch(batches)
+            if batch is _END:  # the data's end, or a signal before the batch came
+                return stopped
+            # a batch that came with the signal is trained on: the loader counts it as handed out
+            waited = time.monotonic() - w0
+            loss, ntok = self.step_fn(batch)
+            self.step += 1
+            self.last_loss = loss
+            _observe(waited, ntok, loss, self.step)
+            totals.add(loss, ntok, waited)
+            reporter.step(self.step, loss, ntok, waited)
+            policy.after_step(self.step, self.save)
+            if (stopped or stops.requested) and self.step < self.total_steps:
+                return True
+        return False
+
+
+@dataclass
+class _Totals:
+    """What the run's result sums up over its steps."""
+
+    losses: list[float] = field(default_factory=list)
+    tokens: int = 0
+    wait: float = 0.0
+
+    def add(self, loss: float, tokens: int, waited: float) -> None:
+        self.losses.append(loss)
+        self.tokens += tokens
+        self.wait += waited
+
+
+@dataclass
+class CheckpointPolicy:
+    """When the loop saves: every ``every`` steps (0: not mid-run) and once at the end, unless
+    the last step was just saved. ``last`` is the newest checkpoint written (None on ranks
+    that write none)."""
+
+    every: int
+    saved_at: int
+    last: str | None = None
+
+    def after_step(self, step: int, save: Callable[[], str | None]) -> None:
+        if self.every and step % self.every == 0:
+            self._save(step, save)
+
+    def at_end(self, step: int, save: Callable[[], str | None]) -> None:
+        if step != self.saved_at:
+            self._save(step, save)
+
+    def _save(self, step: int, save: Callable[[], str | None]) -> None:
+        self.last = save() or self.last
+        self.saved_at = step
+
+
+class _StopHandling:
+    """The process's stop request for one run: installed unless the caller had done it (and
+    then given back), and able to cut a wait for the next batch short."""
+
+    def __init__(self) -> None:
+        self.stop = stop_request()
+        handler_before = signal.getsignal(signal.SIGTERM)
+        self.stop.install()  # the CLI installed it first thing; a library caller gets it for this run
+        self._installed_here = signal.getsignal(signal.SIGTERM) != handler_before
+        self._waiting = False
+        self._remove = self.stop.on_signal(self._leave_wait)
+
+    @property
+    def requested(self) -> bool:
+        return self.stop.requested
+
+    def _leave_wait(self, _signum: int) -> None:
+        if self._waiting:
+            self._waiting = False
+            raise _Interrupted
+
+    def next_batch(self, batches: Iterator[Any]) -> tuple[Any, bool]:
+        """The next batch (``_END`` at the data's end) and whether a signal came while waiting.
+
+        A batch that arrived together with the signal is returned with it.
+        """
+        batch: Any = _END
+        try:
+            self._waiting = True
+            batch = next(batches, _END)
+            self._waiting = False
+        except _Interrupted:  # _leave_wait cleared ``_waiting``: it cannot raise twice
+            return batch, True
+        return batch, False
+
+    def stop_leaving_waits(self) -> None:
+        self._remove()
+
+    def close(self) -> None:
+        self._remove()
+        if self._installed_here:
+            self.stop.uninstall()
+            self.stop.reset()
 
 
 def _observe(waited: float, tokens: int, loss: float, step: int) -> None:
