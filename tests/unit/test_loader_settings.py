@@ -10,7 +10,7 @@ import pytest
 import kafeed
 from kafeed.errors import ConfigError
 
-VALID: dict[str, Any] = {"seq_len": 8}
+VALID: dict[str, Any] = {"seq_len": 8, "eos_id": 0}
 
 
 @pytest.mark.parametrize(("kwargs", "field"), [
@@ -67,7 +67,7 @@ def test_topic_names_are_checked(topics: list[str], why: str) -> None:
 def test_valid_specs_are_accepted() -> None:
     when = datetime(2026, 1, 1, tzinfo=UTC)
     for start, end in [("earliest", "latest"), (when, None), (0, when), ({0: 3, "t:1": 4, "2": 5}, {0: 9})]:
-        ds = kafeed.KafkaTokenDataset("t", seq_len=8, start=start, end=end)
+        ds = kafeed.KafkaTokenDataset("t", seq_len=8, eos_id=0, start=start, end=end)
         assert ds.settings.start == start and ds.settings.end == end
 
 
@@ -76,13 +76,14 @@ def test_valid_specs_are_accepted() -> None:
     ({"batch_size": True}, "batch_size"),
     ({"batch_size": 2.5}, "batch_size"),
     ({"num_workers": -1}, "num_workers"),
-    ({"prefetch": 0}, "prefetch"),
+    ({"prefetch_factor": 0, "num_workers": 1}, "prefetch_factor"),
+    ({"prefetch_factor": 4}, "prefetch_factor needs num_workers"),
     ({"timeout": -1.0}, "timeout"),
     ({"multiprocessing_context": "threads"}, "multiprocessing_context"),
     ({"pin_memory": "yes"}, "pin_memory"),
 ])
 def test_stream_loader_refuses_out_of_range(kwargs: dict[str, Any], field: str) -> None:
-    ds = kafeed.KafkaTokenDataset("t", seq_len=8)
+    ds = kafeed.KafkaTokenDataset("t", seq_len=8, eos_id=0)
     args = {"batch_size": 2, **kwargs}
     with pytest.raises(ConfigError, match="Invalid StreamLoader arguments") as err:
         kafeed.StreamLoader(ds, **args)
