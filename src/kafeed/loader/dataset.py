@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import copy
 import json
-import logging
 import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -30,8 +29,6 @@ from kafeed.loader.resume import choose_resume
 from kafeed.loader.settings import Kind, LoaderSettings
 from kafeed.loader.state import check_state, empty_state, next_epoch, plain_copy
 from kafeed.loader.stream import Delivered, SampleStream, TokenStream
-
-log = logging.getLogger("kafeed")
 
 
 @dataclass(frozen=True)
