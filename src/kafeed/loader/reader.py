@@ -303,6 +303,7 @@ class KafkaReader:
 
     def _restore(self) -> None:
         """Re-read the in-flight records of an exact resume (shuffle buffer, packer carry)."""
+        counted = dict(self.stats)  # the saved counts include these records: not twice
         waiting = [p for p in self.parts if p.restore]
         while any(p.restore for p in waiting):
             self._fetch(self.settings.poll_timeout_s)
@@ -313,6 +314,7 @@ class KafkaReader:
                     log.warning("kafeed loader: %d in-flight record(s) of %s are gone (retention?): %s",
                                 len(lost), p.key, lost[:5])
                     p.restore.clear()
+        self.stats.update(counted)
 
     # -- taking records --------------------------------------------------------------------
     @property
