@@ -90,7 +90,7 @@ class KafkaReader:
         self.settings = settings
         self.index = index
         self.count = count
-        self.starts: dict[str, PartitionStart] = {}
+        self._starts: dict[str, PartitionStart] = {}
         self.parts: list[_Partition] = []
         self._by_tp: dict[tuple[str, int], _Partition] = {}
         self._by_key: dict[str, _Partition] = {}
@@ -133,8 +133,8 @@ class KafkaReader:
 
         self._consumer = Consumer(self.consumer_config())
         if self.settings.mode == "group":
-            if self.starts:  # assignments come later, in a callback: check every saved partition now
-                self._check_starts(list_partitions(self._consumer, self.settings), set(self.starts))
+            if self._starts:  # assignments come later, in a callback: check every saved partition now
+                self._check_starts(list_partitions(self._consumer, self.settings), set(self._starts))
             self._consumer.subscribe(
                 list(self.settings.topics), on_assign=self._on_assign, on_revoke=self._on_revoke,
                 on_lost=self._on_revoke)
@@ -154,9 +154,9 @@ class KafkaReader:
     def _check_starts(self, every: list[tuple[str, int]], owned: set[str]) -> None:
         """Before anything is fetched: every saved partition exists, and the saved positions of
         the ones this reader resumes lie inside their current logs (kafeed.loader.resume)."""
-        check_saved_partitions(self.starts, every)
-        for key in sorted(owned & set(self.starts)):
-            start = self.starts[key]
+        check_saved_partitions(self._starts, every)
+        for key in sorted(owned & set(self._starts)):
+            start = self._starts[key]
             low, high = watermarks(self._consumer, *parse_key(key), self.settings)
             check_positions(key, start.next, start.read, low, high)
 
@@ -176,7 +176,7 @@ class KafkaReader:
     # -- partitions ------------------------------------------------------------------------
     def _add_partition(self, topic: str, partition: int, committed: int | None = None) -> _Partition:
         key = partition_key(topic, partition)
-        start = self.starts.get(key)
+        start = self._starts.get(key)
         if start is None:
             if committed is not None and committed >= 0:
                 first = committed
@@ -447,7 +447,7 @@ class KafkaReader:
             raise RuntimeError("load_state_dict() must come before open()")
         require_keys(state, STATE_KEYS, "reader state")
         check_version(state["version"], STATE_VERSION, "Reader state")
-        self.starts = exact_starts(state["partitions"], in_flight)
+        self._starts = exact_starts(state["partitions"], in_flight)
         self.rr = int(state["rr"])
         self.stats.update(state["stats"])  # in place: the decoder counts into the same dict
 
@@ -455,4 +455,4 @@ class KafkaReader:
         """Resume elastically from per-partition positions (kafeed.loader.state.partition_plan)."""
         if self._consumer is not None:
             raise RuntimeError("load_plan() must come before open()")
-        self.starts = plan_starts(plan)
+        self._starts = plan_starts(plan)
