@@ -183,7 +183,7 @@ def rss_child(bootstrap: str, topic: str, seq_len: int, batch: int, fraction: fl
     parts = c.list_topics(topic, timeout=10).topics[topic].partitions
     end = {p: int(c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] * fraction) for p in parts}
     c.close()
-    ds = kafeed.KafkaTokenDataset(topic, seq_len=seq_len, bootstrap=bootstrap, end=end)
+    ds = kafeed.KafkaTokenDataset(topic, seq_len=seq_len, eos_id=0, bootstrap=bootstrap, end=end)
     tokens = sum(b["tokens"].numel() for b in kafeed.StreamLoader(ds, batch_size=batch))
     # VmHWM, not ru_maxrss: Linux keeps ru_maxrss across fork+exec, so it would report the
     # (large) parent's peak; VmHWM belongs to this process's own address space.

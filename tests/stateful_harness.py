@@ -1,7 +1,9 @@
 """One save/resume harness for every stateful loader piece (torchdata.nodes style).
 
 Run N steps, take the state (through JSON, as a checkpoint would), run M more steps: that
-is the reference. A fresh object loaded with the state must produce the same M steps.
+is the reference. A fresh object loaded with the state must produce the same M steps and
+then have the same state as the reference (counts included), unless ``same_state`` is off
+for an object whose state holds things of its own (torchdata's StatefulDataLoader).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ class Stateful(Generic[T]):
     state: Callable[[T], dict[str, Any]]
     load: Callable[[T, dict[str, Any]], None]
     close: Callable[[T], None] = lambda obj: None
+    same_state: bool = True
 
 
 def _norm(value: Any) -> Any:
@@ -43,13 +46,17 @@ def check_save_resume(case: Stateful[Any], n: int, m: int) -> tuple[list[Any], l
         first = [_norm(case.step(ref)) for _ in range(n)]
         state = json.loads(json.dumps(case.state(ref)))
         expected = [_norm(case.step(ref)) for _ in range(m)]
+        ref_after = json.loads(json.dumps(case.state(ref)))
     finally:
         case.close(ref)
     fresh = case.make()
     try:
         case.load(fresh, state)
         got = [_norm(case.step(fresh)) for _ in range(m)]
+        got_after = json.loads(json.dumps(case.state(fresh)))
     finally:
         case.close(fresh)
     assert got == expected, f"resumed output differs after {n} steps"
+    if case.same_state:
+        assert got_after == ref_after, f"resumed state differs after {n} + {m} steps"
     return first, expected

@@ -36,8 +36,8 @@ def test_unbounded_loader_waits_out_a_broker_restart(
         conn = ConnectionSettings(bootstrap=cluster.bootstrap)
         TopicAdmin(conn).create(plan_topic("t", brokers=1, partitions=2))
         first = produce_docs(cluster.bootstrap, "t", 100, seed=1)
-        loader = kafeed.StreamLoader(kafeed.KafkaTokenDataset("t", seq_len=7, connection=conn, end=None),
-                                     batch_size=1)
+        ds = kafeed.KafkaTokenDataset("t", seq_len=7, eos_id=0, connection=conn, end=None)
+        loader = kafeed.StreamLoader(ds, batch_size=1)
         seen = np.zeros(202, dtype=np.int64)
         stop = threading.Event()
 

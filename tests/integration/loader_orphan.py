@@ -29,8 +29,8 @@ def main() -> int:
     # As `kafeed train` does: SIGTERM handlers exist before the workers are forked, so a
     # worker inherits them (and must not rely on SIGTERM to end).
     stop_request().install()
-    ds = kafeed.KafkaTokenDataset(args.topic, seq_len=15, bootstrap=args.bootstrap, end=None)
-    loader = kafeed.StreamLoader(ds, batch_size=2, num_workers=2, prefetch=4)
+    ds = kafeed.KafkaTokenDataset(args.topic, seq_len=15, eos_id=0, bootstrap=args.bootstrap, end=None)
+    loader = kafeed.StreamLoader(ds, batch_size=2, num_workers=2, prefetch_factor=4)
     batches = iter(loader)
     next(batches)
     pids = sorted(p.pid for p in multiprocessing.active_children() if p.pid is not None)

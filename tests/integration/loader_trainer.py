@@ -36,7 +36,7 @@ def main() -> int:
 
     if args.ddp:
         dist.init_process_group("gloo")
-    ds = kafeed.KafkaTokenDataset(args.topic, seq_len=15, bootstrap=args.bootstrap,
+    ds = kafeed.KafkaTokenDataset(args.topic, seq_len=15, eos_id=0, bootstrap=args.bootstrap,
                                   shuffle_buffer=args.shuffle, seed=1)
     loader = kafeed.StreamLoader(ds, batch_size=4, num_workers=args.workers)
     seen = np.zeros(args.size, dtype=np.int64)

@@ -91,7 +91,8 @@ def test_bounded_ddp_gloo_ends_on_every_rank_and_stays_exact(
     merged = results[0]["merged"]
     assert merged == results[1]["merged"]
     # What the ranks did not agree to deliver is still there: read it without DDP.
-    rest = kafeed.StreamLoader(kafeed.KafkaTokenDataset(topic, seq_len=15, connection=kafka), batch_size=4)
+    rest = kafeed.StreamLoader(kafeed.KafkaTokenDataset(topic, seq_len=15, eos_id=0, connection=kafka),
+                               batch_size=4)
     rest.load_state_dict(merged)
     seen = np.asarray(results[0]["seen"]) + np.asarray(results[1]["seen"])
     seen[0] = 0

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import torch
 from confluent_kafka import Consumer
 
 import kafeed
@@ -124,7 +125,7 @@ def test_bad_records_are_skipped_counted_and_dead_lettered(kafka: ConnectionSett
     topic = make_topic(partitions=2)
     dlq = make_topic(partitions=1)
     expected = produce_docs(kafka.bootstrap, topic, 60, bad=[3, 17, 40])
-    ds = kafeed.KafkaTokenDataset(topic, seq_len=7, connection=kafka, dlq_topic=dlq)
+    ds = kafeed.KafkaTokenDataset(topic, seq_len=7, eos_id=0, connection=kafka, dlq_topic=dlq)
     assert np.array_equal(counts(list(ds), len(expected)), expected)
     assert ds.stats()["bad"] == 3
     consumer = Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": "dlq-check",
@@ -189,7 +190,39 @@ def test_breaking_out_and_iterating_again_continues(kafka: ConnectionSettings, m
     it.close()
     total = counts(first, len(expected)) + counts(list(loader), len(expected))
     assert np.array_equal(total, expected)
-    assert list(loader) == []
+    again = list(loader)  # that run ended: iterating again is a new epoch, shuffled differently
+    assert np.array_equal(counts(again, len(expected)), expected)
+    assert [b["tokens"].tolist() for b in again[:3]] != [b["tokens"].tolist() for b in first[:3]]
+
+
+def test_dataset_yields_dicts_and_new_epochs(kafka: ConnectionSettings, make_topic: TopicFactory) -> None:
+    topic = make_topic(partitions=2)
+    expected = produce_docs(kafka.bootstrap, topic, 80)
+    ds = kafeed.KafkaTokenDataset(topic, seq_len=15, eos_id=EOS, connection=kafka, return_boundaries=True)
+    windows = list(ds)
+    first = windows[0]
+    assert sorted(first) == ["doc_start", "input_ids", "labels", "tokens"]
+    assert first["tokens"].shape == (16,) and first["input_ids"].tolist() == first["tokens"][:-1].tolist()
+    assert first["labels"].tolist() == first["tokens"][1:].tolist() and first["doc_start"].dtype == torch.bool
+    assert np.array_equal(counts(windows, len(expected)), expected)
+    assert np.array_equal(counts(list(ds), len(expected)), expected)  # a second epoch
+    batch = next(iter(torch.utils.data.DataLoader(ds, batch_size=4)))  # default collate: a dict too
+    assert batch["tokens"].shape == (4, 16) and batch["labels"].shape == (4, 15)
+
+
+def test_sample_loader_collate_fn(kafka: ConnectionSettings, make_topic: TopicFactory) -> None:
+    topic = make_topic(partitions=1)
+    produce_samples(kafka.bootstrap, topic, 10)
+    loader = kafeed.StreamLoader(kafeed.KafkaSampleDataset(topic, connection=kafka), batch_size=4,
+                                 num_workers=1, prefetch_factor=1, collate_fn=_ids)
+    assert list(loader) == [["s-0", "s-1", "s-2", "s-3"], ["s-4", "s-5", "s-6", "s-7"], ["s-8", "s-9"]]
+    with pytest.raises(kafeed.ConfigError, match="no collate_fn"):
+        kafeed.StreamLoader(kafeed.KafkaTokenDataset(topic, seq_len=3, eos_id=0), batch_size=2,
+                            collate_fn=_ids)
+
+
+def _ids(samples: list[dict[str, Any]]) -> list[str]:  # module level: workers pickle it
+    return [s["id"] for s in samples]
 
 
 def test_start_and_end_by_timestamp(kafka: ConnectionSettings, make_topic: TopicFactory) -> None:

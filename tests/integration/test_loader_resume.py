@@ -11,8 +11,8 @@ import kafeed
 from kafeed.config import ConnectionSettings
 from kafeed.loader.reader import KafkaReader
 from kafeed.loader.settings import LoaderSettings
-from kafeed.loader.stream import TokenStream, starts_from_reader_state
-from tests.integration.loader_data import EOS, counts, produce_docs
+from kafeed.loader.stream import SampleStream, TokenStream
+from tests.integration.loader_data import EOS, counts, produce_docs, produce_samples
 from tests.kafka_fixtures import TopicFactory
 from tests.stateful_harness import Stateful, check_save_resume
 
@@ -27,64 +27,49 @@ def _settings(kafka: ConnectionSettings, topic: str, **kw: Any) -> LoaderSetting
     return LoaderSettings(**{"topics": (topic,), "seq_len": 15, "eos_id": EOS, "connection": kafka, **kw})
 
 
-def _reader_case(settings: LoaderSettings) -> Stateful[Any]:
+def _piece_case(settings: LoaderSettings, build: Any, step: Any) -> Stateful[Any]:
+    """A reader or a stream: built, loaded with a saved state (before it opens), then driven."""
+
     class Node:
         def __init__(self) -> None:
-            self.reader: KafkaReader | None = None
-            self.entry: dict[str, Any] | None = None
+            self.piece = build(settings)
+            self.opened = False
 
-        def open(self) -> KafkaReader:
-            if self.reader is None:
-                starts = starts_from_reader_state(self.entry) if self.entry else None
-                self.reader = KafkaReader(settings, index=0, count=1, starts=starts)
-                self.reader.open()
-                if self.entry:
-                    self.reader.rr = self.entry["rr"]
-            return self.reader
+        def open(self) -> Any:
+            if not self.opened:
+                self.piece.open()
+                self.opened = True
+            return self.piece
 
-    def step(node: Node) -> Any:
-        reader = node.open()
-        item = reader.take()
-        if item is None:
-            return None
-        reader.delivered(item[0])
-        return [item[0], item[1]]
+    return Stateful(make=Node, step=lambda node: step(node.open()),
+                    state=lambda node: node.open().state_dict(),
+                    load=lambda node, state: node.piece.load_state_dict(state),
+                    close=lambda node: node.piece.close())
 
-    def state(node: Node) -> dict[str, Any]:
-        reader = node.open()
-        return {"index": 0, "partitions": reader.partitions_state(), "rr": reader.rr, "buffer": [],
-                "rng": None, "carry": [], "stats": reader.stats}
 
-    def load(node: Node, entry: dict[str, Any]) -> None:
-        node.entry = entry
+def _reader_step(reader: KafkaReader) -> Any:
+    item = reader.take()
+    if item is None:
+        return None
+    reader.delivered(item[0])
+    return [item[0], item[1]]
 
-    return Stateful(make=Node, step=step, state=state, load=load,
-                    close=lambda node: node.reader.close() if node.reader else None)
+
+def _reader_case(settings: LoaderSettings) -> Stateful[Any]:
+    return _piece_case(settings, lambda s: KafkaReader(s, index=0, count=1), _reader_step)
 
 
 def _stream_case(settings: LoaderSettings) -> Stateful[Any]:
-    class Node:
-        def __init__(self) -> None:
-            self.stream: TokenStream | None = None
-            self.entry: dict[str, Any] | None = None
-
-        def open(self) -> TokenStream:
-            if self.stream is None:
-                starts = starts_from_reader_state(self.entry) if self.entry else None
-                self.stream = TokenStream(settings, KafkaReader(settings, index=0, count=1, starts=starts),
-                                          self.entry)
-                self.stream.open()
-            return self.stream
-
-    def load(node: Node, entry: dict[str, Any]) -> None:
-        node.entry = entry
-
-    return Stateful(make=Node, step=lambda node: node.open().next_batch(3),
-                    state=lambda node: node.open().state(), load=load,
-                    close=lambda node: node.stream.close() if node.stream else None)
+    return _piece_case(settings, lambda s: TokenStream(s, KafkaReader(s, index=0, count=1)),
+                       lambda stream: stream.next_batch(3))
 
 
-def _iter_case(make_obj: Any) -> Stateful[Any]:
+def _sample_stream_case(settings: LoaderSettings) -> Stateful[Any]:
+    return _piece_case(settings, lambda s: SampleStream(s, KafkaReader(s, index=0, count=1)),
+                       lambda stream: stream.next_batch(3))
+
+
+def _iter_case(make_obj: Any, *, same_state: bool = True) -> Stateful[Any]:
     """Any object with __iter__ + state_dict/load_state_dict (dataset, StreamLoader)."""
 
     class Node:
@@ -102,7 +87,8 @@ def _iter_case(make_obj: Any) -> Stateful[Any]:
             node.it.close()
 
     return Stateful(make=Node, step=step, state=lambda node: node.obj.state_dict(),
-                    load=lambda node, state: node.obj.load_state_dict(state), close=close)
+                    load=lambda node, state: node.obj.load_state_dict(state), close=close,
+                    same_state=same_state)
 
 
 @pytest.mark.parametrize("shuffle", [0, 40])
@@ -117,7 +103,7 @@ def test_reader_and_stream_save_resume(kafka: ConnectionSettings, doc_topic: tup
 
 def test_dataset_save_resume(kafka: ConnectionSettings, doc_topic: tuple[str, np.ndarray]) -> None:
     topic, _ = doc_topic
-    make = lambda: kafeed.KafkaTokenDataset(topic, seq_len=15, connection=kafka, shuffle_buffer=30)  # noqa: E731
+    make = lambda: kafeed.KafkaTokenDataset(topic, seq_len=15, eos_id=0, connection=kafka, shuffle_buffer=30)  # noqa: E731
     check_save_resume(_iter_case(make), 41, 40)
 
 
@@ -127,8 +113,8 @@ def test_stream_loader_save_resume_to_the_end(kafka: ConnectionSettings, doc_top
     topic, expected = doc_topic
 
     def make() -> Any:
-        ds = kafeed.KafkaTokenDataset(topic, seq_len=15, connection=kafka, shuffle_buffer=25, seed=7,
-                                      return_boundaries=True)
+        ds = kafeed.KafkaTokenDataset(topic, seq_len=15, eos_id=0, connection=kafka, shuffle_buffer=25,
+                                      seed=7, return_boundaries=True)
         return kafeed.StreamLoader(ds, batch_size=4, num_workers=workers)
 
     total = int(expected.sum()) + int((expected > 0).sum())  # tokens + one EOS per document
@@ -144,10 +130,12 @@ def test_stream_loader_save_resume_to_the_end(kafka: ConnectionSettings, doc_top
 def test_loaded_state_with_other_fingerprint_is_refused(kafka: ConnectionSettings,
                                                         doc_topic: tuple[str, np.ndarray]) -> None:
     topic, _ = doc_topic
-    loader = kafeed.StreamLoader(kafeed.KafkaTokenDataset(topic, seq_len=15, connection=kafka), batch_size=2)
+    ds = kafeed.KafkaTokenDataset(topic, seq_len=15, eos_id=0, connection=kafka)
+    loader = kafeed.StreamLoader(ds, batch_size=2)
     next(iter(loader))
     state = loader.state_dict()
-    other = kafeed.StreamLoader(kafeed.KafkaTokenDataset(topic, seq_len=31, connection=kafka), batch_size=2)
+    other = kafeed.StreamLoader(kafeed.KafkaTokenDataset(topic, seq_len=31, eos_id=0, connection=kafka),
+                                batch_size=2)
     with pytest.raises(kafeed.ResumeMismatch):
         other.load_state_dict(state)
     with pytest.raises(kafeed.ResumeMismatch):
@@ -164,9 +152,22 @@ def test_torchdata_stateful_dataloader_checkpoints_the_dataset(
     topic, expected = doc_topic
 
     def make() -> Any:
-        ds = kafeed.KafkaTokenDataset(topic, seq_len=15, connection=kafka, shuffle_buffer=10)
+        ds = kafeed.KafkaTokenDataset(topic, seq_len=15, eos_id=0, connection=kafka, shuffle_buffer=10)
         return StatefulDataLoader(ds, batch_size=4, num_workers=2)
 
-    first, rest = check_save_resume(_iter_case(make), 13, 400)
+    first, rest = check_save_resume(_iter_case(make, same_state=False), 13, 400)
     got = counts([b for b in first + rest if b is not None], len(expected))
     assert np.array_equal(got, expected)
+
+
+@pytest.mark.parametrize("shuffle", [0, 7])
+def test_sample_pieces_save_resume(kafka: ConnectionSettings, make_topic: TopicFactory, shuffle: int) -> None:
+    topic = make_topic(partitions=2)
+    produce_samples(kafka.bootstrap, topic, 60)
+    settings = LoaderSettings(topics=(topic,), kind="samples", connection=kafka, shuffle_buffer=shuffle)
+    check_save_resume(_sample_stream_case(settings), 5, 8)
+    make_ds = lambda: kafeed.KafkaSampleDataset(settings=settings)  # noqa: E731
+    check_save_resume(_iter_case(make_ds), 13, 20)
+    first, rest = check_save_resume(_iter_case(lambda: kafeed.StreamLoader(make_ds(), batch_size=4)), 6, 12)
+    ids = sorted(i for b in first + rest if b is not None for i in b["id"])
+    assert ids == sorted(f"s-{i}" for i in range(60))

@@ -18,7 +18,7 @@ from tests.kafka_fixtures import TopicFactory
 
 
 def _loader(kafka: ConnectionSettings, topic: str, workers: int = 0) -> kafeed.StreamLoader:
-    return kafeed.StreamLoader(kafeed.KafkaTokenDataset(topic, seq_len=15, connection=kafka),
+    return kafeed.StreamLoader(kafeed.KafkaTokenDataset(topic, seq_len=15, eos_id=0, connection=kafka),
                                batch_size=4, num_workers=workers)
 
 

@@ -25,7 +25,7 @@ def test_token_loader_over_training_samples_raises_schema_error(
 ) -> None:
     topic = make_topic(partitions=2)
     produce_samples(kafka.bootstrap, topic, 400)
-    ds = kafeed.KafkaTokenDataset(topic, seq_len=15, connection=kafka)
+    ds = kafeed.KafkaTokenDataset(topic, seq_len=15, eos_id=0, connection=kafka)
     loader = kafeed.StreamLoader(ds, batch_size=2, num_workers=workers)
     with pytest.raises(kafeed.SchemaError) as err:
         _first_batch(loader)
@@ -74,7 +74,7 @@ def test_mixed_topic_with_bad_records_first_still_delivers_the_good_ones(
     topic = make_topic(partitions=2)
     bad = range(0, 40)  # a run of bad records first (short of WRONG_TYPE_AFTER), then good ones
     expected = produce_docs(kafka.bootstrap, topic, 300, bad=bad)
-    ds = kafeed.KafkaTokenDataset(topic, seq_len=15, connection=kafka)
+    ds = kafeed.KafkaTokenDataset(topic, seq_len=15, eos_id=0, connection=kafka)
     loader = kafeed.StreamLoader(ds, batch_size=4, num_workers=workers)
     assert np.array_equal(counts(list(loader), len(expected)), expected)
     bad_seen = sum(r["stats"]["bad"] for r in loader.state_dict()["readers"].values())

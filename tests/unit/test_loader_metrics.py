@@ -51,7 +51,7 @@ def test_batch_tokens() -> None:
 
 
 def test_only_main_process_readers_report_client_statistics() -> None:
-    settings = LoaderSettings(topics=("t",), kind="tokens", seq_len=8)
+    settings = LoaderSettings(topics=("t",), kind="tokens", seq_len=8, eos_id=0)
     main = KafkaReader(settings, index=0, count=1, client_stats=True).consumer_config()
     worker = KafkaReader(settings, index=0, count=2).consumer_config()
     assert isinstance(main["stats_cb"], StatsCallback) and main["stats_cb"].stage == "loader"

@@ -10,7 +10,7 @@ import pytest
 import kafeed
 from kafeed.errors import ConfigError
 
-VALID: dict[str, Any] = {"seq_len": 8}
+VALID: dict[str, Any] = {"seq_len": 8, "eos_id": 0}
 
 
 @pytest.mark.parametrize(("kwargs", "field"), [
@@ -67,7 +67,7 @@ def test_topic_names_are_checked(topics: list[str], why: str) -> None:
 def test_valid_specs_are_accepted() -> None:
     when = datetime(2026, 1, 1, tzinfo=UTC)
     for start, end in [("earliest", "latest"), (when, None), (0, when), ({0: 3, "t:1": 4, "2": 5}, {0: 9})]:
-        ds = kafeed.KafkaTokenDataset("t", seq_len=8, start=start, end=end)
+        ds = kafeed.KafkaTokenDataset("t", seq_len=8, eos_id=0, start=start, end=end)
         assert ds.settings.start == start and ds.settings.end == end
 
 
@@ -76,13 +76,14 @@ def test_valid_specs_are_accepted() -> None:
     ({"batch_size": True}, "batch_size"),
     ({"batch_size": 2.5}, "batch_size"),
     ({"num_workers": -1}, "num_workers"),
-    ({"prefetch": 0}, "prefetch"),
+    ({"prefetch_factor": 0, "num_workers": 1}, "prefetch_factor"),
+    ({"prefetch_factor": 4}, "prefetch_factor needs num_workers"),
     ({"timeout": -1.0}, "timeout"),
     ({"multiprocessing_context": "threads"}, "multiprocessing_context"),
     ({"pin_memory": "yes"}, "pin_memory"),
 ])
 def test_stream_loader_refuses_out_of_range(kwargs: dict[str, Any], field: str) -> None:
-    ds = kafeed.KafkaTokenDataset("t", seq_len=8)
+    ds = kafeed.KafkaTokenDataset("t", seq_len=8, eos_id=0)
     args = {"batch_size": 2, **kwargs}
     with pytest.raises(ConfigError, match="Invalid StreamLoader arguments") as err:
         kafeed.StreamLoader(ds, **args)
@@ -92,3 +93,37 @@ def test_stream_loader_refuses_out_of_range(kwargs: dict[str, Any], field: str) 
 def test_stream_loader_needs_a_kafka_dataset() -> None:
     with pytest.raises(ConfigError, match="KafkaTokenDataset or KafkaSampleDataset"):
         kafeed.StreamLoader([1, 2, 3], batch_size=2)  # type: ignore[arg-type]
+
+
+def test_eos_id_is_required_for_tokens_only() -> None:
+    with pytest.raises(ConfigError, match="eos_id is required"):
+        kafeed.KafkaTokenDataset("t", seq_len=8)
+    assert kafeed.KafkaSampleDataset("t").settings.eos_id is None
+
+
+def test_a_settings_object_or_its_fields_as_keywords() -> None:
+    from kafeed.loader import LoaderSettings
+
+    settings = LoaderSettings(topics=("t",), seq_len=8, eos_id=2, shuffle_buffer=5)
+    ds = kafeed.KafkaTokenDataset(settings=settings)
+    assert ds.settings == settings
+    assert ds.settings == kafeed.KafkaTokenDataset("t", seq_len=8, eos_id=2, shuffle_buffer=5).settings
+    other = kafeed.KafkaTokenDataset(["u", "v"], settings=settings, bootstrap="h:1", seed=3)
+    assert other.settings.topics == ("u", "v") and other.settings.seed == 3
+    assert other.settings.connection.bootstrap == "h:1" and other.settings.shuffle_buffer == 5
+    with pytest.raises(ConfigError, match="seq_len"):
+        kafeed.KafkaTokenDataset(settings=settings, seq_len=0)  # keywords are validated too
+
+
+@pytest.mark.parametrize(("call", "why"), [
+    (lambda: kafeed.KafkaTokenDataset(seq_len=8, eos_id=0), "Name the topics"),
+    (lambda: kafeed.KafkaTokenDataset("t", seq_len=8, eos_id=0, shufle_buffer=3), "shufle_buffer"),
+    (lambda: kafeed.KafkaSampleDataset(settings=kafeed.KafkaTokenDataset("t", seq_len=8, eos_id=0).settings),
+     "kind='tokens'"),
+    (lambda: kafeed.KafkaSampleDataset("t", kind="tokens"), "kind= is not an argument"),
+    (lambda: kafeed.KafkaSampleDataset("t", bootstrap="h:1", connection=kafeed.ConnectionSettings()),
+     "not both"),
+])
+def test_dataset_arguments_are_refused_by_name(call: Any, why: str) -> None:
+    with pytest.raises(ConfigError, match=why):
+        call()

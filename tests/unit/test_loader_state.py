@@ -18,7 +18,7 @@ from kafeed.loader.settings import LoaderSettings
 from kafeed.loader.shuffle import ShuffleBuffer
 from kafeed.loader.state import check_positions, check_state, empty_state
 
-SETTINGS = LoaderSettings(topics=("tok",), seq_len=8, shuffle_buffer=4)
+SETTINGS = LoaderSettings(topics=("tok",), seq_len=8, eos_id=0, shuffle_buffer=4)
 
 
 def valid_state() -> dict[str, Any]:
@@ -142,7 +142,7 @@ def test_positions_inside_the_log_pass() -> None:
 
 
 def test_load_state_dict_refuses_non_json() -> None:
-    ds = kafeed.KafkaTokenDataset("tok", seq_len=8, shuffle_buffer=4)
+    ds = kafeed.KafkaTokenDataset("tok", seq_len=8, eos_id=0, shuffle_buffer=4)
     for bad in ({"version": {1, 2}}, {"version": float("nan")}, {("a", 1): 2}):
         with pytest.raises(ResumeMismatch, match="not JSON data"):
             ds.load_state_dict(bad)  # type: ignore[arg-type]
@@ -195,7 +195,7 @@ def mutated_states(draw: st.DrawFn) -> Any:
     return state
 
 
-DATASET = kafeed.KafkaTokenDataset("tok", seq_len=8, shuffle_buffer=4)
+DATASET = kafeed.KafkaTokenDataset("tok", seq_len=8, eos_id=0, shuffle_buffer=4)
 
 
 @settings(deadline=None, database=None,  # examples: the profile in tests/conftest.py

@@ -4,38 +4,31 @@ Each DataLoader worker (or the main process with ``num_workers=0``) is one reade
 its own Kafka consumer, created inside the worker when iteration starts. Both datasets
 implement the ``Stateful`` protocol (``state_dict`` / ``load_state_dict``), so torchdata's
 ``StatefulDataLoader`` can checkpoint them; :class:`kafeed.StreamLoader` is the faster,
-batch-at-a-time way (see docs/loader.md).
+batch-at-a-time way (see docs/loader.md). Iterated directly, they yield dicts, as
+StreamLoader does: one per window or sample.
 """
 
 from __future__ import annotations
 
 import copy
 import json
-import logging
 import traceback
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
 from kafeed.config import ConnectionSettings
-from kafeed.errors import ConfigError, KafeedError, ResumeMismatch, invalid_settings
+from kafeed.errors import ConfigError, KafeedError, invalid_settings
 from kafeed.loader.parent import watch_parent
 from kafeed.loader.reader import KafkaReader
-from kafeed.loader.settings import EndSpec, LoaderSettings, Mode, OffsetSpec
-from kafeed.loader.state import check_state, empty_state, partition_plan, plain_copy
-from kafeed.loader.stream import (
-    Delivered,
-    SampleStream,
-    TokenStream,
-    starts_from_plan,
-    starts_from_reader_state,
-)
-
-log = logging.getLogger("kafeed")
+from kafeed.loader.resume import choose_resume
+from kafeed.loader.settings import Kind, LoaderSettings
+from kafeed.loader.state import check_state, empty_state, next_epoch, plain_copy
+from kafeed.loader.stream import Delivered, SampleStream, TokenStream
 
 
 @dataclass(frozen=True)
@@ -64,6 +57,18 @@ def rank_and_world(settings: LoaderSettings) -> tuple[int, int]:
     if dist.is_available() and dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
     return 0, 1
+
+
+Collate = Callable[[list[dict[str, Any]]], Any]
+
+
+def token_batch(tokens: torch.Tensor, doc_start: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+    """A token batch (or one window): ``tokens``, ``input_ids`` = tokens[..., :-1] and
+    ``labels`` = tokens[..., 1:] (views, no copy), and ``doc_start`` when given."""
+    out = {"tokens": tokens, "input_ids": tokens[..., :-1], "labels": tokens[..., 1:]}
+    if doc_start is not None:
+        out["doc_start"] = doc_start
+    return out
 
 
 def collate_samples(samples: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -111,7 +116,13 @@ class WorkerError:
 
 
 class KafkaDatasetBase(IterableDataset[Any]):
-    """What both datasets share: topology, resume choice, state."""
+    """What both datasets share: topology, resume choice, state, epochs.
+
+    A second iteration continues where the first one stopped; once a bounded run was
+    iterated to its end, the next iteration is a new epoch (kafeed.loader.state.next_epoch).
+    """
+
+    kind: Kind
 
     def __init__(self, settings: LoaderSettings) -> None:
         super().__init__()
@@ -119,6 +130,7 @@ class KafkaDatasetBase(IterableDataset[Any]):
         self._loaded: dict[str, Any] | None = None
         self._stream: TokenStream | SampleStream | None = None
         self._topology: Topology | None = None
+        self._finished = False
 
     # -- topology and streams --------------------------------------------------------------
     def topology(self) -> Topology:
@@ -129,49 +141,31 @@ class KafkaDatasetBase(IterableDataset[Any]):
         return Topology(rank, world, info.id, info.num_workers)
 
     def _open_stream(self, topo: Topology, origin: int | None = None) -> TokenStream | SampleStream:
-        # A second iteration continues where the first one stopped.
-        saved = self.state_dict() if self._stream is not None else self._loaded
-        exact: dict[str, Any] | None = None
-        starts = None
-        if saved is not None and saved["readers"]:
-            if self.settings.mode != "group" and saved["num_readers"] == topo.count:
-                exact = saved["readers"].get(str(topo.index))
-                if exact is None:
-                    raise ResumeMismatch(
-                        f"The saved loader state has no entry for reader {topo.index} "
-                        f"(rank {topo.rank}, worker {topo.worker}).",
-                        hint="Load the state this rank saved, or merge_states() of every rank.")
-                if self.settings.shuffle_buffer == 0 and exact["buffer"]:
-                    raise ResumeMismatch(
-                        f"The saved loader state's reader {topo.index} holds {len(exact['buffer'])} "
-                        "records in its shuffle buffer, but this loader has shuffle_buffer=0.",
-                        hint="Resume with the shuffle_buffer it was saved with.")
-                starts = starts_from_reader_state(exact)
-            else:
-                if self.settings.mode != "group" and len(saved["readers"]) != saved["num_readers"]:
-                    raise ResumeMismatch(
-                        f"Resuming {saved['num_readers']} readers' state with {topo.count} readers needs "
-                        f"every reader's entry; this state has {len(saved['readers'])}.",
-                        hint="Save merge_states() of all ranks (all_gather_object) and load that.")
-                starts = starts_from_plan(partition_plan(saved))
-                if topo.index == 0:
-                    log.info("kafeed loader: elastic resume from %s to %d readers",
-                             saved["num_readers"], topo.count)
+        saved = self._loaded
+        if self._stream is not None:
+            saved = next_epoch(self.state_dict()) if self._finished else self.state_dict()
+        resume = choose_resume(saved, mode=self.settings.mode, index=topo.index, count=topo.count,
+                               rank=topo.rank, worker=topo.worker)
         in_worker = get_worker_info() is not None
         # Only the main process's registry is served: workers' client statistics would be lost.
-        reader = KafkaReader(self.settings, index=topo.index, count=topo.count, starts=starts,
-                             client_stats=not in_worker, parent=watch_parent(origin) if in_worker else None)
+        reader = KafkaReader(self.settings, index=topo.index, count=topo.count, client_stats=not in_worker,
+                             parent=watch_parent(origin) if in_worker else None)
         stream: TokenStream | SampleStream
-        if self.settings.kind == "tokens":
-            stream = TokenStream(self.settings, reader, exact)
+        if self.kind == "tokens":
+            stream = TokenStream(self.settings, reader)
         else:
-            stream = SampleStream(self.settings, reader, exact)
+            stream = SampleStream(self.settings, reader)
+        if resume.entry is not None:
+            stream.load_state_dict(resume.entry)
+        elif resume.plan is not None:
+            stream.load_plan(resume.plan)
         stream.open()
         self._stream = stream
         self._topology = topo
+        self._finished = False
         return stream
 
-    def _convert(self, batch: Any) -> Any:
+    def _convert(self, batch: Any, collate: Collate | None) -> Any:
         raise NotImplementedError
 
     def _single_items(self) -> Iterator[Any]:
@@ -180,20 +174,22 @@ class KafkaDatasetBase(IterableDataset[Any]):
         try:
             while (batch := stream.next_batch(1)) is not None:
                 yield batch
+            self._finished = True
         finally:
             stream.close()
 
-    def iter_batches(self, batch_size: int, *, skip_first: bool = False,
-                     origin: int | None = None) -> Iterator[tuple[int, Any, str, Delivered]]:
+    def iter_batches(self, batch_size: int, *, skip_first: bool = False, origin: int | None = None,
+                     collate: Collate | None = None) -> Iterator[tuple[int, Any, str, Delivered]]:
         """Yield ``(worker, batch, reader_state_json, delivered)``: first one state-only item
         (batch ``None``), one more placeholder when ``skip_first`` (round-robin alignment on
         resume), then the batches, each with this reader's state as of that batch and what
-        it handed out (for the metrics, which the main process updates).
+        it handed out (for the metrics, which the main process updates). ``collate`` turns a
+        list of sample dicts into a batch (sample datasets; default :func:`collate_samples`).
 
         In a DataLoader worker, a :class:`KafeedError` ends the iteration as one last item
         whose batch is a :class:`WorkerError`, for StreamLoader to raise as it was. ``origin``:
         the pid of the process iterating the DataLoader (see kafeed.loader.parent)."""
-        batches = self._batches(batch_size, skip_first, origin)
+        batches = self._batches(batch_size, skip_first, origin, collate)
         info = get_worker_info()
         if info is None:
             yield from batches
@@ -203,21 +199,22 @@ class KafkaDatasetBase(IterableDataset[Any]):
         except KafeedError as exc:
             yield info.id, WorkerError.of(exc, info.id), "", Delivered()
 
-    def _batches(self, batch_size: int, skip_first: bool,
-                 origin: int | None) -> Iterator[tuple[int, Any, str, Delivered]]:
+    def _batches(self, batch_size: int, skip_first: bool, origin: int | None,
+                 collate: Collate | None) -> Iterator[tuple[int, Any, str, Delivered]]:
         topo = self.topology()
         stream = self._open_stream(topo, origin)
         try:
-            state = stream.state()
+            state = stream.state_dict()
             yield topo.worker, None, json.dumps(state), Delivered.of(({}, []), state)
             if skip_first:
                 yield topo.worker, None, "", Delivered()
             while True:
                 batch = stream.next_batch(batch_size)
                 if batch is None:
+                    self._finished = True
                     return
-                state = stream.state()
-                yield (topo.worker, self._convert(batch), json.dumps(state),
+                state = stream.state_dict()
+                yield (topo.worker, self._convert(batch, collate), json.dumps(state),
                        Delivered.of(stream.last_delivered, state))
         finally:
             stream.close()
@@ -230,7 +227,7 @@ class KafkaDatasetBase(IterableDataset[Any]):
             return copy.deepcopy(self._loaded) if self._loaded is not None else empty_state(self.settings)
         state = empty_state(self.settings)
         state["num_readers"] = self._topology.count
-        state["readers"] = {str(self._topology.index): self._stream.state()}
+        state["readers"] = {str(self._topology.index): self._stream.state_dict()}
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -240,20 +237,42 @@ class KafkaDatasetBase(IterableDataset[Any]):
         opens, before anything is fetched."""
         self._loaded = check_state(plain_copy(state), self.settings)
         self._stream = None
+        self._finished = False
 
     def stats(self) -> dict[str, int]:
         """Records taken, bad records skipped and tokens decoded by the live reader."""
-        return dict(self._stream.reader.stats) if self._stream is not None else {}
+        return self._stream.stats() if self._stream is not None else {}
 
 
-def _settings(topics: str | Sequence[str], kind: Literal["tokens", "samples"], bootstrap: str | None,
-              connection: ConnectionSettings | None, **kwargs: Any) -> LoaderSettings:
+def loader_settings(kind: Kind, topics: str | Sequence[str] | None, settings: LoaderSettings | None,
+                    bootstrap: str | None, connection: ConnectionSettings | None,
+                    options: Mapping[str, Any]) -> LoaderSettings:
+    """One validated :class:`LoaderSettings` from a dataset's arguments: ``settings`` (if
+    given) with ``topics``, ``bootstrap``/``connection`` and any other field in ``options``
+    replacing its values."""
     if bootstrap is not None and connection is not None:
         raise ConfigError("Pass bootstrap= or connection=, not both.")
-    conn = connection or (ConnectionSettings(bootstrap=bootstrap) if bootstrap else ConnectionSettings())
-    names = (topics,) if isinstance(topics, str) else tuple(topics)
+    if "kind" in options:
+        raise ConfigError(f"kind= is not an argument: this dataset reads {kind}.")
+    if settings is not None:
+        if settings.kind != kind:
+            raise ConfigError(f"These loader settings are for kind={settings.kind!r}, not {kind!r}.",
+                              hint="Use KafkaTokenDataset for tokens, KafkaSampleDataset for samples.")
+        fields: dict[str, Any] = {name: getattr(settings, name) for name in LoaderSettings.model_fields}
+    elif topics is None:
+        raise ConfigError("Name the topics to read (or pass settings=LoaderSettings(...)).")
+    else:
+        fields = {"kind": kind}
+    if topics is not None:
+        fields["topics"] = (topics,) if isinstance(topics, str) else tuple(topics)
+    if connection is not None:
+        fields["connection"] = connection
+    elif bootstrap is not None:
+        fields["connection"] = ConnectionSettings(bootstrap=bootstrap)
+    if options.get("consumer_config", {}) is None:
+        options = {**options, "consumer_config": {}}
     try:
-        return LoaderSettings(topics=names, kind=kind, connection=conn, **kwargs)
+        return LoaderSettings.model_validate({**fields, **options})
     except ValueError as exc:
         raise invalid_settings(exc, what="loader settings") from None
 
@@ -261,74 +280,57 @@ def _settings(topics: str | Sequence[str], kind: Literal["tokens", "samples"], b
 class KafkaTokenDataset(KafkaDatasetBase):
     """Packed windows of ``seq_len + 1`` token ids from TokenizedDocument topics.
 
-    Documents are joined with ``eos_id`` after each one and cut into back-to-back windows
-    (a window may span documents). Iterating yields one int64 tensor of ``seq_len + 1``
-    per window, or ``(tokens, doc_start)`` with ``return_boundaries=True`` (``doc_start``
-    is True where a document's first token sits). The last window of a bounded run is
-    padded with ``eos_id`` unless ``drop_last``. See docs/loader.md for every argument.
+    ``KafkaTokenDataset("tokens", seq_len=2048, eos_id=50256, shuffle_buffer=1000)``, or
+    ``KafkaTokenDataset(settings=LoaderSettings(...))``: every keyword besides ``topics``,
+    ``settings``, ``bootstrap`` and ``connection`` is a :class:`LoaderSettings` field,
+    validated there (``seq_len`` and ``eos_id`` are required). Documents are joined with
+    ``eos_id`` after each one and cut into back-to-back windows (a window may span
+    documents). Iterating yields one dict per window: ``tokens`` (``seq_len + 1`` int64),
+    ``input_ids``, ``labels`` and, with ``return_boundaries=True``, ``doc_start`` (True where
+    a document's first token sits). The last window of a bounded run is padded with
+    ``eos_id`` unless ``drop_last``. See docs/loader.md for every setting.
     """
 
-    def __init__(
-        self, topics: str | Sequence[str], *, seq_len: int, bootstrap: str | None = None,
-        connection: ConnectionSettings | None = None, start: OffsetSpec = "earliest",
-        end: EndSpec = "latest", shuffle_buffer: int = 0, seed: int = 0, eos_id: int = 0,
-        return_boundaries: bool = False, drop_last: bool = False, tokenizer: str | None = None,
-        rank: int | None = None, world_size: int | None = None, group: str | None = None,
-        mode: Mode = "static", dlq_topic: str | None = None, consume_batch: int = 2000,
-        queue_records: int = 8000, poll_timeout_s: float = 0.5, broker_timeout_s: float | None = None,
-        consumer_config: Mapping[str, str | int | float | bool] | None = None,
-    ) -> None:
-        super().__init__(_settings(
-            topics, "tokens", bootstrap, connection, seq_len=seq_len, start=start, end=end,
-            shuffle_buffer=shuffle_buffer, seed=seed, eos_id=eos_id, return_boundaries=return_boundaries,
-            drop_last=drop_last, tokenizer=tokenizer, rank=rank, world_size=world_size, group=group,
-            mode=mode, dlq_topic=dlq_topic, consume_batch=consume_batch, queue_records=queue_records,
-            poll_timeout_s=poll_timeout_s, broker_timeout_s=broker_timeout_s,
-            consumer_config=dict(consumer_config or {})))
+    kind: Kind = "tokens"
 
-    def _convert(self, batch: Any) -> Any:
+    def __init__(self, topics: str | Sequence[str] | None = None, *, settings: LoaderSettings | None = None,
+                 bootstrap: str | None = None, connection: ConnectionSettings | None = None,
+                 **options: Any) -> None:
+        super().__init__(loader_settings("tokens", topics, settings, bootstrap, connection, options))
+
+    def _convert(self, batch: Any, collate: Collate | None) -> Any:
         out = {"tokens": torch.from_numpy(batch["tokens"])}
         if "doc_start" in batch:
             out["doc_start"] = torch.from_numpy(batch["doc_start"])
         return out
 
-    def __iter__(self) -> Iterator[Any]:
+    def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
         for batch in self._single_items():
-            tokens = torch.from_numpy(batch["tokens"][0])
-            if self.settings.return_boundaries:
-                yield tokens, torch.from_numpy(batch["doc_start"][0])
-            else:
-                yield tokens
+            starts = batch.get("doc_start")
+            yield token_batch(torch.from_numpy(batch["tokens"][0]),
+                              None if starts is None else torch.from_numpy(starts[0]))
 
 
 class KafkaSampleDataset(KafkaDatasetBase):
     """TrainingSample records (classification / regression) as dicts.
 
-    Iterating yields one dict per record (``input`` bytes, ``targets`` float32 array, ``id``,
-    ``metadata``, ``source``, ``timestamp``, ``topic``, ``partition``, ``offset``); batch them
-    with :func:`collate_samples` (what :class:`kafeed.StreamLoader` does).
+    ``KafkaSampleDataset("raw", shuffle_buffer=100)`` or ``settings=LoaderSettings(kind=
+    "samples", ...)``; keywords as for :class:`KafkaTokenDataset`. Iterating yields one dict
+    per record (``input`` bytes, ``targets`` float32 array, ``id``, ``metadata``, ``source``,
+    ``timestamp``, ``topic``, ``partition``, ``offset``); batch them with
+    :func:`collate_samples` (what :class:`kafeed.StreamLoader` does by default).
     """
 
-    def __init__(
-        self, topics: str | Sequence[str], *, bootstrap: str | None = None,
-        connection: ConnectionSettings | None = None, start: OffsetSpec = "earliest",
-        end: EndSpec = "latest", shuffle_buffer: int = 0, seed: int = 0, drop_last: bool = False,
-        rank: int | None = None, world_size: int | None = None, group: str | None = None,
-        mode: Mode = "static", dlq_topic: str | None = None, consume_batch: int = 2000,
-        queue_records: int = 8000, poll_timeout_s: float = 0.5, broker_timeout_s: float | None = None,
-        consumer_config: Mapping[str, str | int | float | bool] | None = None,
-    ) -> None:
-        super().__init__(_settings(
-            topics, "samples", bootstrap, connection, start=start, end=end,
-            shuffle_buffer=shuffle_buffer, seed=seed, drop_last=drop_last, rank=rank,
-            world_size=world_size, group=group, mode=mode, dlq_topic=dlq_topic,
-            consume_batch=consume_batch, queue_records=queue_records, poll_timeout_s=poll_timeout_s,
-            broker_timeout_s=broker_timeout_s, consumer_config=dict(consumer_config or {})))
+    kind: Kind = "samples"
 
-    def _convert(self, batch: Any) -> Any:
-        return collate_samples(batch)
+    def __init__(self, topics: str | Sequence[str] | None = None, *, settings: LoaderSettings | None = None,
+                 bootstrap: str | None = None, connection: ConnectionSettings | None = None,
+                 **options: Any) -> None:
+        super().__init__(loader_settings("samples", topics, settings, bootstrap, connection, options))
 
-    def __iter__(self) -> Iterator[Any]:
+    def _convert(self, batch: Any, collate: Collate | None) -> Any:
+        return (collate or collate_samples)(batch)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
         for batch in self._single_items():
             yield batch[0]
-

@@ -19,9 +19,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from kafeed.loader.state import check_version, require_keys
+
 Ref = tuple[str, int]
 Tokens = npt.NDArray[np.integer[Any]]
 STATE_VERSION = 1
+STATE_KEYS = ("version", "carry")
 
 
 class TokenPacker:
@@ -97,25 +100,19 @@ class TokenPacker:
             starts[firsts] = True
         return out, starts, finished
 
-    def carry(self) -> list[tuple[Ref, int]]:
-        """Documents held back, oldest first, with how many tokens of each were emitted."""
-        return [(seg[0], seg[2]) for seg in self._segments]
-
-    def clear(self) -> None:
-        self._segments.clear()
-        self._available = 0
-
     def state_dict(self) -> dict[str, Any]:
+        """``{"version", "carry": [[key, offset, emitted], ...]}``, oldest first."""
         return {
             "version": STATE_VERSION,
-            "carry": [[ref[0], ref[1], emitted] for ref, emitted in self.carry()],
+            "carry": [[ref[0], ref[1], emitted] for ref, _tokens, emitted in self._segments],
         }
 
     def load_state_dict(self, state: dict[str, Any], fetch: Callable[[Ref], Tokens]) -> None:
         """Restore the carry-over; ``fetch`` returns a referenced document's tokens."""
-        if state["version"] != STATE_VERSION:
-            raise ValueError(f"packer state version {state['version']} is not {STATE_VERSION}")
-        self.clear()
+        require_keys(state, STATE_KEYS, "packer state")
+        check_version(state["version"], STATE_VERSION, "Packer state")
+        self._segments.clear()
+        self._available = 0
         for key, offset, emitted in state["carry"]:
             ref = (str(key), int(offset))
             self.push(ref, fetch(ref), int(emitted))

@@ -16,34 +16,31 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kafeed.errors import ResumeMismatch
 from kafeed.loader.assignment import assign, parse_key, partition_key, warn_if_idle
 from kafeed.loader.decode import RecordDecoder
 from kafeed.loader.offsets import list_partitions, resolve_end, resolve_start, watermarks
 from kafeed.loader.parent import ParentWatch
+from kafeed.loader.resume import (
+    PartitionStart,
+    check_saved_partitions,
+    done_at_open,
+    exact_starts,
+    plan_starts,
+)
 from kafeed.loader.settings import LoaderSettings
-from kafeed.loader.state import RECREATED_HINT, check_positions
+from kafeed.loader.state import check_positions, check_version, require_keys
 from kafeed.telemetry.stats import client_stats_config
 
 log = logging.getLogger("kafeed")
 
 Ref = tuple[str, int]
 Item = tuple[Ref, Any, int]  # (partition key, offset), payload, tokens already emitted
-
-
-@dataclass
-class PartitionStart:
-    """Where a reader picks a partition up: from a state, or ``None`` fields to resolve."""
-
-    next: int
-    read: int
-    end: int | None
-    delivered: set[int] = field(default_factory=set)
-    partial: dict[int, int] = field(default_factory=dict)
-    restore: set[int] = field(default_factory=set)
+STATE_VERSION = 1
+STATE_KEYS = ("version", "partitions", "rr", "stats")
 
 
 @dataclass
@@ -79,22 +76,26 @@ class _Partition:
 
 
 class KafkaReader:
-    """Reader ``index`` of ``count``; ``starts`` maps partition keys to saved positions."""
+    """Reader ``index`` of ``count``. Resume it with :meth:`load_state_dict` (exact) or
+    :meth:`load_plan` (elastic) before :meth:`open`.
+
+    Its state (:meth:`state_dict`): ``{"version": 1, "partitions": {"topic:partition":
+    {"next", "read", "end", "delivered"}}, "rr": round-robin cursor, "stats": counts}``.
+    """
 
     def __init__(
-        self, settings: LoaderSettings, *, index: int, count: int,
-        starts: dict[str, PartitionStart] | None = None, client_stats: bool = False,
+        self, settings: LoaderSettings, *, index: int, count: int, client_stats: bool = False,
         parent: ParentWatch | None = None,
     ) -> None:
         self.settings = settings
         self.index = index
         self.count = count
-        self.starts = starts or {}
+        self._starts: dict[str, PartitionStart] = {}
         self.parts: list[_Partition] = []
         self._by_tp: dict[tuple[str, int], _Partition] = {}
         self._by_key: dict[str, _Partition] = {}
         self.rr = 0
-        self.restored: dict[Ref, Any] = {}
+        self._restored: dict[Ref, Any] = {}
         self.stats = {"records": 0, "bad": 0, "tokens": 0}
         self._consumer: Any = None
         self._decoder = RecordDecoder(settings, self.stats)
@@ -132,8 +133,8 @@ class KafkaReader:
 
         self._consumer = Consumer(self.consumer_config())
         if self.settings.mode == "group":
-            if self.starts:  # assignments come later, in a callback: check every saved partition now
-                self._check_starts(list_partitions(self._consumer, self.settings), set(self.starts))
+            if self._starts:  # assignments come later, in a callback: check every saved partition now
+                self._check_starts(list_partitions(self._consumer, self.settings), set(self._starts))
             self._consumer.subscribe(
                 list(self.settings.topics), on_assign=self._on_assign, on_revoke=self._on_revoke,
                 on_lost=self._on_revoke)
@@ -152,17 +153,10 @@ class KafkaReader:
 
     def _check_starts(self, every: list[tuple[str, int]], owned: set[str]) -> None:
         """Before anything is fetched: every saved partition exists, and the saved positions of
-        the ones this reader resumes lie inside their current logs (see check_positions)."""
-        existing = {partition_key(t, p) for t, p in every}
-        for key in sorted(self.starts):
-            if key not in existing:
-                topic, partition = parse_key(key)
-                count = sum(1 for t, _ in every if t == topic)
-                raise ResumeMismatch(
-                    f"The saved loader state has partition {partition} of topic {topic!r}, which now "
-                    f"has {count} partition(s).", hint=RECREATED_HINT)
-        for key in sorted(owned & set(self.starts)):
-            start = self.starts[key]
+        the ones this reader resumes lie inside their current logs (kafeed.loader.resume)."""
+        check_saved_partitions(self._starts, every)
+        for key in sorted(owned & set(self._starts)):
+            start = self._starts[key]
             low, high = watermarks(self._consumer, *parse_key(key), self.settings)
             check_positions(key, start.next, start.read, low, high)
 
@@ -182,7 +176,7 @@ class KafkaReader:
     # -- partitions ------------------------------------------------------------------------
     def _add_partition(self, topic: str, partition: int, committed: int | None = None) -> _Partition:
         key = partition_key(topic, partition)
-        start = self.starts.get(key)
+        start = self._starts.get(key)
         if start is None:
             if committed is not None and committed >= 0:
                 first = committed
@@ -193,8 +187,7 @@ class KafkaReader:
         part = _Partition(key=key, topic=topic, partition=partition, read=start.read, end=start.end,
                           delivered=set(start.delivered), partial=dict(start.partial),
                           restore=set(start.restore), in_flight=set(start.restore), seek=start.next)
-        if part.end is not None and start.next >= part.end and not part.restore:
-            part.fetch_done = True
+        part.fetch_done = done_at_open(start)
         self.parts.append(part)
         self.parts.sort(key=lambda x: (x.topic, x.partition))
         self._by_tp[(topic, partition)] = part
@@ -279,7 +272,7 @@ class KafkaReader:
             if offset < part.read:
                 if offset in part.restore:
                     part.restore.discard(offset)
-                    self.restored[(part.key, offset)] = self._decoder.decode(msg)
+                    self._restored[(part.key, offset)] = self._decoder.decode(msg)
                     part.stamps[offset] = msg.timestamp()[1]
                     queued += 1
                 continue
@@ -310,6 +303,7 @@ class KafkaReader:
 
     def _restore(self) -> None:
         """Re-read the in-flight records of an exact resume (shuffle buffer, packer carry)."""
+        counted = dict(self.stats)  # the saved counts include these records: not twice
         waiting = [p for p in self.parts if p.restore]
         while any(p.restore for p in waiting):
             self._fetch(self.settings.poll_timeout_s)
@@ -320,6 +314,7 @@ class KafkaReader:
                     log.warning("kafeed loader: %d in-flight record(s) of %s are gone (retention?): %s",
                                 len(lost), p.key, lost[:5])
                     p.restore.clear()
+        self.stats.update(counted)
 
     # -- taking records --------------------------------------------------------------------
     @property
@@ -432,5 +427,32 @@ class KafkaReader:
                 part.done = []
         return per_topic, stamps
 
-    def partitions_state(self) -> dict[str, dict[str, Any]]:
-        return {p.key: p.entry() for p in self.parts}
+    def restored(self) -> dict[Ref, Any]:
+        """The in-flight records of an exact resume, re-read by :meth:`open` (decoded; ``None``
+        for a record that no longer decodes). Records that are gone are missing."""
+        restored, self._restored = self._restored, {}
+        return restored
+
+    # -- state -----------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """Positions per partition, the round-robin cursor and the counts (JSON data)."""
+        return {"version": STATE_VERSION, "partitions": {p.key: p.entry() for p in self.parts},
+                "rr": self.rr, "stats": dict(self.stats)}
+
+    def load_state_dict(self, state: Mapping[str, Any], *, in_flight: Iterable[Ref] = ()) -> None:
+        """Resume exactly where ``state`` was taken (call before :meth:`open`). ``in_flight``:
+        the records taken but not yet delivered (whoever holds them names them), re-read
+        by offset when the reader opens."""
+        if self._consumer is not None:
+            raise RuntimeError("load_state_dict() must come before open()")
+        require_keys(state, STATE_KEYS, "reader state")
+        check_version(state["version"], STATE_VERSION, "Reader state")
+        self._starts = exact_starts(state["partitions"], in_flight)
+        self.rr = int(state["rr"])
+        self.stats.update(state["stats"])  # in place: the decoder counts into the same dict
+
+    def load_plan(self, plan: Mapping[str, Mapping[str, Any]]) -> None:
+        """Resume elastically from per-partition positions (kafeed.loader.state.partition_plan)."""
+        if self._consumer is not None:
+            raise RuntimeError("load_plan() must come before open()")
+        self._starts = plan_starts(plan)

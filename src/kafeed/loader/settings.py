@@ -42,7 +42,9 @@ MAX_CONSUME_BATCH = 1_000_000  # librdkafka's limit for consume(num_messages=...
 
 
 class LoaderSettings(BaseModel):
-    """Everything a reader needs; built by the datasets from their keyword arguments."""
+    """Everything a reader needs: the one list of loader settings. The datasets take one
+    (``settings=``) or build it from their keyword arguments, so a new setting is added
+    here only."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
 
@@ -50,7 +52,10 @@ class LoaderSettings(BaseModel):
     kind: Kind = "tokens"
     connection: ConnectionSettings = ConnectionSettings()
     seq_len: int = Field(default=0, ge=0, le=2**24)
-    eos_id: int = Field(default=0, ge=0, le=MAX_TOKEN_ID)
+    # Required for tokens: the id the tokenizer that produced the topic ends documents with.
+    # Records name their tokenizer but not its end-of-document id, so it cannot be read off
+    # the topic; a silent default would pack documents with a token they never had.
+    eos_id: int | None = Field(default=None, ge=0, le=MAX_TOKEN_ID)
     tokenizer: str | None = Field(default=None, min_length=1)
     start: OffsetSpec = "earliest"
     end: EndSpec = "latest"
@@ -83,6 +88,9 @@ class LoaderSettings(BaseModel):
                 self._check_offsets(what, spec)
         if self.kind == "tokens" and self.seq_len < 1:
             raise ValueError("seq_len must be at least 1")
+        if self.kind == "tokens" and self.eos_id is None:
+            raise ValueError("eos_id is required: pass the end-of-document id of the tokenizer that "
+                             "produced the topic (kafeed train uses its --tokenizer's)")
         if (self.rank is None) != (self.world_size is None):
             raise ValueError("pass rank and world_size together, or neither")
         if self.rank is not None and self.world_size is not None and self.rank >= self.world_size:
@@ -105,6 +113,13 @@ class LoaderSettings(BaseModel):
     @property
     def bounded(self) -> bool:
         return self.end is not None
+
+    @property
+    def eos(self) -> int:
+        """``eos_id`` of a token loader (the validator makes sure it is set)."""
+        if self.eos_id is None:
+            raise ValueError("a token loader needs eos_id")
+        return self.eos_id
 
     @property
     def window(self) -> int:

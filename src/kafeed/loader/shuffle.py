@@ -7,8 +7,11 @@ from typing import Any, Generic, TypeVar
 
 import numpy as np
 
+from kafeed.loader.state import check_version, require_keys
+
 T = TypeVar("T")
 STATE_VERSION = 1
+STATE_KEYS = ("version", "rng", "items")
 
 
 class ShuffleBuffer(Generic[T]):
@@ -41,14 +44,9 @@ class ShuffleBuffer(Generic[T]):
         items[idx], items[-1] = items[-1], items[idx]
         return items.pop()
 
-    def items(self) -> list[T]:
-        return list(self._items)
-
-    def discard(self, keep: Callable[[T], bool]) -> None:
-        """Drop items for which ``keep`` is false (a revoked partition's records)."""
-        self._items = [item for item in self._items if keep(item)]
-
     def state_dict(self, encode: Callable[[T], Any] = lambda item: item) -> dict[str, Any]:
+        """``{"version", "rng", "items"}``: the RNG state and the items (through ``encode``:
+        a reference is enough when the item can be fetched again)."""
         return {
             "version": STATE_VERSION,
             "rng": self._rng.bit_generator.state,
@@ -58,7 +56,8 @@ class ShuffleBuffer(Generic[T]):
     def load_state_dict(
         self, state: dict[str, Any], decode: Callable[[Any], T] = lambda item: item
     ) -> None:
-        if state["version"] != STATE_VERSION:
-            raise ValueError(f"shuffle state version {state['version']} is not {STATE_VERSION}")
+        """Continue exactly as the saved buffer would have; ``decode`` turns a saved item back."""
+        require_keys(state, STATE_KEYS, "shuffle buffer state")
+        check_version(state["version"], STATE_VERSION, "Shuffle buffer state")
         self._rng.bit_generator.state = state["rng"]
         self._items = [decode(item) for item in state["items"]]

@@ -52,7 +52,8 @@ def fingerprint(settings: LoaderSettings) -> dict[str, Any]:
         "kind": settings.kind,
         "topics": sorted(settings.topics),
         "seq_len": settings.seq_len,
-        "eos_id": settings.eos_id,
+        # Sample loaders have no eos_id; their saved fingerprints say 0.
+        "eos_id": settings.eos_id if settings.eos_id is not None else 0,
         "tokenizer": settings.tokenizer,
     }
 
@@ -78,7 +79,7 @@ def _fail(path: str, problem: str, hint: str = _HINT) -> NoReturn:
     raise ResumeMismatch(f"The saved loader state's {path} {problem}.", hint=hint)
 
 
-def _require(mapping: Any, keys: Sequence[str], what: str) -> None:
+def require_keys(mapping: Any, keys: Sequence[str], what: str) -> None:
     """``mapping`` is a dict with exactly ``keys``."""
     if not isinstance(mapping, dict):
         _fail(what, f"is not a mapping (got {type(mapping).__name__})")
@@ -88,6 +89,14 @@ def _require(mapping: Any, keys: Sequence[str], what: str) -> None:
     unknown = sorted(repr(k) for k in mapping if k not in keys)
     if unknown:
         _fail(what, f"has unknown key(s) {', '.join(unknown)}")
+
+
+def check_version(version: Any, expected: int, what: str) -> None:
+    """A piece's saved ``version`` is the one this code reads (a bool is not a version)."""
+    if not isinstance(version, int) or isinstance(version, bool) or version != expected:
+        raise ResumeMismatch(
+            f"{what} version {_shown(version)} is not supported (expected {expected}).",
+            hint="Resume with the kafeed version that saved it, or start fresh.")
 
 
 def _int(value: Any, path: str, low: int = 0) -> int:
@@ -133,10 +142,10 @@ def _index_key(key: Any, path: str) -> int:
 
 def _check_rng(rng: Any, path: str) -> None:
     """numpy's PCG64 bit-generator state, as ShuffleBuffer saves it."""
-    _require(rng, ("bit_generator", "state", "has_uint32", "uinteger"), path)
+    require_keys(rng, ("bit_generator", "state", "has_uint32", "uinteger"), path)
     if rng["bit_generator"] != "PCG64":
         _fail(f"{path}.bit_generator", f"is {_shown(rng['bit_generator'])}, not 'PCG64'")
-    _require(rng["state"], ("state", "inc"), f"{path}.state")
+    require_keys(rng["state"], ("state", "inc"), f"{path}.state")
     for name in ("state", "inc"):
         if _int(rng["state"][name], f"{path}.state.{name}") >= 2**128:
             _fail(f"{path}.state.{name}", "does not fit in 128 bits")
@@ -148,7 +157,7 @@ def _check_rng(rng: Any, path: str) -> None:
 
 def _check_partition(entry: Any, path: str) -> tuple[int, int]:
     """One partition's positions; returns (next, read)."""
-    _require(entry, PARTITION_KEYS, path)
+    require_keys(entry, PARTITION_KEYS, path)
     nxt = _int(entry["next"], f"{path}.next")
     read = _int(entry["read"], f"{path}.read")
     if read < nxt:
@@ -183,7 +192,7 @@ def _check_ref(ref: Any, path: str, positions: dict[str, tuple[int, int]], width
 
 
 def _check_reader(reader: Any, path: str, settings: LoaderSettings) -> None:
-    _require(reader, READER_KEYS, path)
+    require_keys(reader, READER_KEYS, path)
     _int(reader["index"], f"{path}.index")
     parts = reader["partitions"]
     if not isinstance(parts, dict):
@@ -212,7 +221,7 @@ def _check_reader(reader: Any, path: str, settings: LoaderSettings) -> None:
         _check_ref(ref, f"{path}.carry[{i}]", positions, 3)
         _int(ref[2], f"{path}.carry[{i}][2]")
     stats = reader["stats"]
-    _require(stats, STATS_KEYS, f"{path}.stats")
+    require_keys(stats, STATS_KEYS, f"{path}.stats")
     for name in STATS_KEYS:
         _int(stats[name], f"{path}.stats.{name}")
 
@@ -222,12 +231,8 @@ def check_state(state: Any, settings: LoaderSettings) -> dict[str, Any]:
     else with :class:`ResumeMismatch` naming the field. Pure: the broker is not asked (the
     positions are checked against the topic when a reader opens, see
     :func:`check_positions`)."""
-    _require(state, STATE_KEYS, "top level")
-    version = state["version"]
-    if not isinstance(version, int) or isinstance(version, bool) or version != STATE_VERSION:
-        raise ResumeMismatch(
-            f"Loader state version {_shown(version)} is not supported (expected {STATE_VERSION}).",
-            hint="Resume with the kafeed version that saved it, or start fresh.")
+    require_keys(state, STATE_KEYS, "top level")
+    check_version(state["version"], STATE_VERSION, "Loader state")
     expected = fingerprint(settings)
     saved = state["fingerprint"]
     if not isinstance(saved, dict):
@@ -267,6 +272,18 @@ def check_state(state: Any, settings: LoaderSettings) -> dict[str, Any]:
     return state  # type: ignore[no-any-return]
 
 
+def next_epoch(state: dict[str, Any]) -> dict[str, Any]:
+    """The state a new pass over a finished bounded run starts from: every position forgotten
+    (``start`` and ``end`` are resolved again, so records added since are included), each
+    reader's shuffle RNG and counts kept, so the next epoch is shuffled differently and a
+    checkpoint taken in it resumes exactly."""
+    out: dict[str, Any] = json.loads(json.dumps(state))
+    for reader in out["readers"].values():
+        reader.update(partitions={}, rr=0, buffer=[], carry=[])
+    out["next_worker"] = {}
+    return out
+
+
 def check_positions(key: str, nxt: int, read: int, low: int, high: int) -> None:
     """A partition's saved positions against its current log: ``next`` not below the log
     start offset ``low``, ``read`` not beyond the high watermark ``high``."""
@@ -290,7 +307,7 @@ def merge_states(states: Sequence[dict[str, Any]]) -> dict[str, Any]:
     if not states:
         raise ValueError("merge_states needs at least one state")
     first = states[0]
-    _require(first, STATE_KEYS, "top level")
+    require_keys(first, STATE_KEYS, "top level")
     merged: dict[str, Any] = {
         "version": first["version"],
         "fingerprint": first["fingerprint"],
@@ -300,7 +317,7 @@ def merge_states(states: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "next_worker": {},
     }
     for state in states:
-        _require(state, STATE_KEYS, "top level")
+        require_keys(state, STATE_KEYS, "top level")
         for key in ("version", "fingerprint", "mode"):
             if state[key] != merged[key]:
                 raise ResumeMismatch(f"Cannot merge loader states with different {key}.")

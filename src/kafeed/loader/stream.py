@@ -1,8 +1,9 @@
 """A reader's whole pipeline: Kafka records -> shuffle buffer -> packer -> numpy batches.
 
 :class:`TokenStream` and :class:`SampleStream` run inside one DataLoader worker (or the
-main process) and know nothing about torch. ``state()`` is this reader's entry of the
-loader state (see kafeed.loader.state) as of the last batch returned.
+main process) and know nothing about torch. ``state_dict()`` is this reader's entry of
+the loader state (see kafeed.loader.state) as of the last batch returned, made of its
+pieces' own states.
 """
 
 from __future__ import annotations
@@ -14,11 +15,14 @@ import numpy as np
 import numpy.typing as npt
 
 from kafeed.errors import ResumeMismatch
+from kafeed.loader.packing import STATE_VERSION as PACKER_VERSION
 from kafeed.loader.packing import TokenPacker
-from kafeed.loader.reader import Item, KafkaReader, PartitionStart, Ref
+from kafeed.loader.reader import STATE_VERSION as READER_VERSION
+from kafeed.loader.reader import Item, KafkaReader, Ref
 from kafeed.loader.settings import LoaderSettings
+from kafeed.loader.shuffle import STATE_VERSION as SHUFFLE_VERSION
 from kafeed.loader.shuffle import ShuffleBuffer
-from kafeed.loader.state import RECREATED_HINT
+from kafeed.loader.state import RECREATED_HINT, require_keys
 
 Batch = dict[str, Any]
 
@@ -40,62 +44,92 @@ class Delivered:
                    positions={key: int(p["next"]) for key, p in state["partitions"].items()})
 
 
-def starts_from_reader_state(entry: dict[str, Any]) -> dict[str, PartitionStart]:
-    """Exact resume: the saved positions plus the in-flight records to re-read."""
-    restore: dict[str, set[int]] = {}
-    for key, offset in entry["buffer"]:
-        restore.setdefault(key, set()).add(int(offset))
-    for key, offset, _emitted in entry["carry"]:
-        restore.setdefault(key, set()).add(int(offset))
-    return {
-        key: PartitionStart(
-            next=int(p["next"]), read=int(p["read"]), end=p["end"],
-            delivered={int(o) for o in p["delivered"]}, restore=restore.get(key, set()),
-        )
-        for key, p in entry["partitions"].items()
-    }
-
-
-def starts_from_plan(plan: dict[str, dict[str, Any]]) -> dict[str, PartitionStart]:
-    """Elastic resume: per-partition positions only; in-flight records are read again."""
-    return {
-        key: PartitionStart(next=p["next"], read=p["next"], end=p["end"], delivered=set(p["delivered"]),
-                            partial=dict(p["partial"]))
-        for key, p in plan.items()
-    }
+READER_KEYS = ("index", "partitions", "rr", "buffer", "rng", "carry", "stats")
 
 
 class _Stream:
-    def __init__(self, settings: LoaderSettings, reader: KafkaReader, exact: dict[str, Any] | None) -> None:
+    """One reader's pipeline, composed of its pieces: the reader, an optional shuffle
+    buffer and (tokens) the packer. Each piece saves and restores itself; the stream's
+    state is their states side by side (the reader entry of kafeed.loader.state)."""
+
+    def __init__(self, settings: LoaderSettings, reader: KafkaReader) -> None:
         self.settings = settings
         self.reader = reader
-        self.exact = exact
         self.shuffle: ShuffleBuffer[Item] | None = None
         # What the last next_batch() handed out; drained every batch so nothing piles up.
         self.last_delivered: tuple[dict[str, int], list[int]] = ({}, [])
+        self._loaded: dict[str, Any] | None = None
         if settings.shuffle_buffer:
             self.shuffle = ShuffleBuffer(settings.shuffle_buffer, [settings.seed, reader.index])
 
+    # -- state -----------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """This reader's entry of the loader state, as of the last batch returned."""
+        reader = self.reader.state_dict()
+        shuffle: dict[str, Any] = {"rng": None, "items": []}
+        if self.shuffle is not None:
+            shuffle = self.shuffle.state_dict(encode=lambda item: [item[0][0], item[0][1]])
+        return {
+            "index": self.reader.index,
+            "partitions": reader["partitions"],
+            "rr": reader["rr"],
+            "buffer": shuffle["items"],
+            "rng": shuffle["rng"],
+            "carry": self._packer_state()["carry"],
+            "stats": reader["stats"],
+        }
+
+    def load_state_dict(self, entry: dict[str, Any]) -> None:
+        """Resume exactly from a reader entry (before :meth:`open`): the reader gets its
+        positions and the in-flight records to re-read; the shuffle buffer and the packer
+        get theirs back once :meth:`open` has re-read those records."""
+        require_keys(entry, READER_KEYS, f"reader {self.reader.index}'s entry")
+        if entry["index"] != self.reader.index:
+            raise ResumeMismatch(f"The saved loader state's entry for reader {entry['index']} was "
+                                 f"given to reader {self.reader.index}.")
+        if self.shuffle is None and entry["buffer"]:
+            raise ResumeMismatch(
+                f"The saved loader state's reader {self.reader.index} holds {len(entry['buffer'])} "
+                "records in its shuffle buffer, but this loader has shuffle_buffer=0.",
+                hint="Resume with the shuffle_buffer it was saved with.")
+        in_flight = [(k, int(o)) for k, o in entry["buffer"]] + [(k, int(o)) for k, o, _ in entry["carry"]]
+        self.reader.load_state_dict(
+            {"version": READER_VERSION, "partitions": entry["partitions"], "rr": entry["rr"],
+             "stats": entry["stats"]}, in_flight=in_flight)
+        self._loaded = entry
+
+    def load_plan(self, plan: dict[str, dict[str, Any]]) -> None:
+        """Resume elastically (before :meth:`open`): per-partition positions only."""
+        self.reader.load_plan(plan)
+
     def open(self) -> None:
         self.reader.open()
-        if self.exact is None:
+        entry, self._loaded = self._loaded, None
+        if entry is None:
             return
-        self.reader.rr = int(self.exact["rr"])
-        self.reader.stats.update(self.exact["stats"])
-        restored = self.reader.restored
-        if self.shuffle is not None and self.exact["rng"] is not None:
-            items = [[k, int(o)] for k, o in self.exact["buffer"] if (k, int(o)) in restored]
+        restored = self.reader.restored()  # records that are gone were logged by the reader
+        if self.shuffle is not None and entry["rng"] is not None:
+            items = [[k, int(o)] for k, o in entry["buffer"] if (k, int(o)) in restored]
             self.shuffle.load_state_dict(
-                {"version": 1, "rng": self.exact["rng"], "items": items},
+                {"version": SHUFFLE_VERSION, "rng": entry["rng"], "items": items},
                 decode=lambda kv: ((kv[0], kv[1]), restored[(kv[0], kv[1])], 0))
-        self._restore_extra(restored)
+        carry = [c for c in entry["carry"] if (c[0], int(c[1])) in restored]
+        self._load_packer({"version": PACKER_VERSION, "carry": carry}, restored)
 
-    def _restore_extra(self, restored: dict[Ref, Any]) -> None:
+    def _packer_state(self) -> dict[str, Any]:
+        return {"version": PACKER_VERSION, "carry": []}
+
+    def _load_packer(self, state: dict[str, Any], restored: dict[Ref, Any]) -> None:
         pass
+
+    def stats(self) -> dict[str, int]:
+        """Records taken, bad records skipped and tokens decoded by this reader."""
+        return dict(self.reader.stats)
 
     def close(self) -> None:
         self.reader.close()
 
+    # -- records ---------------------------------------------------------------------------
     def _next_item(self) -> Item | None:
         if self.shuffle is None:
             return self.reader.take()
@@ -117,45 +151,23 @@ class _Stream:
         self.reader.check_decoded()
         return True
 
-    def _carry(self) -> list[list[Any]]:
-        return []
-
-    def state(self) -> dict[str, Any]:
-        buffer: list[list[Any]] = []
-        rng = None
-        if self.shuffle is not None:
-            shuffle_state = self.shuffle.state_dict(encode=lambda item: [item[0][0], item[0][1]])
-            buffer, rng = shuffle_state["items"], shuffle_state["rng"]
-        return {
-            "index": self.reader.index,
-            "partitions": self.reader.partitions_state(),
-            "rr": self.reader.rr,
-            "buffer": buffer,
-            "rng": rng,
-            "carry": self._carry(),
-            "stats": dict(self.reader.stats),
-        }
-
 
 class TokenStream(_Stream):
     """Packed windows of ``seq_len + 1`` token ids, ``batch_size`` at a time."""
 
-    def __init__(self, settings: LoaderSettings, reader: KafkaReader, exact: dict[str, Any] | None) -> None:
-        super().__init__(settings, reader, exact)
-        self.packer = TokenPacker(settings.window, settings.eos_id)
+    def __init__(self, settings: LoaderSettings, reader: KafkaReader) -> None:
+        super().__init__(settings, reader)
+        self.packer = TokenPacker(settings.window, settings.eos)
 
-    def _restore_extra(self, restored: dict[Ref, Any]) -> None:
-        if self.exact is None:
-            return
-        carry = [c for c in self.exact["carry"] if (c[0], int(c[1])) in restored]
+    def _packer_state(self) -> dict[str, Any]:
+        return self.packer.state_dict()
+
+    def _load_packer(self, state: dict[str, Any], restored: dict[Ref, Any]) -> None:
         try:
-            self.packer.load_state_dict({"version": 1, "carry": carry}, fetch=lambda ref: restored[ref])
+            self.packer.load_state_dict(state, fetch=lambda ref: restored[ref])
         except ValueError as exc:  # a carry entry claims more tokens emitted than the record has
             raise ResumeMismatch(f"The saved loader state's packer carry-over does not fit the records "
                                  f"it names ({exc}).", hint=RECREATED_HINT) from None
-
-    def _carry(self) -> list[list[Any]]:
-        return [[ref[0], ref[1], emitted] for ref, emitted in self.packer.carry()]
 
     def next_batch(self, batch_size: int) -> Batch | None:
         """Up to ``batch_size`` windows; ``None`` once a bounded stream is used up."""
@@ -189,7 +201,7 @@ class TokenStream(_Stream):
         self.reader.delivered_many(finished)
         self.last_delivered = self.reader.drain_delivered()
         if pad:
-            tokens = np.concatenate([tokens, np.full(pad, self.settings.eos_id, dtype=np.int64)])
+            tokens = np.concatenate([tokens, np.full(pad, self.settings.eos, dtype=np.int64)])
             if starts is not None:
                 starts = np.concatenate([starts, np.zeros(pad, dtype=np.bool_)])
         batch: Batch = {"tokens": tokens.reshape(-1, window)}

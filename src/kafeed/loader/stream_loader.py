@@ -19,14 +19,14 @@ from collections.abc import Iterator
 from typing import Any, Literal
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError, model_validator
 from torch.utils.data import DataLoader, IterableDataset
 
 from kafeed.errors import ConfigError, invalid_settings, translate_kafka_error
 from kafeed.loader.assignment import parse_key
-from kafeed.loader.dataset import KafkaDatasetBase, WorkerError, rank_and_world
+from kafeed.loader.dataset import Collate, KafkaDatasetBase, WorkerError, rank_and_world, token_batch
 from kafeed.loader.metrics import LoaderMetrics, batch_tokens
-from kafeed.loader.state import check_state, empty_state, plain_copy
+from kafeed.loader.state import check_state, empty_state, next_epoch, plain_copy
 from kafeed.loader.stream import Delivered
 
 log = logging.getLogger("kafeed")
@@ -35,17 +35,19 @@ log = logging.getLogger("kafeed")
 class _BatchView(IterableDataset[Any]):
     """What the DataLoader iterates: the dataset's batches plus their states."""
 
-    def __init__(self, dataset: KafkaDatasetBase, batch_size: int, next_worker: int) -> None:
+    def __init__(self, dataset: KafkaDatasetBase, batch_size: int, next_worker: int,
+                 collate: Collate | None) -> None:
         super().__init__()
         self.dataset = dataset
         self.batch_size = batch_size
         self.next_worker = next_worker
+        self.collate = collate
         self.origin = os.getpid()  # taken in the main process, read in the workers
 
     def __iter__(self) -> Iterator[tuple[int, Any, str, Delivered]]:
         worker = self.dataset.topology().worker
         return self.dataset.iter_batches(self.batch_size, skip_first=worker < self.next_worker,
-                                         origin=self.origin)
+                                         origin=self.origin, collate=self.collate)
 
 
 class LoaderOptions(BaseModel):
@@ -56,10 +58,18 @@ class LoaderOptions(BaseModel):
     batch_size: StrictInt = Field(ge=1, le=1_000_000)
     num_workers: StrictInt = Field(ge=0, le=256)
     pin_memory: StrictBool = False
-    prefetch: StrictInt = Field(default=2, ge=1, le=1024)
+    prefetch_factor: StrictInt | None = Field(default=None, ge=1, le=1024)
     sync_ranks: StrictBool | None = None
     multiprocessing_context: Literal["fork", "spawn", "forkserver"] | None = None
     timeout: float = Field(default=0.0, ge=0, allow_inf_nan=False)
+
+    @model_validator(mode="after")
+    def _check(self) -> LoaderOptions:
+        if self.prefetch_factor is not None and self.num_workers == 0:
+            # DataLoader refuses it too: with no workers nothing is fetched ahead.
+            raise ValueError("prefetch_factor needs num_workers > 0 (without workers nothing is "
+                             "fetched ahead)")
+        return self
 
 
 def _identity(item: Any) -> Any:
@@ -71,11 +81,15 @@ class StreamLoader:
 
     Token batches are dicts: ``tokens`` (B, seq_len+1) int64, ``input_ids`` = tokens[:, :-1]
     and ``labels`` = tokens[:, 1:] (views, no copy), plus ``doc_start`` (B, seq_len+1) bool
-    with ``return_boundaries``. Sample batches are :func:`collate_samples` dicts.
+    with ``return_boundaries``. Sample batches are what ``collate_fn`` makes of a list of
+    sample dicts (default :func:`collate_samples`), built in the workers; token batches are
+    packed as one array, so a token loader takes no ``collate_fn``. ``prefetch_factor``
+    is DataLoader's: batches each worker prepares ahead (default 2; needs workers).
 
     ``state_dict()`` is everything up to and including the last batch yielded, as JSON data;
-    ``load_state_dict()`` resumes there. Iterating again continues after the last batch
-    handed out (a finished bounded run yields nothing more: make a new loader per epoch).
+    ``load_state_dict()`` resumes there. Iterating again after breaking off continues after
+    the last batch handed out; once a bounded run was iterated to its end, iterating again
+    is a new epoch (``start``/``end`` resolved again, shuffled differently).
     Under torch.distributed with a bounded dataset,
     ranks agree each step (all_reduce MIN of a have-a-batch flag) so that every rank yields
     the same number of batches and none hangs in a collective (``sync_ranks``).
@@ -83,30 +97,38 @@ class StreamLoader:
 
     def __init__(
         self, dataset: KafkaDatasetBase, batch_size: int, num_workers: int = 0,
-        pin_memory: bool = False, prefetch: int = 2, *, sync_ranks: bool | None = None,
+        pin_memory: bool = False, prefetch_factor: int | None = None, *,
+        collate_fn: Collate | None = None, sync_ranks: bool | None = None,
         multiprocessing_context: str | None = None, timeout: float = 0.0,
     ) -> None:
         try:
             options = LoaderOptions.model_validate({
                 "batch_size": batch_size, "num_workers": num_workers, "pin_memory": pin_memory,
-                "prefetch": prefetch, "sync_ranks": sync_ranks,
+                "prefetch_factor": prefetch_factor, "sync_ranks": sync_ranks,
                 "multiprocessing_context": multiprocessing_context, "timeout": timeout})
         except ValidationError as exc:
             raise invalid_settings(exc, what="StreamLoader arguments") from None
         if not isinstance(dataset, KafkaDatasetBase):
             raise ConfigError(f"StreamLoader needs a KafkaTokenDataset or KafkaSampleDataset, "
                               f"not {type(dataset).__name__}.")
+        if collate_fn is not None and dataset.kind == "tokens":
+            raise ConfigError(
+                "A token loader takes no collate_fn: its batches are packed as one array in the "
+                "workers, not collated from items.",
+                hint="Transform the batch dict in your loop, or iterate the dataset with a DataLoader.")
         self.dataset = dataset
         self.batch_size = options.batch_size
         self.num_workers = options.num_workers
         self.pin_memory = options.pin_memory
-        self.prefetch = options.prefetch
+        self.prefetch_factor = options.prefetch_factor
+        self.collate_fn = collate_fn
         self.sync_ranks = options.sync_ranks
         self.multiprocessing_context = options.multiprocessing_context
         self.timeout = options.timeout
         self._entries: dict[int, str] = {}
         self._next_worker = 0
         self._loaded: dict[str, Any] | None = None
+        self._finished = False  # the last iteration ran a bounded dataset to its end
         self._batches = 0
         self._metrics = LoaderMetrics()
 
@@ -132,8 +154,11 @@ class StreamLoader:
 
     def __iter__(self) -> Iterator[Any]:
         rank, _ = rank_and_world(self.dataset.settings)
-        if self._entries:  # iterating again continues after the last batch handed out
-            self._loaded = check_state(self.state_dict(), self.dataset.settings)
+        if self._entries or self._finished:
+            # Iterating again continues after the last batch handed out, or starts a new epoch.
+            state = self.state_dict()
+            self._loaded = check_state(next_epoch(state) if self._finished else state, self.dataset.settings)
+        self._finished = False
         if self._loaded is not None:
             self.dataset.load_state_dict(self._loaded)
         next_worker = 0
@@ -141,11 +166,11 @@ class StreamLoader:
             next_worker = int(self._loaded["next_worker"].get(str(rank), 0))
         self._next_worker = next_worker
         self._entries = {}
-        view = _BatchView(self.dataset, self.batch_size, next_worker)
+        view = _BatchView(self.dataset, self.batch_size, next_worker, self.collate_fn)
         loader = DataLoader(
             view, batch_size=None, num_workers=self.num_workers, collate_fn=_identity,
             pin_memory=self.pin_memory, timeout=self.timeout,
-            prefetch_factor=self.prefetch if self.num_workers else None,
+            prefetch_factor=(self.prefetch_factor or 2) if self.num_workers else None,
             multiprocessing_context=self.multiprocessing_context if self.num_workers else None,
         )
         sync = self._should_sync()
@@ -168,13 +193,13 @@ class StreamLoader:
             self._next_worker = (worker + 1) % self.workers
             self._batches += 1
             if tokens_kind:
-                tokens = batch["tokens"]
-                batch["input_ids"] = tokens[:, :-1]
-                batch["labels"] = tokens[:, 1:]
+                batch = token_batch(batch["tokens"], batch.get("doc_start"))
             metrics.batch(delivered, batch_tokens(batch) if tokens_kind else 0)
             yield batch
         if sync and not stopped:
             self._agree(False)
+        # Under sync_ranks an epoch ends for every rank when the first one runs out.
+        self._finished = self.dataset.settings.bounded
 
     def _count(self) -> int:
         _, world = rank_and_world(self.dataset.settings)
@@ -203,6 +228,7 @@ class StreamLoader:
         iteration starts (before anything is read)."""
         self._loaded = check_state(plain_copy(state), self.dataset.settings)
         self._entries = {}
+        self._finished = False
 
     def commit_offsets(self, group: str | None = None) -> dict[str, int]:
         """Mirror the state's positions to consumer group ``group`` (default: the dataset's)

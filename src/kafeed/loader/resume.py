@@ -1,0 +1,120 @@
+"""The resume policy: what a reader does with a saved state, as pure functions.
+
+Given a (validated) loader state and where a reader sits, :func:`choose_resume` says
+whether it resumes exactly (same topology: its own entry, in-flight records re-read),
+elastically (another topology: per-partition positions only) or fresh. Given the saved
+positions of a partition and the topic as it is now (log start offset, high watermark,
+partitions that exist), :func:`check_saved_partitions` and
+:func:`kafeed.loader.state.check_positions` refuse a state that does not fit the log, and
+:func:`done_at_open` says whether a partition has nothing left before its end. The reader
+asks the broker for the figures; the decisions live here, tested without Kafka.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kafeed.errors import ResumeMismatch
+from kafeed.loader.assignment import parse_key, partition_key
+from kafeed.loader.state import RECREATED_HINT, partition_plan
+
+log = logging.getLogger("kafeed")
+
+Ref = tuple[str, int]
+
+
+@dataclass
+class PartitionStart:
+    """Where a reader picks a partition up: ``next`` (seek), ``read`` (first offset not yet
+    taken in), the exclusive ``end``, offsets already ``delivered`` beyond ``next``, tokens
+    already emitted of partly delivered documents (``partial``, elastic resume) and the
+    in-flight offsets to re-read (``restore``, exact resume)."""
+
+    next: int
+    read: int
+    end: int | None
+    delivered: set[int] = field(default_factory=set)
+    partial: dict[int, int] = field(default_factory=dict)
+    restore: set[int] = field(default_factory=set)
+
+
+@dataclass(frozen=True)
+class Resume:
+    """How one reader starts: ``entry`` (exact: its own saved entry), ``plan`` (elastic:
+    per-partition starts) or neither (fresh)."""
+
+    entry: dict[str, Any] | None = None
+    plan: dict[str, dict[str, Any]] | None = None
+
+
+def choose_resume(saved: Mapping[str, Any] | None, *, mode: str, index: int, count: int,
+                  rank: int = 0, worker: int = 0) -> Resume:
+    """Reader ``index`` of ``count`` (rank ``rank``, DataLoader worker ``worker``) facing a
+    validated loader state (or ``None``).
+
+    Same reader count and not group mode: exact, and the state must hold this reader's
+    entry. Otherwise elastic, from every reader's partitions (group mode takes what it
+    has: the group decides who reads what).
+    """
+    if saved is None or not saved["readers"]:
+        return Resume()
+    if mode != "group" and saved["num_readers"] == count:
+        entry = saved["readers"].get(str(index))
+        if entry is None:
+            raise ResumeMismatch(
+                f"The saved loader state has no entry for reader {index} (rank {rank}, worker {worker}).",
+                hint="Load the state this rank saved, or merge_states() of every rank.")
+        return Resume(entry=entry)
+    if mode != "group" and len(saved["readers"]) != saved["num_readers"]:
+        raise ResumeMismatch(
+            f"Resuming {saved['num_readers']} readers' state with {count} readers needs every "
+            f"reader's entry; this state has {len(saved['readers'])}.",
+            hint="Save merge_states() of all ranks (all_gather_object) and load that.")
+    if index == 0:
+        log.info("kafeed loader: elastic resume from %s to %d readers", saved["num_readers"], count)
+    return Resume(plan=partition_plan(dict(saved)))
+
+
+def plan_starts(plan: Mapping[str, Mapping[str, Any]]) -> dict[str, PartitionStart]:
+    """Elastic resume: per-partition positions only; in-flight records are read again."""
+    return {
+        key: PartitionStart(next=p["next"], read=p["next"], end=p["end"], delivered=set(p["delivered"]),
+                            partial=dict(p["partial"]))
+        for key, p in plan.items()
+    }
+
+
+def exact_starts(partitions: Mapping[str, Mapping[str, Any]],
+                 in_flight: Iterable[Ref]) -> dict[str, PartitionStart]:
+    """Exact resume: the saved positions, and the in-flight records (shuffle buffer, packer
+    carry-over) to re-read by offset."""
+    restore: dict[str, set[int]] = {}
+    for key, offset in in_flight:
+        restore.setdefault(key, set()).add(int(offset))
+    return {
+        key: PartitionStart(next=int(p["next"]), read=int(p["read"]), end=p["end"],
+                            delivered={int(o) for o in p["delivered"]}, restore=restore.get(key, set()))
+        for key, p in partitions.items()
+    }
+
+
+def check_saved_partitions(saved: Iterable[str], existing: Iterable[tuple[str, int]]) -> None:
+    """Every saved partition must still exist (a recreated topic may have fewer)."""
+    present = list(existing)
+    keys = {partition_key(t, p) for t, p in present}
+    for key in sorted(saved):
+        if key not in keys:
+            topic, partition = parse_key(key)
+            count = sum(1 for t, _ in present if t == topic)
+            raise ResumeMismatch(
+                f"The saved loader state has partition {partition} of topic {topic!r}, which now "
+                f"has {count} partition(s).", hint=RECREATED_HINT)
+
+
+def done_at_open(start: PartitionStart) -> bool:
+    """Nothing left to fetch: a bounded partition already at its end with nothing to re-read.
+    (A saved ``end`` beyond the high watermark is allowed: an explicit end may lie ahead.)"""
+    return start.end is not None and start.next >= start.end and not start.restore

@@ -1,0 +1,112 @@
+"""The resume policy, without Kafka: exact vs elastic vs fresh, and a state against the log."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kafeed.errors import ResumeMismatch
+from kafeed.loader.resume import (
+    PartitionStart,
+    check_saved_partitions,
+    choose_resume,
+    done_at_open,
+    exact_starts,
+    plan_starts,
+)
+from kafeed.loader.settings import LoaderSettings
+from kafeed.loader.state import check_state, empty_state, next_epoch
+
+SETTINGS = LoaderSettings(topics=("tok",), seq_len=8, eos_id=0, shuffle_buffer=4)
+RNG = {"bit_generator": "PCG64", "state": {"state": 5, "inc": 7}, "has_uint32": 0, "uinteger": 0}
+
+
+def _reader(index: int, key: str, nxt: int, read: int, carry: list[Any] | None = None) -> dict[str, Any]:
+    return {"index": index, "partitions": {key: {"next": nxt, "read": read, "end": 50, "delivered": []}},
+            "rr": 1, "buffer": [[key, nxt]] if read > nxt else [], "rng": RNG, "carry": carry or [],
+            "stats": {"records": 3, "bad": 1, "tokens": 9}}
+
+
+def _state(readers: dict[str, Any], num: int) -> dict[str, Any]:
+    state = empty_state(SETTINGS)
+    state.update(num_readers=num, readers=readers)
+    return check_state(state, SETTINGS)
+
+
+TWO = {"0": _reader(0, "tok:0", 3, 9), "1": _reader(1, "tok:1", 4, 6, carry=[["tok:1", 5, 2]])}
+
+
+def test_no_state_or_an_empty_one_is_fresh() -> None:
+    for saved in (None, empty_state(SETTINGS)):
+        resume = choose_resume(saved, mode="static", index=0, count=2)
+        assert resume.entry is None and resume.plan is None
+
+
+def test_same_reader_count_resumes_exactly_from_its_own_entry() -> None:
+    resume = choose_resume(_state(TWO, 2), mode="static", index=1, count=2)
+    assert resume.entry == TWO["1"] and resume.plan is None
+
+
+def test_a_missing_own_entry_is_refused() -> None:
+    with pytest.raises(ResumeMismatch, match=r"no entry for reader 1 \(rank 0, worker 1\)"):
+        choose_resume(_state({"0": TWO["0"]}, 2), mode="static", index=1, count=2, worker=1)
+
+
+def test_another_reader_count_resumes_elastically_from_every_partition() -> None:
+    resume = choose_resume(_state(TWO, 2), mode="static", index=0, count=3)
+    assert resume.entry is None and resume.plan is not None
+    assert resume.plan["tok:1"] == {"next": 4, "end": 50, "delivered": set(), "partial": {5: 2}}
+    assert sorted(resume.plan) == ["tok:0", "tok:1"]
+
+
+def test_elastic_needs_every_reader() -> None:
+    with pytest.raises(ResumeMismatch, match="needs every reader's entry"):
+        choose_resume(_state({"0": TWO["0"]}, 2), mode="static", index=0, count=3)
+
+
+def test_group_mode_is_always_elastic_and_takes_what_it_has() -> None:
+    settings = LoaderSettings(topics=("tok",), seq_len=8, eos_id=0, mode="group", group="g")
+    state = empty_state(settings)
+    state.update(num_readers=2, readers={"0": {**TWO["0"], "buffer": [], "rng": None}})
+    resume = choose_resume(check_state(state, settings), mode="group", index=0, count=2)
+    assert resume.entry is None and resume.plan is not None and list(resume.plan) == ["tok:0"]
+
+
+def test_exact_starts_re_read_the_in_flight_records() -> None:
+    starts = exact_starts(TWO["1"]["partitions"], [("tok:1", 4), ("tok:1", 5)])
+    assert starts == {"tok:1": PartitionStart(next=4, read=6, end=50, delivered=set(), restore={4, 5})}
+
+
+def test_plan_starts_read_again_from_next() -> None:
+    starts = plan_starts({"tok:0": {"next": 3, "end": None, "delivered": {5}, "partial": {3: 2}}})
+    assert starts == {"tok:0": PartitionStart(next=3, read=3, end=None, delivered={5}, partial={3: 2})}
+
+
+def test_saved_partitions_must_still_exist() -> None:
+    check_saved_partitions(["tok:0", "tok:1"], [("tok", 0), ("tok", 1), ("tok", 2)])
+    with pytest.raises(ResumeMismatch, match="partition 2 of topic 'tok', which now has 2 partition"):
+        check_saved_partitions(["tok:2"], [("tok", 0), ("tok", 1)])
+
+
+@pytest.mark.parametrize(("start", "done"), [
+    (PartitionStart(next=50, read=50, end=50), True),
+    (PartitionStart(next=60, read=60, end=50), True),
+    (PartitionStart(next=49, read=50, end=50), False),
+    (PartitionStart(next=50, read=52, end=50, restore={50}), False),  # a record to re-read first
+    (PartitionStart(next=10**9, read=10**9, end=None), False),  # unbounded never ends
+])
+def test_done_at_open(start: PartitionStart, done: bool) -> None:
+    assert done_at_open(start) is done
+
+
+def test_next_epoch_forgets_positions_and_keeps_the_shuffle_rng() -> None:
+    state = _state(TWO, 2)
+    state["next_worker"] = {"0": 1}
+    fresh = next_epoch(state)
+    assert check_state(fresh, SETTINGS) == fresh
+    for key, reader in fresh["readers"].items():
+        assert reader["partitions"] == {} and reader["buffer"] == [] and reader["carry"] == []
+        assert reader["rng"] == RNG and reader["stats"] == TWO[key]["stats"]
+    assert fresh["next_worker"] == {} and state["readers"]["0"]["partitions"]  # the input is untouched
+    assert choose_resume(fresh, mode="static", index=0, count=2).entry == fresh["readers"]["0"]
