@@ -27,12 +27,10 @@ from google.protobuf.unknown_fields import UnknownFieldSet
 from kafeed.errors import SchemaError
 from kafeed.kafka import dead_letter_headers
 from kafeed.loader.settings import LoaderSettings
-from kafeed.schema.codec import UINT16, UINT32, decode_document, decode_sample, unpack_tokens
+from kafeed.schema.codec import TOKEN_NUMPY_DTYPES, decode_document, decode_sample, unpack_tokens
 from kafeed.schema.records_pb2 import TokenizedDocument
 
 log = logging.getLogger("kafeed")
-
-_DTYPES: dict[int, np.dtype[Any]] = {UINT16: np.dtype("<u2"), UINT32: np.dtype("<u4")}
 
 WRONG_TYPE_AFTER = 64
 _EXPECTED = {
@@ -87,7 +85,7 @@ class RecordDecoder:
             try:
                 doc = TokenizedDocument()
                 doc.ParseFromString(msg.value())
-                dtype = _DTYPES.get(doc.dtype)
+                dtype = TOKEN_NUMPY_DTYPES.get(doc.dtype)
                 data = doc.tokens
                 tokenizer = self.settings.tokenizer
                 if dtype is not None and len(data) == doc.num_tokens * dtype.itemsize and (

@@ -23,10 +23,9 @@ import numpy.typing as npt
 
 from kafeed.errors import ConfigError
 from kafeed.prepare.settings import TokenizerSettings
-from kafeed.schema.codec import token_dtype_for
+from kafeed.schema.codec import TOKEN_NUMPY_DTYPES, token_dtype_for
 
 _EOS_CANDIDATES = ("<|endoftext|>", "</s>", "<eos>", "[SEP]")
-_NP_DTYPES: dict[int, np.dtype[np.unsignedinteger]] = {1: np.dtype("<u2"), 2: np.dtype("<u4")}
 
 
 @dataclass(frozen=True)
@@ -41,8 +40,8 @@ class TokenBatch:
 
     def packed(self, dtype: int) -> list[bytes]:
         """Each document's ids as little-endian bytes of ``dtype`` (one cast for the batch)."""
-        buf = self.ids.astype(_NP_DTYPES[dtype], copy=False).tobytes()
-        size = _NP_DTYPES[dtype].itemsize
+        buf = self.ids.astype(TOKEN_NUMPY_DTYPES[dtype], copy=False).tobytes()
+        size = TOKEN_NUMPY_DTYPES[dtype].itemsize
         offs = (self.offsets * size).tolist()
         return [buf[a:b] for a, b in pairwise(offs)]
 

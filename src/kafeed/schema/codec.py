@@ -18,7 +18,8 @@ from kafeed.schema.records_pb2 import TokenDtype, TokenizedDocument, TrainingSam
 
 UINT16 = TokenDtype.TOKEN_DTYPE_UINT16
 UINT32 = TokenDtype.TOKEN_DTYPE_UINT32
-_NUMPY_DTYPES: dict[int, np.dtype[np.unsignedinteger]] = {
+# The one table of token dtypes: the record's enum value to its little-endian numpy dtype.
+TOKEN_NUMPY_DTYPES: dict[int, np.dtype[np.unsignedinteger]] = {
     UINT16: np.dtype("<u2"),
     UINT32: np.dtype("<u4"),
 }
@@ -32,7 +33,7 @@ def token_dtype_for(vocab_size: int) -> int:
 def pack_tokens(ids: npt.ArrayLike, dtype: int) -> bytes:
     """Little-endian bytes of ``ids`` in ``dtype``; refuses ids that do not fit."""
     arr = np.asarray(ids)
-    np_dtype = _NUMPY_DTYPES[dtype]
+    np_dtype = TOKEN_NUMPY_DTYPES[dtype]
     if arr.size and (arr.min() < 0 or arr.max() > np.iinfo(np_dtype).max):
         raise ValueError(f"token ids out of range for {np_dtype}")
     return arr.astype(np_dtype, copy=False).tobytes()
@@ -40,7 +41,7 @@ def pack_tokens(ids: npt.ArrayLike, dtype: int) -> bytes:
 
 def unpack_tokens(data: bytes, dtype: int) -> npt.NDArray[np.unsignedinteger]:
     """Zero-copy view of packed token ids (read-only)."""
-    np_dtype = _NUMPY_DTYPES.get(dtype)
+    np_dtype = TOKEN_NUMPY_DTYPES.get(dtype)
     if np_dtype is None:
         raise ValueError(f"unknown token dtype {dtype}")
     if len(data) % np_dtype.itemsize:
@@ -83,7 +84,7 @@ def decode_document(
         doc.ParseFromString(value)
     except DecodeError as exc:
         raise SchemaError(f"{where} is not a TokenizedDocument: {exc}.") from exc
-    np_dtype = _NUMPY_DTYPES.get(doc.dtype)
+    np_dtype = TOKEN_NUMPY_DTYPES.get(doc.dtype)
     if np_dtype is None:
         raise SchemaError(f"{where} has an unknown token dtype {doc.dtype}.")
     if len(doc.tokens) != doc.num_tokens * np_dtype.itemsize:
