@@ -25,7 +25,7 @@ from google.protobuf.message import Message
 from google.protobuf.unknown_fields import UnknownFieldSet
 
 from kafeed.errors import SchemaError
-from kafeed.kafka import dead_letter_headers
+from kafeed.kafka import client_config, dead_letter_headers
 from kafeed.loader.settings import LoaderSettings
 from kafeed.schema.codec import TOKEN_NUMPY_DTYPES, decode_document, decode_sample, unpack_tokens
 from kafeed.schema.records_pb2 import TokenizedDocument
@@ -157,9 +157,7 @@ class RecordDecoder:
         if self._producer is None:
             from confluent_kafka import Producer
 
-            conf = self.settings.connection.client_config()
-            conf["logger"] = logging.getLogger("kafeed.librdkafka")
-            self._producer = Producer(conf)
+            self._producer = Producer(client_config(self.settings.connection))
         self._producer.produce(
             self.settings.dlq_topic, value=msg.value(), key=msg.key(),
             headers=dead_letter_headers(kind="decode", reason=exc.message, stage="loader",

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kafeed.kafka import client_config
 from kafeed.loader.assignment import assign, parse_key, partition_key, warn_if_idle
 from kafeed.loader.decode import RecordDecoder
 from kafeed.loader.offsets import list_partitions, resolve_end, resolve_start, watermarks
@@ -33,7 +34,6 @@ from kafeed.loader.resume import (
 )
 from kafeed.loader.settings import LoaderSettings
 from kafeed.loader.state import check_positions, check_version, require_keys
-from kafeed.telemetry.stats import client_stats_config
 
 log = logging.getLogger("kafeed")
 
@@ -107,8 +107,7 @@ class KafkaReader:
     # -- lifecycle -------------------------------------------------------------------------
     def consumer_config(self) -> dict[str, Any]:
         s = self.settings
-        conf = s.connection.client_config()
-        conf.update({
+        return client_config(s.connection, {
             "group.id": s.group or "kafeed-loader",
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
@@ -120,13 +119,9 @@ class KafkaReader:
             "queued.max.messages.kbytes": 131072,
             "fetch.max.bytes": 32 * 1024 * 1024,
             "max.partition.fetch.bytes": 8 * 1024 * 1024,
-            "logger": logging.getLogger("kafeed.librdkafka"),
             "error_cb": self._log_error,
-        })
-        if self._client_stats:
-            conf.update(client_stats_config("loader"))
-        conf.update(dict(s.consumer_config))
-        return conf
+            **s.consumer_config,
+        }, stage="loader" if self._client_stats else None)
 
     def open(self) -> None:
         from confluent_kafka import Consumer

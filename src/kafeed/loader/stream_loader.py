@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, Valida
 from torch.utils.data import DataLoader, IterableDataset
 
 from kafeed.errors import ConfigError, invalid_settings, translate_kafka_error
+from kafeed.kafka import client_config
 from kafeed.loader.assignment import parse_key
 from kafeed.loader.dataset import Collate, KafkaDatasetBase, WorkerError, rank_and_world, token_batch
 from kafeed.loader.metrics import LoaderMetrics, batch_tokens
@@ -246,10 +247,8 @@ class StreamLoader:
                 offsets[key] = int(entry["next"])
         if not offsets:
             return {}
-        conf = settings.connection.client_config()
-        conf.update({"group.id": name, "enable.auto.commit": False,
-                     "logger": logging.getLogger("kafeed.librdkafka")})
-        consumer = Consumer(conf)
+        consumer = Consumer(client_config(settings.connection, {"group.id": name,
+                                                                "enable.auto.commit": False}))
         try:
             tps = [TopicPartition(*parse_key(k), o) for k, o in sorted(offsets.items())]
             consumer.commit(offsets=tps, asynchronous=False)
