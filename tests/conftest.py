@@ -4,7 +4,10 @@ that integration and fault tests share one session cluster (started only when a 
 from __future__ import annotations
 
 import os
+import socket
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import settings
@@ -29,3 +32,20 @@ def shakespeare(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from kafeed.demo import bundled_corpus
 
     return bundled_corpus(tmp_path_factory.mktemp("corpus") / "tinyshakespeare.txt")
+
+
+@pytest.fixture
+def nowhere() -> Iterator[str]:
+    """An address nothing answers on: a port held bound but never listened on."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        yield f"127.0.0.1:{sock.getsockname()[1]}"
+
+
+@pytest.fixture
+def webhook() -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    """A local webhook receiver: its URL and the JSON bodies it has received."""
+    from tests.webhook import webhook_server
+
+    with webhook_server("/alerts") as server:
+        yield server

@@ -7,38 +7,10 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
-
 from kafeed.broker import free_port_block
-from tests.webhook import webhook_server
-
-
-@pytest.fixture
-def webhook() -> Iterator[tuple[str, list[dict[str, Any]]]]:
-    with webhook_server("/alerts") as server:
-        yield server
-
-
-def _commit_when_coordinated(consumer: Consumer, offsets: list[TopicPartition]) -> None:
-    """Commit once the group has a coordinator: on a fresh cluster __consumer_offsets is still
-    being created and the first commits answer NOT_COORDINATOR or a load in progress."""
-    waiting = {KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
-               KafkaError.COORDINATOR_NOT_AVAILABLE}
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            consumer.commit(offsets=offsets, asynchronous=False)
-            return
-        except KafkaException as exc:
-            err = exc.args[0]
-            if not (err.retriable() or err.code() in waiting) or time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
 
 
 def test_unreachable_cluster_alerts_and_keeps_polling(tmp_path: Path,

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,13 +21,6 @@ from kafeed.config import ConnectionSettings
 from kafeed.monitor.watch import ClusterMonitor, MonitorOptions
 from kafeed.topics import TopicAdmin, plan_topic
 from tests.cluster_support import produce_numbered, read_all
-from tests.webhook import webhook_server
-
-
-@pytest.fixture
-def webhook() -> Iterator[tuple[str, list[dict[str, Any]]]]:
-    with webhook_server("/alerts") as server:
-        yield server
 
 
 def _commit_when_coordinated(consumer: Consumer, offsets: list[TopicPartition]) -> None:

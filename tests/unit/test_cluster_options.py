@@ -4,8 +4,6 @@ and print paths as text, never as rich markup."""
 from __future__ import annotations
 
 import json
-import socket
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -45,13 +43,6 @@ def test_library_checks_the_same_ranges(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="timeout: got -5"):
         LocalCluster(tmp_path).stop(timeout=-5)
     assert LocalCluster(tmp_path, nodes=3, port=65530).bootstrap.endswith(":65534")
-
-
-@pytest.fixture
-def nowhere() -> Iterator[str]:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        yield f"127.0.0.1:{sock.getsockname()[1]}"
 
 
 @pytest.mark.parametrize(("options", "says"), [

@@ -6,9 +6,6 @@ the network call, the exit code would be 1 (broker unavailable), not 2.
 
 from __future__ import annotations
 
-import socket
-from collections.abc import Iterator
-
 import pytest
 
 from kafeed.cli.main import main
@@ -16,14 +13,6 @@ from kafeed.ingest.progress import PROGRESS_TOPIC
 from kafeed.prepare.settings import DedupSettings
 from kafeed.topics import KAFKA_OWN_TOPICS, deletion_cost
 from tests.cli_support import usage_error
-
-
-@pytest.fixture
-def nowhere() -> Iterator[str]:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        yield f"127.0.0.1:{sock.getsockname()[1]}"
-
 
 
 @pytest.mark.parametrize(("options", "says"), [
