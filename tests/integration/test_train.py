@@ -306,3 +306,15 @@ def test_wrong_record_type_fails_with_one_sentence(kafka: ConnectionSettings, ma
     assert "Traceback" not in err and topic in err and out == ""
     error_lines = [line for line in err.splitlines() if line.startswith("error: ")]
     assert len(error_lines) == 1, err[-3000:]
+
+
+def test_startup_opens_the_stream_ahead_only_for_a_single_reader(kafka: ConnectionSettings,
+                                                                  tokens_topic: str, tmp_path: Path) -> None:
+    from kafeed.train.startup import start
+
+    single = start(TrainOptions(topic=tokens_topic, checkpoint_dir=tmp_path / "a"), kafka)
+    assert single.stream is not None and single.opened_from is None
+    assert single.tokenizer is not None and single.settings.eos_id == single.tokenizer.eos_id
+    single.stream.close()
+    workers = start(TrainOptions(topic=tokens_topic, num_workers=2, checkpoint_dir=tmp_path / "b"), kafka)
+    assert workers.stream is None  # each DataLoader worker opens its own

@@ -46,3 +46,11 @@ def test_help_of_each_command_imports_nothing_heavy(group: str) -> None:
 def test_import_kafeed_is_light() -> None:
     loaded = _modules_after("import kafeed")
     assert not _roots(loaded) & set(HEAVY), sorted(_roots(loaded) & set(HEAVY))
+
+
+def test_train_startup_opens_the_loader_without_torch() -> None:
+    # `kafeed train` opens the loader's consumer through this module before torch loads, so
+    # the first records are fetched while torch imports (benchmarks/bench_train_start.py).
+    loaded = _modules_after("import kafeed.train.startup, kafeed.loader.opening")
+    assert "torch" not in _roots(loaded)
+    assert "confluent_kafka" in _roots(loaded) or "kafeed.loader.reader" in loaded

@@ -28,6 +28,7 @@ from kafeed.train.defaults import TRAIN_DEFAULTS as _D
 
 if TYPE_CHECKING:
     from kafeed.train.options import TrainOptions
+    from kafeed.train.startup import Startup
 
 
 def train(
@@ -101,7 +102,11 @@ def train(
     if metrics_port is not None:
         # Under torchrun each local rank serves its own port: PORT + LOCAL_RANK (0: any free port).
         start_metrics(metrics_port + local_rank if metrics_port else 0)
-    summary = run_training(options, conn)
+    # Before torch loads: checks, tokenizer, and the loader's consumer already fetching.
+    from kafeed.train.startup import start
+
+    startup = start(options, conn)
+    summary = run_training(options, conn, startup)
     if os.environ.get("RANK", "0") == "0":  # under torchrun, rank 0 speaks for the job
         if json_out:
             print_json(summary)
@@ -114,18 +119,18 @@ def train(
         exit_stopped(stop, "Rerun the same command with --resume to continue from the checkpoint.")
 
 
-def run_training(options: TrainOptions, conn: Any) -> dict[str, Any]:
+def run_training(options: TrainOptions, conn: Any, startup: Startup) -> dict[str, Any]:
     def progress(line: str) -> None:
         console.print(line, highlight=False, markup=False, soft_wrap=True)
 
     if options.model == "gpt":
         from kafeed.train.gpt import train_gpt
 
-        result, describe = train_gpt(options, conn, progress=progress)
+        result, describe = train_gpt(options, conn, progress=progress, startup=startup)
     else:
         from kafeed.train.classifier import train_classifier
 
-        result, describe = train_classifier(options, conn, progress=progress)
+        result, describe = train_classifier(options, conn, progress=progress, startup=startup)
     return {
         "steps": result.steps,
         "resumed_from": result.resumed_from,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -23,30 +24,11 @@ from torch.utils.data import IterableDataset, get_worker_info
 
 from kafeed.config import ConnectionSettings
 from kafeed.errors import ConfigError, KafeedError, invalid_settings
+from kafeed.loader.opening import MAIN_PROCESS, Stream, Topology, open_stream, state_key
 from kafeed.loader.parent import watch_parent
-from kafeed.loader.reader import KafkaReader
-from kafeed.loader.resume import choose_resume
 from kafeed.loader.settings import Kind, LoaderSettings
 from kafeed.loader.state import check_state, empty_state, next_epoch, plain_copy
-from kafeed.loader.stream import Delivered, SampleStream, TokenStream
-
-
-@dataclass(frozen=True)
-class Topology:
-    """Where this reader sits: rank of world size, DataLoader worker of num_workers."""
-
-    rank: int
-    world_size: int
-    worker: int
-    num_workers: int
-
-    @property
-    def index(self) -> int:
-        return self.rank * self.num_workers + self.worker
-
-    @property
-    def count(self) -> int:
-        return self.world_size * self.num_workers
+from kafeed.loader.stream import Delivered
 
 
 def rank_and_world(settings: LoaderSettings) -> tuple[int, int]:
@@ -91,6 +73,9 @@ def collate_samples(samples: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     }
 
 
+log = logging.getLogger("kafeed")
+
+
 @dataclass(frozen=True)
 class WorkerError:
     """A :class:`KafeedError` raised in a DataLoader worker, sent to the main process as data.
@@ -128,9 +113,10 @@ class KafkaDatasetBase(IterableDataset[Any]):
         super().__init__()
         self.settings = settings
         self._loaded: dict[str, Any] | None = None
-        self._stream: TokenStream | SampleStream | None = None
+        self._stream: Stream | None = None
         self._topology: Topology | None = None
         self._finished = False
+        self._adopted: tuple[Stream, str] | None = None
 
     # -- topology and streams --------------------------------------------------------------
     def topology(self) -> Topology:
@@ -140,26 +126,34 @@ class KafkaDatasetBase(IterableDataset[Any]):
             return Topology(rank, world, 0, 1)
         return Topology(rank, world, info.id, info.num_workers)
 
-    def _open_stream(self, topo: Topology, origin: int | None = None) -> TokenStream | SampleStream:
+    def adopt(self, stream: Stream, saved: dict[str, Any] | None) -> None:
+        """Use ``stream``, opened ahead by :func:`kafeed.loader.opening.open_stream` from
+        ``saved``, for the next iteration in the main process, if that iteration resumes from
+        exactly ``saved``; otherwise it is closed and a stream is opened as usual."""
+        self._drop_adopted()
+        self._adopted = (stream, state_key(saved))
+
+    def _drop_adopted(self) -> None:
+        if self._adopted is not None:
+            self._adopted[0].close()
+            self._adopted = None
+
+    def _open_stream(self, topo: Topology, origin: int | None = None) -> Stream:
         saved = self._loaded
         if self._stream is not None:
             saved = next_epoch(self.state_dict()) if self._finished else self.state_dict()
-        resume = choose_resume(saved, mode=self.settings.mode, index=topo.index, count=topo.count,
-                               rank=topo.rank, worker=topo.worker)
         in_worker = get_worker_info() is not None
-        # Only the main process's registry is served: workers' client statistics would be lost.
-        reader = KafkaReader(self.settings, index=topo.index, count=topo.count, client_stats=not in_worker,
-                             parent=watch_parent(origin) if in_worker else None)
-        stream: TokenStream | SampleStream
-        if self.kind == "tokens":
-            stream = TokenStream(self.settings, reader)
+        stream: Stream
+        if self._adopted is not None and topo == MAIN_PROCESS and not in_worker \
+                and self._adopted[1] == state_key(saved):
+            stream, self._adopted = self._adopted[0], None
         else:
-            stream = SampleStream(self.settings, reader)
-        if resume.entry is not None:
-            stream.load_state_dict(resume.entry)
-        elif resume.plan is not None:
-            stream.load_plan(resume.plan)
-        stream.open()
+            if self._adopted is not None:
+                log.debug("kafeed loader: the stream opened ahead was opened from another state; reopening")
+            self._drop_adopted()
+            # Only the main process's registry is served: workers' client statistics would be lost.
+            stream = open_stream(self.settings, topo, saved, client_stats=not in_worker,
+                                 parent=watch_parent(origin) if in_worker else None)
         self._stream = stream
         self._topology = topo
         self._finished = False

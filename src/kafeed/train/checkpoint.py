@@ -26,6 +26,7 @@ import logging
 import os
 import re
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -174,10 +175,9 @@ class CheckpointManager:
                 except FileNotFoundError:
                     pass
 
-    def load_latest(self) -> Checkpoint | None:
-        """The newest valid checkpoint, or None when there is none at all."""
-        import torch
-
+    def _verified(self) -> Iterator[tuple[int, Path, dict[str, Any], bytes]]:
+        """Newest first: (step, .pt path, manifest, .pt bytes) of each checkpoint whose file
+        matches its manifest's size and checksum; the others are skipped with a warning."""
         for step, manifest_path in reversed(self._manifests()):
             try:
                 manifest = read_manifest(manifest_path)
@@ -185,8 +185,26 @@ class CheckpointManager:
                 data = pt.read_bytes()
                 if len(data) != manifest["bytes"] or hashlib.sha256(data).hexdigest() != manifest["sha256"]:
                     raise CheckpointError(f"{pt} does not match its checksum (torn or corrupt).")
+            except (CheckpointError, OSError, KeyError, ValueError) as exc:
+                log.warning("skipping checkpoint at step %d: %s", step, exc)
+                continue
+            yield step, pt, manifest, data
+
+    def latest_manifest(self) -> dict[str, Any] | None:
+        """The manifest of the checkpoint :meth:`load_latest` picks, read without torch
+        (for the loader state, which the manifest holds as plain JSON); None without one."""
+        for _step, _pt, manifest, _data in self._verified():
+            return manifest
+        return None
+
+    def load_latest(self) -> Checkpoint | None:
+        """The newest valid checkpoint, or None when there is none at all."""
+        import torch
+
+        for step, pt, manifest, data in self._verified():
+            try:
                 payload = torch.load(io.BytesIO(data), map_location="cpu", weights_only=False)
-            except (CheckpointError, OSError, KeyError, RuntimeError, ValueError) as exc:
+            except (RuntimeError, ValueError, KeyError, OSError) as exc:
                 log.warning("skipping checkpoint at step %d: %s", step, exc)
                 continue
             return Checkpoint(step=step, path=pt, manifest=manifest, payload=payload)

@@ -21,7 +21,8 @@ from kafeed.train.models import build_classifier, minilm_dir, parameter_count
 from kafeed.train.optim import AdamW
 from kafeed.train.options import TrainOptions
 from kafeed.train.runner import RunResult, distributed_context, seed_everything
-from kafeed.train.wiring import preflight, run_on_loader
+from kafeed.train.startup import Startup, start
+from kafeed.train.wiring import run_on_loader
 
 log = logging.getLogger("kafeed")
 
@@ -69,17 +70,17 @@ class TextEncoder:
 
 
 def train_classifier(options: TrainOptions, connection: ConnectionSettings, *,
-                     progress: Callable[[str], None] = print) -> tuple[RunResult, dict[str, Any]]:
+                     progress: Callable[[str], None] = print,
+                     startup: Startup | None = None) -> tuple[RunResult, dict[str, Any]]:
+    """Fine-tune the classifier on ``options.topic``; ``startup`` as for train_gpt."""
     from kafeed.loader import KafkaSampleDataset, StreamLoader
 
-    preflight(connection, options)
+    startup = startup or start(options, connection)
     rank, world = distributed_context()
     seed_everything(options.seed)
-    dataset = KafkaSampleDataset(
-        options.topic, connection=connection, end=None if options.stream else "latest",
-        shuffle_buffer=options.shuffle_buffer, seed=options.seed,
-        rank=rank if world > 1 else None, world_size=world if world > 1 else None,
-    )
+    dataset = KafkaSampleDataset(settings=startup.settings, rank=rank if world > 1 else None,
+                                 world_size=world if world > 1 else None)
+    startup.adopt_into(dataset)
     loader = StreamLoader(dataset, batch_size=options.batch_size, num_workers=options.num_workers)
     encode = TextEncoder(options.max_length, pretrained=options.pretrained)
     core, encoder_desc = build_classifier(options.num_labels, pretrained=options.pretrained,

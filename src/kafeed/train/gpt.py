@@ -9,30 +9,35 @@ from typing import Any
 import torch
 
 from kafeed.config import ConnectionSettings
+from kafeed.errors import ConfigError
 from kafeed.train.models import GPTConfig, TinyGPT, next_token_loss, parameter_count
 from kafeed.train.optim import AdamW
 from kafeed.train.options import TrainOptions
 from kafeed.train.runner import RunResult, distributed_context, seed_everything
-from kafeed.train.wiring import preflight, run_on_loader, tokenizer_info
+from kafeed.train.startup import Startup, start
+from kafeed.train.wiring import run_on_loader
 
 log = logging.getLogger("kafeed")
 
 
 def train_gpt(options: TrainOptions, connection: ConnectionSettings, *,
-              progress: Callable[[str], None] = print) -> tuple[RunResult, dict[str, Any]]:
-    """Train :class:`TinyGPT` on ``options.topic``; returns the run result and a description."""
+              progress: Callable[[str], None] = print,
+              startup: Startup | None = None) -> tuple[RunResult, dict[str, Any]]:
+    """Train :class:`TinyGPT` on ``options.topic``; returns the run result and a description.
+
+    ``startup``: what :func:`kafeed.train.startup.start` prepared before torch was imported
+    (the CLI does that); made here when not given."""
     from kafeed.loader import KafkaTokenDataset, StreamLoader
 
-    preflight(connection, options)
+    startup = startup or start(options, connection)
+    tok = startup.tokenizer
+    if tok is None:
+        raise ConfigError("train_gpt needs a startup prepared for the gpt model.")
     rank, world = distributed_context()
     seed_everything(options.seed)
-    tok = tokenizer_info(options.tokenizer)
-    dataset = KafkaTokenDataset(
-        options.topic, seq_len=options.seq_len, connection=connection,
-        end=None if options.stream else "latest", shuffle_buffer=options.shuffle_buffer,
-        seed=options.seed, eos_id=tok.eos_id, tokenizer=tok.fingerprint,
-        rank=rank if world > 1 else None, world_size=world if world > 1 else None,
-    )
+    dataset = KafkaTokenDataset(settings=startup.settings, rank=rank if world > 1 else None,
+                                world_size=world if world > 1 else None)
+    startup.adopt_into(dataset)
     loader = StreamLoader(dataset, batch_size=options.batch_size, num_workers=options.num_workers)
     cfg = GPTConfig(vocab_size=tok.vocab_size, seq_len=options.seq_len, d_model=options.d_model,
                     n_layers=options.n_layers, n_heads=options.n_heads)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from kafeed.config import ConnectionSettings
@@ -21,47 +20,6 @@ from kafeed.train.runner import Runner, RunResult
 log = logging.getLogger("kafeed")
 
 LINEAGE_VERSION = 1
-
-
-@dataclass(frozen=True)
-class TokenizerInfo:
-    vocab_size: int
-    eos_id: int
-    fingerprint: str
-
-
-def tokenizer_info(spec: str) -> TokenizerInfo:
-    """Vocabulary, end-of-document id and fingerprint of prepare's tokenizer ``spec``."""
-    from kafeed.prepare.settings import TokenizerSettings
-    from kafeed.prepare.tokenize import load_tokenizer
-
-    tok = load_tokenizer(TokenizerSettings(name=spec))
-    if tok.eos_id is None:
-        raise KafeedError(f"Tokenizer {spec!r} has no end-of-document token.")
-    return TokenizerInfo(vocab_size=tok.vocab_size, eos_id=tok.eos_id, fingerprint=tok.fingerprint)
-
-
-def check_topic(connection: ConnectionSettings, topic: str, *, timeout: float = 10.0) -> None:
-    """Fail fast, in one sentence, when the cluster is unreachable or the topic is missing."""
-    from kafeed.errors import TopicError
-    from kafeed.topics.admin import TopicAdmin
-
-    admin = TopicAdmin(connection, timeout=timeout)
-    if not admin.exists(topic):
-        raise TopicError(f"Topic {topic!r} does not exist on {connection.bootstrap}.",
-                         hint="Check --topic, or run `kafeed prepare` to fill it.")
-
-
-def preflight(connection: ConnectionSettings, options: TrainOptions) -> None:
-    """What must hold before any training work: checkpoints can be written (rank 0 writes
-    them) and the topic exists. Raises ConfigError or TopicError, in one sentence."""
-    import os
-
-    from kafeed.train.checkpoint import check_writable
-
-    if os.environ.get("RANK", "0") == "0":
-        check_writable(options.checkpoint_dir)
-    check_topic(connection, options.topic)
 
 
 def _ranges(start: int, next_offset: int, delivered: list[int]) -> list[list[int]]:
