@@ -11,6 +11,7 @@ import pytest
 import kafeed
 from kafeed.config import ConnectionSettings
 from kafeed.loader.decode import WRONG_TYPE_AFTER
+from kafeed.schema import make_document
 from tests.integration.loader_data import counts, produce_docs, produce_samples, producer
 from tests.kafka_fixtures import TopicFactory
 
@@ -79,3 +80,18 @@ def test_mixed_topic_with_bad_records_first_still_delivers_the_good_ones(
     assert np.array_equal(counts(list(loader), len(expected)), expected)
     bad_seen = sum(r["stats"]["bad"] for r in loader.state_dict()["readers"].values())
     assert bad_seen == len(bad)
+
+
+def test_records_of_another_tokenizer_are_named_as_such(kafka: ConnectionSettings,
+                                                        make_topic: TopicFactory) -> None:
+    topic = make_topic(partitions=1)
+    p = producer(kafka.bootstrap)
+    for i in range(WRONG_TYPE_AFTER):
+        doc = make_document([1, 2, 3, i % 250], id=f"d{i}", vocab_size=257, tokenizer="other:v1")
+        p.produce(topic, value=doc.SerializeToString())
+    assert p.flush(30) == 0
+    ds = kafeed.KafkaTokenDataset(topic, seq_len=3, eos_id=0, tokenizer="bytes:v1", connection=kafka)
+    with pytest.raises(kafeed.SchemaError) as err:
+        _first_batch(kafeed.StreamLoader(ds, batch_size=1))
+    assert "of another tokenizer" in err.value.message and "'other:v1'" in err.value.message
+    assert err.value.hint is not None and "--tokenizer" in err.value.hint

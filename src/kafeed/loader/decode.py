@@ -141,9 +141,29 @@ class RecordDecoder:
         """The error for a topic none of whose records decoded (see the module docstring)."""
         bad, value = self._unproven[topic]
         expected, hint = _EXPECTED[self.settings.kind]
+        other = self._other_tokenizer(value)
+        if other is not None:
+            return SchemaError(
+                f"Topic {topic!r} holds TokenizedDocument records of another tokenizer: none of the "
+                f"{bad} records read from it was tokenized with {self.settings.tokenizer!r}; they "
+                f"were tokenized with {other!r}.",
+                hint="Read it with the tokenizer that prepared it (`kafeed train --tokenizer`), or "
+                     "run `kafeed prepare` with this tokenizer into another topic.")
         return SchemaError(
             f"Topic {topic!r} does not hold {expected} records: none of the {bad} records read from "
             f"it decoded, and they look like {sniff(value, self.settings.kind)}.", hint=hint)
+
+    def _other_tokenizer(self, value: bytes) -> str | None:
+        """The tokenizer a well-formed TokenizedDocument names, when it is not the expected one."""
+        if self.settings.kind != "tokens" or self.settings.tokenizer is None:
+            return None
+        try:
+            doc = decode_document(value)
+        except SchemaError:
+            return None
+        if len(UnknownFieldSet(doc)) or doc.tokenizer == self.settings.tokenizer:
+            return None
+        return doc.tokenizer
 
     def check_end(self) -> None:
         """At the end of a bounded run: refuse a topic that had records but none decoded."""
