@@ -39,6 +39,16 @@ def _norm(value: Any) -> Any:
     return value
 
 
+def differences(a: Any, b: Any, path: str = "") -> list[str]:
+    """Where two JSON values differ, as ``path: a != b`` lines (the first few)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        out = [f"{path}/{k}: only in {'first' if k in a else 'second'}" for k in sorted(set(a) ^ set(b))]
+        for k in sorted(set(a) & set(b)):
+            out += differences(a[k], b[k], f"{path}/{k}")
+        return out[:20]
+    return [] if a == b else [f"{path or '/'}: {a!r:.200} != {b!r:.200}"]
+
+
 def check_save_resume(case: Stateful[Any], n: int, m: int) -> tuple[list[Any], list[Any]]:
     """Assert a resumed object continues exactly; returns (first N, next M) outputs."""
     ref = case.make()
@@ -58,5 +68,6 @@ def check_save_resume(case: Stateful[Any], n: int, m: int) -> tuple[list[Any], l
         case.close(fresh)
     assert got == expected, f"resumed output differs after {n} steps"
     if case.same_state:
-        assert got_after == ref_after, f"resumed state differs after {n} + {m} steps"
+        assert got_after == ref_after, (f"resumed state differs after {n} + {m} steps:\n"
+                                        + "\n".join(differences(ref_after, got_after)))
     return first, expected
