@@ -10,6 +10,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from kafeed.config import ConnectionSettings
 from tests.prepare_support import prepare_env, produce, read_topic
 
@@ -19,7 +21,9 @@ def _router(kafka: ConnectionSettings, *topics: str, until_caught_up: bool = Fal
             *(["--until-caught-up"] if until_caught_up else [])]
 
 
-def test_router_is_exactly_once_under_kills(kafka: ConnectionSettings, make_topic, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("kills", [2, pytest.param(4, marks=pytest.mark.slow)])
+def test_router_is_exactly_once_under_kills(kafka: ConnectionSettings, make_topic, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                            kills: int) -> None:
     rng = random.Random(7)
     source = make_topic(partitions=3)
     out_a, out_b, group = f"{source}.a", f"{source}.b", f"g-{source}"
@@ -33,7 +37,7 @@ def test_router_is_exactly_once_under_kills(kafka: ConnectionSettings, make_topi
     env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2]) + ":" + env["PYTHONPATH"]
     cmd = _router(kafka, source, out_a, out_b, group)
 
-    for _ in range(4):
+    for _ in range(kills):
         # Kill after a random number of commits, i.e. somewhere inside the next batch.
         wanted = rng.randint(1, 6)
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

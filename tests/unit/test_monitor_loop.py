@@ -43,6 +43,7 @@ SETTINGS = AlertSettings(max_partition_lag=100, expected_brokers=1)
 
 
 def run(cluster: Cluster, polls: int) -> list[Poll]:
+    cluster.options = MonitorOptions(interval_s=0.001)  # the loop's waits, not the test's time
     seen: list[Poll] = []
     stop = threading.Event()
     Watch(cluster, SETTINGS).run(seen.append, stop=stop, polls=polls)
