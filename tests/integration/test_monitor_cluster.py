@@ -6,6 +6,7 @@ A 3-node cluster that loses a node: test_three_nodes.py.
 from __future__ import annotations
 
 import json
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -32,16 +33,31 @@ def test_unreachable_cluster_alerts_and_keeps_polling(tmp_path: Path,
         [sys.executable, "-m", "kafeed.cli.main", "monitor", "-b", f"127.0.0.1:{port}", "--config",
          str(config), "--json", "--interval", "0.5"],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    chunks: list[bytes] = []
+    reader = threading.Thread(target=lambda: chunks.extend(iter(lambda: proc.stdout.read1(4096), b"")),
+                              daemon=True)  # type: ignore[union-attr]
+    reader.start()
+
+    def polls() -> int:  # each poll prints one indented JSON document
+        return b"".join(chunks).count(b"\n}\n")
+
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         while not received and time.monotonic() < deadline:
             assert proc.poll() is None, "the monitor exited on an unreachable cluster"
             time.sleep(0.2)
-        time.sleep(2)  # more failed polls: the alert must not fire again
-        assert proc.poll() is None
+        # Three more failed polls, counted on its output: the alert must not fire again.
+        after = polls() + 3
+        while polls() < after and time.monotonic() < deadline:
+            assert proc.poll() is None, "the monitor exited on an unreachable cluster"
+            time.sleep(0.1)
+        assert polls() >= after
     finally:
         proc.terminate()
-        out, _ = proc.communicate(timeout=15)
+        proc.wait(timeout=15)
+        reader.join(timeout=15)
+        proc.stdout.close()  # type: ignore[union-attr]
+    out = b"".join(chunks)
     assert [(r["rule"], r["status"]) for r in received] == [("broker_down", "firing")]
     assert "no broker answers" in received[0]["message"]
     first = json.loads(out.decode().split("\n}\n")[0] + "\n}")
