@@ -20,7 +20,8 @@ from kafeed.topics import TopicAdmin, plan_topic
 @pytest.fixture(scope="session")
 def kafka_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     cluster = LocalCluster(
-        tmp_path_factory.mktemp("kafka"), nodes=1, port=free_port_block(2), heap_mb=768
+        tmp_path_factory.mktemp("kafka"), nodes=1, port=free_port_block(2), heap_mb=768,
+        jit="quick",
     )
     cluster.start()
     try:

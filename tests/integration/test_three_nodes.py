@@ -44,7 +44,7 @@ def test_three_nodes_lose_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]
                               webhook: tuple[str, list[dict[str, Any]]]) -> None:
     url, received = webhook
     data_dir = tmp_path / "three"
-    cluster = LocalCluster(data_dir, nodes=3, port=free_port_block(6), heap_mb=384)
+    cluster = LocalCluster(data_dir, nodes=3, port=free_port_block(6), heap_mb=384, jit="quick")
     cluster.start()
     try:
         settings = ConnectionSettings(bootstrap=cluster.bootstrap)

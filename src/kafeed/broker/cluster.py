@@ -26,9 +26,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 from kafeed.broker.ports import port_free
 from kafeed.broker.render import LOG4J2, NodeSpec, node_specs, server_properties
 from kafeed.broker.status import ClusterStatus, NodeStatus, cluster_view, dir_size
+from kafeed.choices import JitMode
 from kafeed.errors import BrokerError, ConfigError, invalid_settings
 from kafeed.home import kafeed_home
-from kafeed.jars import KafkaLibs, resolve_libs
+from kafeed.jars import QUICK_JIT, KafkaLibs, resolve_libs
 
 log = logging.getLogger("kafeed")
 
@@ -103,6 +104,7 @@ class ClusterOptions(BaseModel):
     nodes: Literal[1, 3] | None = None
     port: int | None = Field(default=None, ge=1024)
     heap_mb: int = Field(default=512, ge=128)
+    jit: JitMode = "full"
 
     @field_validator("port")
     @classmethod
@@ -129,16 +131,20 @@ class LocalCluster:
         nodes: int | None = None,
         port: int | None = None,
         heap_mb: int = 512,
+        jit: JitMode = "full",
         kafka_home: Path | None = None,
     ) -> None:
         try:
-            options = ClusterOptions.model_validate({"nodes": nodes, "port": port, "heap_mb": heap_mb})
+            options = ClusterOptions.model_validate(
+                {"nodes": nodes, "port": port, "heap_mb": heap_mb, "jit": jit}
+            )
         except ValidationError as exc:
             raise invalid_settings(exc, what="local cluster options") from None
         self.data_dir = (data_dir or default_data_dir()).resolve()
         self._nodes_arg: int | None = options.nodes
         self._port_arg = options.port
         self.heap_mb = options.heap_mb
+        self.jit = options.jit
         self.kafka_home = kafka_home
 
     # -- recorded state ------------------------------------------------------
@@ -247,7 +253,7 @@ class LocalCluster:
             (spec.directory / "logs").mkdir(parents=True, exist_ok=True)
             spec.properties_file.write_text(server_properties(spec, specs))
             (spec.directory / "log4j2.properties").write_text(LOG4J2)
-            cmd = [libs.java, "-Xmx256m", "-cp", libs.classpath, "kafka.tools.StorageTool",
+            cmd = [libs.java, "-Xmx256m", QUICK_JIT, "-cp", libs.classpath, "kafka.tools.StorageTool",
                    "format", "-t", cluster_id, "-c", str(spec.properties_file)]
             if nodes == 1:
                 cmd.append("--standalone")
@@ -277,6 +283,7 @@ class LocalCluster:
         cmd = [
             libs.java, f"-Xmx{heap}m", f"-Xms{min(heap, 128)}m", "-XX:+UseG1GC",
             "-XX:MaxGCPauseMillis=20", "-Djava.awt.headless=true",
+            *([QUICK_JIT] if self.jit == "quick" else []),
             f"-Dkafka.logs.dir={logs}",
             f"-Dlog4j2.configurationFile={spec.directory / 'log4j2.properties'}",
             "-cp", libs.classpath, "kafka.Kafka", str(spec.properties_file),
