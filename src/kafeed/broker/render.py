@@ -83,6 +83,11 @@ def server_properties(node: NodeSpec, all_nodes: list[NodeSpec]) -> str:
         "share.coordinator.state.topic.min.isr": str(min_isr),
         # Local clusters serve tests and demos: rebalance at once, few threads.
         "group.initial.rebalance.delay.ms": "0",
+        # Task queues (share groups): a worker joins within a second, and a queue may lock a
+        # record for as little as a second, so a crashed worker's task comes back quickly.
+        "group.share.heartbeat.interval.ms": "1000",
+        "group.share.min.heartbeat.interval.ms": "500",
+        "group.share.min.record.lock.duration.ms": "1000",
         "num.network.threads": "2",
         "num.io.threads": "4",
         "num.recovery.threads.per.data.dir": "1",
