@@ -61,7 +61,7 @@ def submit_command(
 
     from kafeed.tasks import make_task, read_task_file, submit_tasks
     from kafeed.tasks.model import parse_params
-    from kafeed.telemetry import tasks as m
+    from kafeed.telemetry import metrics as m
 
     if file is not None:
         if kind or key:
@@ -78,7 +78,7 @@ def submit_command(
     settings = _settings(prefix)
     n = submit_tasks(connection(bootstrap, config), tasks, settings=settings, create_queue=create_queue)
     for task in tasks:
-        m.SUBMITTED.labels(kind=task.kind).inc()
+        m.TASKS_SUBMITTED.labels(kind=task.kind).inc()
     if json_out:
         print_json({"submitted": n, "keys": [t.key for t in tasks]})
     else:
@@ -151,11 +151,8 @@ def status_command(
     from rich.table import Table
 
     from kafeed.tasks.status import queue_status
-    from kafeed.telemetry import tasks as m
 
     kinds = queue_status(connection(bootstrap, config), _settings(prefix))
-    for k in kinds:
-        m.QUEUE_AGE.labels(kind=k.kind).set(k.oldest_waiting_s or 0.0)
     if json_out:
         print_json([asdict(k) for k in kinds])
         return

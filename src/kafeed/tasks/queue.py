@@ -24,19 +24,20 @@ SHARE_HINT = ("Task queues need share groups (Kafka 4.x): enable them with "
 def ensure_topics(admin: TopicAdmin, settings: QueueSettings, kinds: list[str], *,
                   create_queues: bool = True) -> None:
     """Create what is missing: the results (compacted), parked and queue topics."""
+    for kind in kinds:
+        topic = settings.queue_topic(kind)
+        if not create_queues and not admin.exists(topic):
+            raise ConfigError(f"Unknown task kind {kind!r}: there is no queue topic {topic!r}.",
+                              hint=f"Start a worker with `kafeed tasks worker --kind {kind}` first, "
+                              "or submit with --create-queue.")
     brokers = admin.broker_count()
     admin.create(plan_topic(settings.results_topic, brokers=brokers, partitions=settings.partitions,
                             compact=True), exist_ok=True)
     admin.create(plan_topic(settings.parked_topic, brokers=brokers, partitions=1), exist_ok=True)
-    for kind in kinds:
-        topic = settings.queue_topic(kind)
-        if create_queues:
-            admin.create(plan_topic(topic, brokers=brokers, partitions=settings.partitions),
-                         exist_ok=True)
-        elif not admin.exists(topic):
-            raise ConfigError(f"Unknown task kind {kind!r}: there is no queue topic {topic!r}.",
-                              hint=f"Start a worker with `kafeed tasks worker --kind {kind}` first, "
-                              "or submit with --create-queue.")
+    if create_queues:
+        for kind in kinds:
+            admin.create(plan_topic(settings.queue_topic(kind), brokers=brokers,
+                                    partitions=settings.partitions), exist_ok=True)
     check_results_compacted(admin, settings)
 
 

@@ -41,7 +41,7 @@ class ResultsView:
 
         consumer = read_committed_consumer(self._connection, {
             "group.id": f"kafeed-results-view-{uuid.uuid4().hex[:12]}", "auto.offset.reset": "earliest",
-            "fetch.wait.max.ms": 50})
+            "fetch.wait.max.ms": 5})
         try:
             meta = consumer.list_topics(self.topic, timeout=timeout).topics[self.topic]
             parts = sorted(meta.partitions)

@@ -37,7 +37,7 @@ from kafeed.tasks.queue import configure_group, ensure_topics, lock_ms, share_gr
 from kafeed.tasks.results import ResultsView
 from kafeed.tasks.settings import QueueSettings
 from kafeed.tasks.writer import TaskWriter
-from kafeed.telemetry import tasks as m
+from kafeed.telemetry import metrics as m
 from kafeed.topics import TopicAdmin
 
 log = logging.getLogger("kafeed")
@@ -191,7 +191,7 @@ class Worker:
             # Done, cancelled, or a stale copy: a later attempt was already queued (a worker
             # that wrote the retry died before acknowledging this delivery).
             self._count("skipped")
-            m.SKIPPED.labels(kind=self.kind, reason=latest.status).inc()
+            m.TASKS_SKIPPED.labels(kind=self.kind, reason=latest.status).inc()
             return ACCEPT
         now = time.time()
         if task.not_before > now:
@@ -200,7 +200,7 @@ class Worker:
             self._writer.result_async(self._result(task, "expired", error="deadline passed before "
                                                    "the task started", finished_at=now))
             self._count("expired")
-            m.SKIPPED.labels(kind=self.kind, reason="expired").inc()
+            m.TASKS_SKIPPED.labels(kind=self.kind, reason="expired").inc()
             return ACCEPT
         other = self._view.holder(task.key)
         if other is not None:
@@ -224,7 +224,7 @@ class Worker:
         assert self._writer is not None
         self._writer.tasks([task.model_copy(update={"not_before": not_before})])
         self._count("deferred")
-        m.SKIPPED.labels(kind=self.kind, reason="deferred").inc()
+        m.TASKS_SKIPPED.labels(kind=self.kind, reason="deferred").inc()
         return ACCEPT
 
     def _result(self, task: Task, status: Any, **fields: Any) -> TaskResult:
@@ -235,10 +235,10 @@ class Worker:
     def _run(self, msg: Any, task: Task, lease: TaskResult) -> str:
         assert self._writer is not None
         started = time.time()
-        m.STARTED.labels(kind=self.kind).inc()
-        m.DISPATCH.labels(kind=self.kind).observe(max(0.0, started - max(task.submitted_at,
+        m.TASKS_STARTED.labels(kind=self.kind).inc()
+        m.TASKS_QUEUE_WAIT.labels(kind=self.kind).observe(max(0.0, started - max(task.submitted_at,
                                                                            task.not_before)))
-        m.RUNNING.labels(kind=self.kind).inc()
+        m.TASKS_RUNNING.labels(kind=self.kind).inc()
         try:
             output = json_output(self.handler(dict(task.params)))
         except Exception as exc:
@@ -249,14 +249,14 @@ class Worker:
                 task, "succeeded", lease_id=lease.lease_id, output=output, started_at=started,
                 finished_at=time.time()))
             self._count("succeeded")
-            m.SUCCEEDED.labels(kind=self.kind).inc()
+            m.TASKS_SUCCEEDED.labels(kind=self.kind).inc()
             return ACCEPT
         finally:
-            m.RUNNING.labels(kind=self.kind).dec()
-            m.DURATION.labels(kind=self.kind).observe(time.time() - started)
+            m.TASKS_RUNNING.labels(kind=self.kind).dec()
+            m.TASKS_HANDLER_SECONDS.labels(kind=self.kind).observe(time.time() - started)
         finished = time.time()
         self._count("failed")
-        m.FAILED.labels(kind=self.kind).inc()
+        m.TASKS_FAILED.labels(kind=self.kind).inc()
         failure = Attempt(attempt=task.attempt, worker=self.worker_id, started_at=started,
                           finished_at=finished, error=error[:2000])
         if task.attempt < task.max_attempts:
@@ -266,7 +266,7 @@ class Worker:
                                                    error=failure.error, started_at=started,
                                                    finished_at=finished))
             self._count("retried")
-            m.RETRIED.labels(kind=self.kind).inc()
+            m.TASKS_RETRIED.labels(kind=self.kind).inc()
             return ACCEPT
         parked = task.model_copy(update={"history": (*task.history, failure)})
         headers = deadletters.dead_letter_headers(
@@ -280,7 +280,7 @@ class Worker:
                                                error=failure.error, started_at=started,
                                                finished_at=finished))
         self._count("parked")
-        m.PARKED.labels(kind=self.kind).inc()
+        m.TASKS_PARKED.labels(kind=self.kind).inc()
         return ACCEPT
 
     def _heartbeat(self) -> None:
