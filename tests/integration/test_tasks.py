@@ -55,10 +55,11 @@ def _scenario(kafka: ConnectionSettings, work: Path, *, ok: int, kills: int) -> 
     def task(key: str, **params: Any) -> Any:
         return make_task(kind="mixed", key=key, params={"key": key, "log": log, **params})
 
-    tasks = [task(f"ok-{i}") for i in range(ok)]
+    # slow ones first: the kill (and the wait for the dead member's session to end) overlaps the rest
+    tasks = [task(f"slow-{i}", mode="slow", seconds=2) for i in range(1 + kills)]
+    tasks += [task(f"ok-{i}") for i in range(ok)]
     tasks += [task("dup"), task("dup"), task("dup")]
     tasks += [task("flaky", mode="flaky", fails=2), task("fail", mode="fail")]
-    tasks += [task(f"slow-{i}", mode="slow", seconds=2) for i in range(1 + kills)]
     # Submitted before any worker joins: the share group starts at the earliest task.
     submit_tasks(kafka, tasks, settings=settings, create_queue=True)
     errs = [work / f"worker{i}.err" for i in range(3 + kills)]

@@ -126,7 +126,10 @@ class Worker:
             on_ready()
         try:
             while not self.stop.is_set():
-                msgs = consumer.poll(0.5)
+                try:
+                    msgs = consumer.poll(0.5)
+                except Exception as exc:
+                    raise translate_kafka_error(exc, action=f"fetch tasks of kind {self.kind!r}") from exc
                 records = [msg for msg in msgs if not msg.error()]
                 for msg in msgs:
                     if msg.error():
