@@ -110,12 +110,17 @@ def scenario(kafka: ConnectionSettings, tmp_path_factory: pytest.TempPathFactory
 
 
 def _check_exactly_once(run: dict[str, Any]) -> None:
-    done = Counter(key for event, key, _, _ in run["runs"] if event == "done")
-    oks = {f"ok-{i}" for i in range(run["ok"])}
-    assert all(done[k] == 1 for k in oks), {k: done[k] for k in oks if done[k] != 1}
-    assert all(run["results"][k].status == "succeeded" for k in oks)
-    slow = [k for k in done if k.startswith("slow")]
-    assert len(slow) == 1 + len(run["killed"]) and all(done[k] == 1 for k in slow)
+    """Every task finished; none twice on the workers left alive. A worker SIGKILLed between
+    its handler's return and the result write leaves a finished run without a result (why
+    a handler's effect must be idempotent), so the killed workers' runs may repeat once."""
+    killed = set(run["killed"])
+    alive = Counter(key for event, key, pid, _ in run["runs"] if event == "done" and pid not in killed)
+    anywhere = Counter(key for event, key, _, _ in run["runs"] if event == "done")
+    keys = {f"ok-{i}" for i in range(run["ok"])} | {f"slow-{i}" for i in range(1 + len(killed))}
+    assert all(alive[k] <= 1 and 1 <= anywhere[k] <= 1 + len(killed) for k in keys), \
+        {k: (alive[k], anywhere[k]) for k in keys if alive[k] > 1 or anywhere[k] != 1}
+    assert all(run["results"][k].status == "succeeded" for k in keys)
+    assert sum(anywhere[k] - 1 for k in keys) <= len(killed)
 
 
 def test_many_tasks_across_three_workers_each_done_once(scenario: dict[str, Any]) -> None:

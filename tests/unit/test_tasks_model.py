@@ -119,3 +119,11 @@ def test_cli_bad_input_is_one_sentence(capsys: pytest.CaptureFixture[str]) -> No
     assert "--key" in line
     line = usage_error(["tasks", "worker", "--kind", "k", "--handler", "no_such_mod:run"], capsys)
     assert "Cannot import handler module" in line
+
+
+def test_a_heartbeat_written_after_the_final_result_does_not_revive_the_lease() -> None:
+    view = ResultsView(ConnectionSettings(bootstrap="localhost:1"), "t.results")
+    view._apply(_lease("k", "a", written=100.0, until=110.0))
+    view._apply(_lease("k", "a", written=101.0, until=0.0, status="succeeded"))
+    view._apply(_lease("k", "a", written=101.5, until=111.5))  # late renewal of the ended lease
+    assert view.holder("k", now=102.0) is None and view.latest("k").status == "succeeded"  # type: ignore[union-attr]

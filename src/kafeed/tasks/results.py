@@ -28,6 +28,7 @@ class ResultsView:
         self._lock = threading.Condition()
         self._latest: dict[str, TaskResult] = {}
         self._leases: dict[str, TaskResult] = {}
+        self._ended: dict[str, str] = {}  # per key, the lease its latest outcome ended
         self._positions: dict[int, int] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -73,6 +74,10 @@ class ResultsView:
                 self._lock.notify_all()
 
     def _apply(self, result: TaskResult) -> None:
+        if result.status == "running" and self._ended.get(result.key) == result.lease_id:
+            return  # a heartbeat that crossed its own final result on the way: no lease any more
+        if result.status != "running" and result.lease_id:
+            self._ended[result.key] = result.lease_id
         self._latest[result.key] = result
         current = self._leases.get(result.key)
         if result.status == "running":

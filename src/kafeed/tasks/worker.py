@@ -190,7 +190,8 @@ class Worker:
             return RELEASE
         assert self._view is not None and self._writer is not None
         latest = self._view.latest(task.key)
-        if latest is not None and (latest.status in FINAL or latest.attempt > task.attempt):
+        if latest is not None and (latest.status in FINAL or (
+                latest.status in ("retrying", "running") and latest.attempt > task.attempt)):
             # Done, cancelled, or a stale copy: a later attempt was already queued (a worker
             # that wrote the retry died before acknowledging this delivery).
             self._count("skipped")
@@ -217,11 +218,7 @@ class Worker:
             return self._defer(task, holder.lease_until if holder else time.time())
         with self._held_lock:
             self._held[task.key] = lease
-        try:
-            return self._run(msg, task, lease)
-        finally:
-            with self._held_lock:
-                self._held.pop(task.key, None)
+        return self._run(msg, task, lease)
 
     def _defer(self, task: Task, not_before: float) -> str:
         assert self._writer is not None
@@ -255,6 +252,8 @@ class Worker:
             m.TASKS_SUCCEEDED.labels(kind=self.kind).inc()
             return ACCEPT
         finally:
+            with self._held_lock:  # no heartbeat after this: the outcome below ends the lease
+                self._held.pop(task.key, None)
             m.TASKS_RUNNING.labels(kind=self.kind).dec()
             m.TASKS_HANDLER_SECONDS.labels(kind=self.kind).observe(time.time() - started)
         finished = time.time()
@@ -289,15 +288,14 @@ class Worker:
     def _heartbeat(self) -> None:
         every = max(0.2, self.lease_s / 4)
         while not self.stop.wait(every) or self._held:
-            with self._held_lock:
-                held = list(self._held.values())
-            now = time.time()
-            for lease in held:
-                assert self._writer is not None
-                try:
-                    self._writer.result_async(lease.model_copy(update={
-                        "lease_until": now + self.lease_s, "written_at": now}))
-                except KafeedError as exc:
-                    log.warning("could not renew the lease on %s: %s", lease.key, exc)
+            with self._held_lock:  # held while writing, so no renewal follows a lease's end
+                now = time.time()
+                for lease in self._held.values():
+                    assert self._writer is not None
+                    try:
+                        self._writer.result_async(lease.model_copy(update={
+                            "lease_until": now + self.lease_s, "written_at": now}))
+                    except KafeedError as exc:
+                        log.warning("could not renew the lease on %s: %s", lease.key, exc)
             if self.stop.is_set():
                 time.sleep(every)
