@@ -156,6 +156,10 @@ def status_command(
     if json_out:
         print_json([asdict(k) for k in kinds])
         return
+    if not kinds:
+        out.print(f"No task queues under the prefix {_settings(prefix).prefix!r}.", highlight=False,
+                  markup=False)
+        return
     table = Table(title="kafeed tasks", title_justify="left")
     for col in ("kind", "queued", "in flight", "done", "failed", "parked", "cancelled", "oldest wait"):
         table.add_column(col)
