@@ -83,6 +83,14 @@ def server_properties(node: NodeSpec, all_nodes: list[NodeSpec]) -> str:
         "share.coordinator.state.topic.min.isr": str(min_isr),
         # Local clusters serve tests and demos: rebalance at once, few threads.
         "group.initial.rebalance.delay.ms": "0",
+        # Task queues (share groups): a worker joins within a second, a queue may lock a
+        # record for as little as a second, and a crashed worker's partitions go to the others
+        # after 10 s instead of 45 s, so its tasks come back quickly.
+        "group.share.heartbeat.interval.ms": "1000",
+        "group.share.min.heartbeat.interval.ms": "500",
+        "group.share.min.record.lock.duration.ms": "1000",
+        "group.share.session.timeout.ms": "10000",
+        "group.share.min.session.timeout.ms": "5000",
         "num.network.threads": "2",
         "num.io.threads": "4",
         "num.recovery.threads.per.data.dir": "1",

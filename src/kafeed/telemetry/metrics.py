@@ -125,6 +125,33 @@ DISK_USED_RATIO = Gauge("kafeed_disk_used_ratio", "Used share of the log dir's f
 ALERTS_FIRING = Gauge("kafeed_alerts_firing", "1 while an alert fires.", ["alert", "subject"],
                       registry=REGISTRY)
 
+# -- the task queue (kafeed tasks worker) --------------------------------------
+
+TASKS_SUBMITTED = Counter("kafeed_tasks_submitted_total", "Tasks written to a queue.", ["kind"],
+                          registry=REGISTRY)
+TASKS_STARTED = Counter("kafeed_tasks_started_total", "Handler runs started.", ["kind"],
+                        registry=REGISTRY)
+TASKS_SUCCEEDED = Counter("kafeed_tasks_succeeded_total", "Tasks whose handler returned.", ["kind"],
+                          registry=REGISTRY)
+TASKS_FAILED = Counter("kafeed_tasks_failed_total", "Handler runs that raised.", ["kind"],
+                       registry=REGISTRY)
+TASKS_RETRIED = Counter("kafeed_tasks_retried_total", "Failed tasks put back with a backoff.",
+                        ["kind"], registry=REGISTRY)
+TASKS_PARKED = Counter("kafeed_tasks_parked_total", "Tasks parked after their last attempt.",
+                       ["kind"], registry=REGISTRY)
+TASKS_SKIPPED = Counter("kafeed_tasks_skipped_total", "Deliveries acknowledged unrun: done, "
+                        "cancelled, expired, stale, or deferred (not due, or leased elsewhere).",
+                        ["kind", "reason"], registry=REGISTRY)
+TASKS_RUNNING = Gauge("kafeed_tasks_running", "Handlers running now.", ["kind"], registry=REGISTRY)
+TASKS_HANDLER_SECONDS = Histogram(
+    "kafeed_tasks_handler_seconds", "Handler run time.", ["kind"],
+    buckets=(0.001, 0.01, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600), registry=REGISTRY)
+#: How long a task waited on the queue: submit (or its retry's not-before time) to handler start.
+TASKS_QUEUE_WAIT = Histogram(
+    "kafeed_tasks_queue_wait_seconds", "Submit (or retry not-before) to handler start.", ["kind"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 60, 300, 900, 3600),
+    registry=REGISTRY)
+
 
 
 def observe_latencies(stage: str, timestamps_ms: Sequence[int] | np.ndarray, *,

@@ -1,0 +1,30 @@
+"""The task queue on Kafka share groups (docs/tasks.md).
+
+Tasks go to ``<prefix>.<kind>``; workers of a kind share it through one share group,
+acknowledge each delivery explicitly, write one result per idempotency key to the
+compacted ``<prefix>.results`` and park tasks that used up their attempts in
+``<prefix>.parked``.
+"""
+
+from __future__ import annotations
+
+from kafeed.tasks.handlers import load_handler
+from kafeed.tasks.model import Attempt, Task, TaskResult, make_task
+from kafeed.tasks.settings import QueueSettings, queue_settings
+from kafeed.tasks.submit import read_task_file, submit, submit_tasks
+from kafeed.tasks.worker import Worker, WorkerStats
+
+__all__ = [
+    "Attempt",
+    "QueueSettings",
+    "Task",
+    "TaskResult",
+    "Worker",
+    "WorkerStats",
+    "load_handler",
+    "make_task",
+    "queue_settings",
+    "read_task_file",
+    "submit",
+    "submit_tasks",
+]

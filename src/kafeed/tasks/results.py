@@ -1,0 +1,125 @@
+"""The results topic read into memory: the state of every idempotency key, kept current.
+
+Every worker (and ``kafeed tasks status``) reads the whole compacted results topic from
+the beginning and then follows it. All readers see the records of a key in the same
+order, so they agree on who holds a lease: the first ``running`` record written while no
+other lease on that key was live wins, later ones lose (:meth:`ResultsView.holder`).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from typing import Any
+
+from kafeed.config import ConnectionSettings
+from kafeed.errors import translate_kafka_error
+from kafeed.kafka.clients import read_committed_consumer
+from kafeed.tasks.model import TaskResult, decode_result
+
+
+class ResultsView:
+    """Latest result per key, the live lease per key, and how far the topic has been read."""
+
+    def __init__(self, connection: ConnectionSettings, topic: str) -> None:
+        self.topic = topic
+        self._connection = connection
+        self._lock = threading.Condition()
+        self._latest: dict[str, TaskResult] = {}
+        self._leases: dict[str, TaskResult] = {}
+        self._ended: dict[str, str] = {}  # per key, the lease its latest outcome ended
+        self._positions: dict[int, int] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._consumer: Any = None
+
+    # -- reading -------------------------------------------------------------------------
+
+    def start(self, *, timeout: float = 60.0) -> ResultsView:
+        """Assign every partition from the beginning, read up to the end, then follow."""
+        from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+
+        consumer = read_committed_consumer(self._connection, {
+            "group.id": f"kafeed-results-view-{uuid.uuid4().hex[:12]}", "auto.offset.reset": "earliest",
+            "fetch.wait.max.ms": 5})
+        try:
+            meta = consumer.list_topics(self.topic, timeout=timeout).topics[self.topic]
+            parts = sorted(meta.partitions)
+            consumer.assign([TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in parts])
+            ends = {p: consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=timeout)[1]
+                    for p in parts}
+        except Exception as exc:
+            consumer.close()
+            raise translate_kafka_error(exc, action=f"read the results topic {self.topic!r}") from exc
+        self._consumer = consumer
+        self._thread = threading.Thread(target=self._run, name="kafeed-results", daemon=True)
+        self._thread.start()
+        self.wait_for(ends, timeout=timeout)
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            msgs = self._consumer.consume(num_messages=1000, timeout=0.1)
+            if not msgs:
+                continue
+            with self._lock:
+                for msg in msgs:
+                    if msg.error():
+                        continue
+                    self._positions[msg.partition()] = msg.offset() + 1
+                    result = decode_result(msg.value())
+                    if result is not None:
+                        self._apply(result)
+                self._lock.notify_all()
+
+    def _apply(self, result: TaskResult) -> None:
+        if result.status == "running" and self._ended.get(result.key) == result.lease_id:
+            return  # a heartbeat that crossed its own final result on the way: no lease any more
+        if result.status != "running" and result.lease_id:
+            self._ended[result.key] = result.lease_id
+        self._latest[result.key] = result
+        current = self._leases.get(result.key)
+        if result.status == "running":
+            live = current is not None and current.lease_until > result.written_at
+            if current is None or not live or current.lease_id == result.lease_id:
+                self._leases[result.key] = result
+        elif current is None or result.lease_id in ("", current.lease_id):
+            # Only the holder (or a record that is no lease at all) ends a lease.
+            self._leases.pop(result.key, None)
+
+    def wait_for(self, positions: dict[int, int], *, timeout: float) -> bool:
+        """Block until every partition was read up to ``positions`` (exclusive offsets)."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            while any(self._positions.get(p, 0) < end for p, end in positions.items() if end > 0):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._lock.wait(min(left, 0.5))
+        return True
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+
+    # -- asking ----------------------------------------------------------------------------
+
+    def latest(self, key: str) -> TaskResult | None:
+        with self._lock:
+            return self._latest.get(key)
+
+    def holder(self, key: str, now: float | None = None) -> TaskResult | None:
+        """The live lease on ``key`` (its ``lease_until`` still ahead), if any."""
+        now = time.time() if now is None else now
+        with self._lock:
+            lease = self._leases.get(key)
+        return lease if lease is not None and lease.lease_until > now else None
+
+    def snapshot(self) -> dict[str, TaskResult]:
+        with self._lock:
+            return dict(self._latest)

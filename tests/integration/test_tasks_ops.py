@@ -1,0 +1,100 @@
+"""Operating a task queue on the real broker: status, cancel, retry, deadlines, metrics, bad input.
+
+One in-process worker serves every check of the first test (no worker process to start).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kafeed.cli.main import main
+from kafeed.config import ConnectionSettings
+from kafeed.tasks import QueueSettings, Worker, make_task, submit_tasks
+from kafeed.tasks.results import ResultsView
+from kafeed.telemetry.metrics import REGISTRY
+from kafeed.topics import TopicAdmin, plan_topic
+from tests.cli_support import usage_error
+from tests.integration.task_handlers import mixed, runs
+
+
+def _until(condition: Any, what: str, timeout: float = 90.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def _status(kafka: ConnectionSettings, prefix: str, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+    capsys.readouterr()
+    assert main(["tasks", "status", "--json", "--prefix", prefix, "-b", kafka.bootstrap]) == 0
+    (kind,) = json.loads(capsys.readouterr().out)
+    return kind  # type: ignore[no-any-return]
+
+
+def test_status_cancel_retry_deadline_and_metrics(kafka: ConnectionSettings, tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    prefix = f"ops-{uuid.uuid4().hex[:10]}"
+    settings = QueueSettings(prefix=prefix, backoff_s=0.1)
+    log = str(tmp_path / "runs.log")
+
+    def task(key: str, **fields: Any) -> Any:
+        params = {"key": key, "log": log, **fields.pop("params", {})}
+        return make_task(kind="ops", key=key, params=params, **fields)
+
+    file = tmp_path / "tasks.jsonl"
+    lines = [{"kind": "ops", "key": f"f{i}", "params": {"key": f"f{i}", "log": log}} for i in range(3)]
+    file.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    assert main(["tasks", "submit", "--file", str(file), "--create-queue", "--prefix", prefix,
+                 "-b", kafka.bootstrap]) == 0
+    submit_tasks(kafka, [task("cancel-me"), task("late", deadline=time.time() - 1),
+                         task("flaky", max_attempts=1, params={"mode": "flaky", "fails": 1})],
+                 settings=settings)
+    assert main(["tasks", "cancel", "--kind", "ops", "cancel-me", "--prefix", prefix,
+                 "-b", kafka.bootstrap]) == 0
+    before = _status(kafka, prefix, capsys)
+    assert (before["queued"], before["cancelled"], before["done"]) == (5, 1, 0)
+    assert before["oldest_waiting_s"] > 0
+
+    stop = threading.Event()
+    worker = Worker(kafka, kind="ops", handler=mixed, settings=settings, concurrency=2, timeout_s=5,
+                    lease_s=2, stop=stop)
+    thread = threading.Thread(target=worker.run)
+    thread.start()
+    view = ResultsView(kafka, settings.results_topic).start()
+    try:
+        first, ended = ("f0", "f1", "f2", "late", "flaky"), ("succeeded", "parked", "expired")
+        _until(lambda: all((r := view.latest(k)) is not None and r.status in ended for k in first),
+               "the first round")
+        after = _status(kafka, prefix, capsys)
+        assert (after["done"], after["parked"], after["failed"], after["cancelled"], after["queued"]) == \
+            (3, 1, 1, 1, 0)
+        assert main(["tasks", "retry", "--prefix", prefix, "-b", kafka.bootstrap]) == 0
+        _until(lambda: view.latest("flaky").status == "succeeded", "the retried task")  # type: ignore[union-attr]
+    finally:
+        stop.set()
+        thread.join(timeout=60)
+        view.close()
+    ran = {key for event, key, _, _ in runs(Path(log)) if event == "start"}
+    assert "cancel-me" not in ran and "late" not in ran
+    assert worker.stats.parked == 1 and worker.stats.succeeded == 4 and worker.stats.expired == 1
+    assert REGISTRY.get_sample_value("kafeed_tasks_parked_total", {"kind": "ops"}) >= 1
+    assert REGISTRY.get_sample_value("kafeed_tasks_handler_seconds_count", {"kind": "ops"}) >= 5
+
+
+def test_bad_input_on_a_cluster(kafka: ConnectionSettings, admin: TopicAdmin,
+                                capsys: pytest.CaptureFixture[str]) -> None:
+    prefix = f"bad-{uuid.uuid4().hex[:10]}"
+    line = usage_error(["tasks", "submit", "--kind", "nobody", "--key", "a", "--prefix", prefix,
+                        "-b", kafka.bootstrap], capsys)
+    assert "Unknown task kind 'nobody'" in line
+    admin.create(plan_topic(f"{prefix}.results", brokers=1, partitions=1))  # delete, not compact
+    line = usage_error(["tasks", "worker", "--kind", "k", "--handler", "tests.integration.task_handlers:noop",
+                        "--prefix", prefix, "-b", kafka.bootstrap], capsys)
+    assert "not compact" in line and f"{prefix}.results" in line
