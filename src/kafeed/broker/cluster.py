@@ -430,6 +430,12 @@ class LocalCluster:
             shutil.rmtree(self.data_dir)
         return stopped
 
+    def node_pid(self, node_id: int) -> int | None:
+        """The process id of a running node, None when it is not running (fault tests signal it)."""
+        state = self._read_state()
+        pid = None if state is None else state["pids"].get(str(node_id))
+        return pid if _pid_alive(pid, str(self.data_dir)) else None
+
     def kill_node(self, node_id: int) -> None:
         """SIGKILL one node (fault tests)."""
         state = self._read_state()
