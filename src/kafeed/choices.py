@@ -15,7 +15,7 @@ TextMode = Literal["file", "line", "paragraph"]
 StdinFormat = Literal["jsonl", "text"]
 OffsetReset = Literal["earliest", "latest"]
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
-SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"]
 
 KAFKA_VERSION = "4.4.0"
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
