@@ -8,9 +8,11 @@ and one with ``secure=True`` (TLS + SASL/SCRAM-SHA-512 + ACLs), and on each, in 
 - loader: ``StreamLoader(KafkaTokenDataset)`` over the same TokenizedDocument records as the
   ``trainer`` role; rate = tokens / second from the first batch to the end.
 
-The report puts each pair side by side with the ratio secured / plaintext.
+Both clusters run side by side and the measurements alternate between them for
+``--rounds`` rounds; the report puts the medians side by side with the ratio
+secured / plaintext.
 
-    PYTHONPATH=src python benchmarks/bench_secure.py --records 100000 --tokens 20000000
+    PYTHONPATH=src python benchmarks/bench_secure.py --records 50000 --tokens 10000000 --rounds 3
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -55,17 +58,29 @@ def produce_tokens(admin: ConnectionSettings, topic: str, tokens: int, doc_len: 
     return docs * doc_len
 
 
-def measure(cluster: LocalCluster, corpus: Path, records: int, tokens: int) -> dict[str, float]:
+def setup(cluster: LocalCluster, tokens: int) -> None:
+    admin = cluster.connection()
+    TopicAdmin(admin).create(plan_topic("tokens", brokers=1, partitions=4), exist_ok=True)
+    produce_tokens(admin, "tokens", tokens)
+
+
+def ingest_rate(cluster: LocalCluster, corpus: Path, records: int, round_: int) -> float:
+    # A fresh raw topic per round (the ingest role's ACLs name "raw": recreate it as admin).
+    admin = TopicAdmin(cluster.connection())
+    if admin.exists("raw"):
+        admin.delete("raw")
+        while admin.exists("raw"):
+            time.sleep(0.2)
+    admin.create(plan_topic("raw", brokers=1, partitions=4), exist_ok=True)
+    summary = ingest([corpus], topic="raw", settings=cluster.connection("ingest"),
+                     options=IngestOptions(job_id=f"bench-{round_}"))
+    assert summary.produced == records, summary
+    return records / summary.produce_seconds
+
+
+def loader_rate(cluster: LocalCluster) -> float:
     import kafeed
 
-    admin = cluster.connection()
-    topics = TopicAdmin(admin)
-    topics.create(plan_topic("raw", brokers=1, partitions=4), exist_ok=True)
-    topics.create(plan_topic("tokens", brokers=1, partitions=4), exist_ok=True)
-    summary = ingest([corpus], topic="raw", settings=cluster.connection("ingest"),
-                     options=IngestOptions(job_id="bench"))
-    assert summary.produced == records, summary
-    produced_tokens = produce_tokens(admin, "tokens", tokens)
     loader = kafeed.StreamLoader(kafeed.KafkaTokenDataset(
         "tokens", seq_len=2048, connection=cluster.connection("trainer"), eos_id=0), batch_size=16)
     seen = 0
@@ -75,34 +90,43 @@ def measure(cluster: LocalCluster, corpus: Path, records: int, tokens: int) -> d
             start = time.perf_counter()
         seen += int(batch["tokens"].numel())
     elapsed = time.perf_counter() - (start or time.perf_counter())
-    return {"ingest_records_per_s": records / summary.produce_seconds,
-            "loader_tokens_per_s": seen / elapsed if elapsed > 0 else float("nan"),
-            "tokens_produced": float(produced_tokens)}
+    return seen / elapsed if elapsed > 0 else float("nan")
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--tokens", type=int, default=20_000_000)
+    parser.add_argument("--rounds", type=int, default=3, help="Alternating rounds; medians are reported.")
     args = parser.parse_args()
     logging.getLogger("kafeed.librdkafka").setLevel(logging.ERROR)
-    results: dict[str, dict[str, float]] = {}
+    names = ("plaintext", "secured")
+    rates: dict[str, dict[str, list[float]]] = {n: {"ingest": [], "loader": []} for n in names}
     with tempfile.TemporaryDirectory(prefix="kafeed-bench-secure-") as tmp:
         corpus = Path(tmp) / "corpus.jsonl"
         make_corpus(corpus, args.records)
-        for name, secure in (("plaintext", False), ("secured", True)):
-            cluster = LocalCluster(Path(tmp) / name, nodes=1, secure=secure,
-                                   port=free_port_block(3 if secure else 2), heap_mb=1024)
-            cluster.start(timeout=240)
-            try:
-                results[name] = measure(cluster, corpus, args.records, args.tokens)
-            finally:
+        clusters = {name: LocalCluster(Path(tmp) / name, nodes=1, secure=name == "secured",
+                                       port=free_port_block(3), heap_mb=1024) for name in names}
+        try:
+            for cluster in clusters.values():
+                cluster.start(timeout=240)
+                setup(cluster, args.tokens)
+            # Both clusters run throughout and the rounds alternate, so a change in the
+            # machine's load hits both sides alike.
+            for round_ in range(args.rounds):
+                for name, cluster in clusters.items():
+                    rates[name]["ingest"].append(ingest_rate(cluster, corpus, args.records, round_))
+                    rates[name]["loader"].append(loader_rate(cluster))
+        finally:
+            for cluster in clusters.values():
                 cluster.stop(timeout=15)
-    plain, secured = results["plaintext"], results["secured"]
-    print(f"{'':24}{'plaintext':>14}{'secured':>14}{'ratio':>8}")
-    for key, label in (("ingest_records_per_s", "ingest records/s"), ("loader_tokens_per_s", "loader tokens/s")):
-        print(f"{label:24}{plain[key]:>14,.0f}{secured[key]:>14,.0f}{secured[key] / plain[key]:>8.2f}")
-    print(json.dumps(results))
+    med = {n: {k: statistics.median(v) for k, v in r.items()} for n, r in rates.items()}
+    print(f"{'':24}{'plaintext':>14}{'secured':>14}{'ratio':>8}   (medians of {args.rounds} rounds)")
+    for key, label in (("ingest", "ingest records/s"), ("loader", "loader tokens/s")):
+        plain, secured = med["plaintext"][key], med["secured"][key]
+        print(f"{label:24}{plain:>14,.0f}{secured:>14,.0f}{secured / plain:>8.2f}")
+    print(json.dumps(rates))
 
 
 if __name__ == "__main__":

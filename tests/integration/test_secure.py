@@ -19,7 +19,7 @@ from confluent_kafka import Producer, TopicPartition
 
 import kafeed
 from kafeed.acl import AclAdmin
-from kafeed.broker import LocalCluster
+from kafeed.broker import LocalCluster, free_port_block
 from kafeed.broker.pki import make_ca
 from kafeed.broker.secure import client_toml
 from kafeed.cli.main import main
@@ -96,6 +96,12 @@ def test_secured_pipeline_runs_per_role_and_leaks_no_secret(
     batches = list(loader)
     assert batches and sum(int(b["tokens"].numel()) for b in batches) <= prepared["tokens_out"] + 33 * 4
 
+    # The monitor role sees brokers, topics and the prepare group's lag without reading a record.
+    assert main(["monitor", "--once", "--json", "--config", _config(secured, "monitor")]) == 0
+    watched = json.loads(capsys.readouterr().out)
+    assert watched["brokers_up"] == 1
+    assert "kafeed-prepare" in json.dumps(watched["groups"])
+
     assert main(["broker", "status", "--data-dir", str(secured.data_dir), "--json"]) == 0
     status = json.loads(capsys.readouterr().out)
     assert status["nodes_up"] == 1 and "tokens" in status["topics"]
@@ -108,7 +114,7 @@ def test_secured_pipeline_runs_per_role_and_leaks_no_secret(
     # configuration echo, the cluster state, and every process's command line.
     out = capsys.readouterr()
     haystack = [out.out, out.err, caplog.text, ps_during, _command_lines(),
-                json.dumps(ingested), json.dumps(prepared), json.dumps(status)]
+                json.dumps(ingested), json.dumps(prepared), json.dumps(status), json.dumps(watched)]
     written = [p for p in tmp_path.rglob("*") if p.is_file()]
     written += [p for p in (secured.data_dir / "node-1" / "logs").rglob("*") if p.is_file()]
     written.append(secured.state_path)
@@ -205,3 +211,21 @@ def test_acl_grant_and_revoke_round_trip(secured: LocalCluster, capsys: pytest.C
     assert main(["acl", "grant", "admin", "-p", "mallory", "--config", _config(secured, "monitor")]) == 1
     assert "the cluster denied it: User:monitor may not change ACLs" in capsys.readouterr().err
 
+
+
+@pytest.mark.slow
+def test_three_secured_nodes_replicate_over_mutual_tls(tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """Inter-broker and controller traffic on mutual TLS: a RF 3 topic reaches a full ISR."""
+    cluster = LocalCluster(tmp_path / "three", nodes=3, secure=True, port=free_port_block(9), heap_mb=384)
+    cluster.start(timeout=240)
+    try:
+        TopicAdmin(cluster.connection()).create(plan_topic("raw", brokers=3, partitions=3))
+        source = _docs(tmp_path / "docs.txt", 30)
+        assert main(["ingest", str(source), "--config", str(cluster.client_file("ingest")), "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["produced"] == 30
+        described = TopicAdmin(cluster.connection()).describe("raw", sizes=False)
+        assert all(len(p.isr) == 3 for p in described.partitions)
+        assert sum(_end_offsets(cluster, "raw")) == 30
+    finally:
+        cluster.stop(timeout=15, purge=True)
