@@ -51,9 +51,6 @@ class SecureMaterial:
     def key_password(self) -> str:
         return self.key_password_file.read_text().strip()
 
-    def exists(self) -> bool:
-        return self.ca_pem.exists() and self.client_file(SUPER_USER).exists()
-
 
 def create_material(root: Path, specs: list[NodeSpec],
                     bootstrap: str) -> tuple[SecureMaterial, dict[str, str]]:
