@@ -29,7 +29,7 @@ system-deps:
 	  || echo "prometheus not installed: its scrape test will be skipped"; }
 
 test: fetch lint system-deps
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=15
 
 test-all: fetch
 	KAFEED_HYPOTHESIS=thorough $(PY) -m pytest -q -m "slow or not slow"

@@ -20,7 +20,8 @@ from kafeed.topics import TopicAdmin, plan_topic
 @pytest.fixture(scope="session")
 def kafka_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     cluster = LocalCluster(
-        tmp_path_factory.mktemp("kafka"), nodes=1, port=free_port_block(2), heap_mb=768
+        tmp_path_factory.mktemp("kafka"), nodes=1, port=free_port_block(2), heap_mb=768,
+        jit="quick",
     )
     cluster.start()
     try:
@@ -38,7 +39,7 @@ def secure_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCl
     the ones the role ACLs name, so tests that need them use them.
     """
     cluster = LocalCluster(tmp_path_factory.mktemp("kafka-secure"), nodes=1, secure=True,
-                           port=free_port_block(3), heap_mb=512)
+                           port=free_port_block(3), heap_mb=512, jit="quick")
     cluster.start(timeout=180)
     try:
         yield cluster

@@ -66,7 +66,8 @@ def run_demo(options: DemoOptions, *, say: Callable[[str], None]) -> dict[str, A
     from kafeed.train.options import TrainOptions
 
     t0 = time.monotonic()
-    cluster = LocalCluster(options.data_dir, port=options.port)
+    # A demo cluster lives for minutes beside a trainer on the same cores: the quick JIT.
+    cluster = LocalCluster(options.data_dir, port=options.port, jit="quick")
     started = cluster.start()
     say(f"[1/5] Kafka {'started' if started else 'already running'} at {cluster.bootstrap}")
     conn = ConnectionSettings(bootstrap=cluster.bootstrap)

@@ -30,7 +30,8 @@ def _wait(cond: object, seconds: float) -> bool:
 def test_unbounded_loader_waits_out_a_broker_restart(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    cluster = LocalCluster(tmp_path / "kafka", nodes=1, port=free_port_block(2), heap_mb=512)
+    cluster = LocalCluster(tmp_path / "kafka", nodes=1, port=free_port_block(2), heap_mb=512,
+                           jit="quick")
     cluster.start()
     try:
         conn = ConnectionSettings(bootstrap=cluster.bootstrap)

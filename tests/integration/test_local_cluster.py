@@ -5,6 +5,7 @@ The 3-node cluster and its loss of a node: test_three_nodes.py.
 
 from __future__ import annotations
 
+import json
 import socket
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from kafeed.broker import LocalCluster, free_port_block
 from kafeed.cli.main import main
 from kafeed.config import ConnectionSettings
 from kafeed.errors import BrokerError
+from kafeed.jars import QUICK_JIT
 from kafeed.topics import TopicAdmin, plan_topic
 from tests.cluster_support import produce_numbered, read_all
 
@@ -22,16 +24,20 @@ def test_restart_keeps_data(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     port = free_port_block(2)
     data_dir = tmp_path / "restart"
     args = ["--data-dir", str(data_dir)]
-    assert main(["broker", "start", "--port", str(port), *args]) == 0
+    start = ["broker", "start", "--jit", "quick", *args]
+    assert main([*start, "--port", str(port)]) == 0
     try:
         bootstrap = f"127.0.0.1:{port}"
         TopicAdmin(ConnectionSettings(bootstrap=bootstrap)).create(
             plan_topic("kept", brokers=1, partitions=2))
         produce_numbered(bootstrap, "kept", 500)
-        assert main(["broker", "start", *args]) == 0
+        assert main(start) == 0
         assert "already running" in capsys.readouterr().out
         assert main(["broker", "stop", *args]) == 0
-        assert main(["broker", "start", *args]) == 0
+        assert main(start) == 0
+        # what --jit quick asked for reached the node's JVM
+        pid = json.loads((data_dir / "cluster.json").read_text())["pids"]["1"]
+        assert QUICK_JIT.encode() in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         assert sorted(read_all(bootstrap, "kept", 2)) == sorted(f"v{i}".encode() for i in range(500))
     finally:
         assert main(["broker", "stop", "--purge", *args]) == 0

@@ -236,7 +236,8 @@ def test_acl_grant_and_revoke_round_trip(secured: LocalCluster, capsys: pytest.C
 def test_three_secured_nodes_replicate_over_mutual_tls(tmp_path: Path,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
     """Inter-broker and controller traffic on mutual TLS: a RF 3 topic reaches a full ISR."""
-    cluster = LocalCluster(tmp_path / "three", nodes=3, secure=True, port=free_port_block(9), heap_mb=384)
+    cluster = LocalCluster(tmp_path / "three", nodes=3, secure=True, port=free_port_block(9), heap_mb=384,
+                           jit="quick")
     cluster.start(timeout=240)
     try:
         TopicAdmin(cluster.connection()).create(plan_topic("raw", brokers=3, partitions=3))

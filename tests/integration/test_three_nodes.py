@@ -43,7 +43,8 @@ def _commit_when_coordinated(consumer: Consumer, offsets: list[TopicPartition]) 
 
 @pytest.fixture(scope="module")
 def three(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    cluster = LocalCluster(tmp_path_factory.mktemp("three"), nodes=3, port=free_port_block(6), heap_mb=384)
+    cluster = LocalCluster(tmp_path_factory.mktemp("three"), nodes=3, port=free_port_block(6), heap_mb=384,
+                           jit="quick")
     cluster.start()
     try:
         yield cluster

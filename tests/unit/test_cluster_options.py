@@ -40,6 +40,8 @@ def test_stop_timeout_range(timeout: str, tmp_path: Path, capsys: pytest.Capture
 def test_library_checks_the_same_ranges(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="nodes: got 2"):
         LocalCluster(tmp_path, nodes=2)
+    with pytest.raises(ConfigError, match="jit: got 'turbo'"):
+        LocalCluster(tmp_path, jit="turbo")  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="timeout: got -5"):
         LocalCluster(tmp_path).stop(timeout=-5)
     assert LocalCluster(tmp_path, nodes=3, port=65530).bootstrap.endswith(":65534")

@@ -34,10 +34,11 @@ from kafeed.broker.secure import (
     write_argfile,
 )
 from kafeed.broker.status import ClusterStatus, NodeStatus, cluster_view, dir_size
+from kafeed.choices import JitMode
 from kafeed.config import ConnectionSettings, load_connection
 from kafeed.errors import BrokerError, ConfigError, invalid_settings
 from kafeed.home import kafeed_home
-from kafeed.jars import KafkaLibs, resolve_libs
+from kafeed.jars import QUICK_JIT, KafkaLibs, resolve_libs
 
 log = logging.getLogger("kafeed")
 
@@ -114,6 +115,7 @@ class ClusterOptions(BaseModel):
     secure: bool | None = None
     port: int | None = Field(default=None, ge=1024)
     heap_mb: int = Field(default=512, ge=128)
+    jit: JitMode = "full"
 
     @field_validator("port")
     @classmethod
@@ -143,12 +145,14 @@ class LocalCluster:
         nodes: int | None = None,
         port: int | None = None,
         heap_mb: int = 512,
+        jit: JitMode = "full",
         kafka_home: Path | None = None,
         secure: bool | None = None,
     ) -> None:
         try:
-            options = ClusterOptions.model_validate({"nodes": nodes, "secure": secure, "port": port,
-                                                     "heap_mb": heap_mb})
+            options = ClusterOptions.model_validate(
+                {"nodes": nodes, "secure": secure, "port": port, "heap_mb": heap_mb, "jit": jit}
+            )
         except ValidationError as exc:
             raise invalid_settings(exc, what="local cluster options") from None
         self.data_dir = (data_dir or default_data_dir()).resolve()
@@ -156,6 +160,7 @@ class LocalCluster:
         self._port_arg = options.port
         self._secure_arg = options.secure
         self.heap_mb = options.heap_mb
+        self.jit = options.jit
         self.kafka_home = kafka_home
 
     # -- recorded state ------------------------------------------------------
@@ -318,7 +323,7 @@ class LocalCluster:
             else:
                 spec.properties_file.write_text(text)
             (spec.directory / "log4j2.properties").write_text(LOG4J2)
-            args = ["-Xmx256m", "-cp", libs.classpath, "kafka.tools.StorageTool",
+            args = ["-Xmx256m", QUICK_JIT, "-cp", libs.classpath, "kafka.tools.StorageTool",
                     "format", "-t", cluster_id, "-c", str(spec.properties_file),
                     *(["--standalone"] if nodes == 1 else []), *scram]
             # The SCRAM passwords go in an argument file the JVM reads, not on its command line.
@@ -356,6 +361,7 @@ class LocalCluster:
         cmd = [
             libs.java, f"-Xmx{heap}m", f"-Xms{min(heap, 128)}m", "-XX:+UseG1GC",
             "-XX:MaxGCPauseMillis=20", "-Djava.awt.headless=true",
+            *([QUICK_JIT] if self.jit == "quick" else []),
             f"-Dkafka.logs.dir={logs}",
             f"-Dlog4j2.configurationFile={spec.directory / 'log4j2.properties'}",
             "-cp", libs.classpath, "kafka.Kafka", str(spec.properties_file),

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from kafeed.choices import JitMode
 from kafeed.cli.common import DataDirOpt, JsonOpt, console, out, print_json
 from kafeed.units import human_bytes
 
@@ -45,6 +46,10 @@ def start(
                                              "[default: 9092].", show_default=False)] = None,
     data_dir: DataDirOpt = None,
     heap_mb: Annotated[int, typer.Option(help="JVM heap per node, MiB.")] = 512,
+    jit: Annotated[JitMode, typer.Option(
+        help="full: the JVM's tiered JIT, for a cluster that serves for hours; quick: its "
+             "first tier only, half the CPU for a short-lived cluster (tests, demos).",
+    )] = "full",
     secure: Annotated[bool | None, typer.Option(
         "--secure/--plaintext", help="On first start: TLS, SASL/SCRAM-SHA-512 and ACLs per role, "
         "with one client settings file per role under <data dir>/secure/clients [default: "
@@ -59,7 +64,7 @@ def start(
     from kafeed.broker import LocalCluster
 
     cluster = LocalCluster(data_dir, nodes=nodes, port=port, heap_mb=heap_mb,
-                           kafka_home=kafka_home, secure=secure)
+                           jit=jit, kafka_home=kafka_home, secure=secure)
     with console.status("Starting Kafka..."):
         started = cluster.start()
     # Only the paths of the role files are shown: the passwords stay in them.

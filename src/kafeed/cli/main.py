@@ -92,6 +92,9 @@ def main(argv: list[str] | None = None) -> int:
         console.print("Interrupted.", markup=False, highlight=False)
         return 130
     except _usage_error_types() as exc:
+        param = getattr(exc, "param", None)
+        if param is not None and getattr(param, "envvar", None) is None:
+            param.show_envvar = False  # else click 8.2 adds "(env var: 'None')" to the hint
         show = getattr(exc, "show", None)
         if callable(show):
             show()
