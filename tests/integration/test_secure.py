@@ -104,7 +104,11 @@ def test_secured_pipeline_runs_per_role_and_leaks_no_secret(
     assert main(["ingest", str(source), "--config", _config(secured, "ingest"), "--json"]) == 0
     ingested = json.loads(capsys.readouterr().out)
     assert ingested["produced"] == 120
-    assert main(["prepare", "--until-caught-up", "--config", _config(secured, "prepare"), "--json"]) == 0
+    # The role's file plus a [prepare] table (one settings file carries both), kept beside it.
+    prepare_toml = secured.client_file("prepare").with_name("prepare-quick.toml")
+    prepare_toml.write_text(Path(_config(secured, "prepare")).read_text() + "\n[prepare]\nidle_s = 0.5\n")
+    os.chmod(prepare_toml, 0o600)
+    assert main(["prepare", "--until-caught-up", "--config", str(prepare_toml), "--json"]) == 0
     prepared = json.loads(capsys.readouterr().out)
     assert prepared["documents_out"] == 120 and prepared["tokens_out"] > 0
     ps_during = _command_lines()
