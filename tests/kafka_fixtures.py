@@ -31,6 +31,23 @@ def kafka_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalClu
 
 
 @pytest.fixture(scope="session")
+def secure_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """One secured node (SASL_SSL + SCRAM-SHA-512, ACLs per role) for the whole session.
+
+    Expensive to start; every secured test shares it. Its role settings files are
+    ``secure_cluster.client_file(role)``; the default topic names (raw, tokens) are
+    the ones the role ACLs name, so tests that need them use them.
+    """
+    cluster = LocalCluster(tmp_path_factory.mktemp("kafka-secure"), nodes=1, secure=True,
+                           port=free_port_block(3), heap_mb=512, jit="quick")
+    cluster.start(timeout=180)
+    try:
+        yield cluster
+    finally:
+        cluster.stop(timeout=15, purge=True)
+
+
+@pytest.fixture(scope="session")
 def kafka(kafka_cluster: LocalCluster) -> ConnectionSettings:
     """Connection settings for the session's cluster."""
     return ConnectionSettings(bootstrap=kafka_cluster.bootstrap)

@@ -15,7 +15,7 @@ TextMode = Literal["file", "line", "paragraph"]
 StdinFormat = Literal["jsonl", "text"]
 OffsetReset = Literal["earliest", "latest"]
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
-SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"]
 # A local node's JIT: "full" (tiered) for a cluster that serves for hours, "quick" (first
 # tier only: about half the CPU to start and serve a short workload) for tests and demos.
 JitMode = Literal["full", "quick"]

@@ -3,7 +3,7 @@
 Precedence, highest first: explicit arguments (CLI flags), environment
 variables (``KAFEED_BOOTSTRAP``, ``KAFEED_SECURITY_PROTOCOL``,
 ``KAFEED_SASL_MECHANISM``, ``KAFEED_SASL_USERNAME``, ``KAFEED_SASL_PASSWORD``,
-``KAFEED_SSL_CA_LOCATION``, ``KAFEED_CLIENT_ID``), the ``[connection]`` table of
+``KAFEED_SSL_CA_LOCATION``, ``KAFEED_CLIENT_ID``, ``KAFEED_OAUTH_*``), the ``[connection]`` table of
 a TOML settings file (``--config`` or ``KAFEED_CONFIG``), then defaults.
 
 A value that is given counts even when it is empty: ``--bootstrap ''`` or an
@@ -41,6 +41,10 @@ _ENV_KEYS = {
     "sasl_password": "KAFEED_SASL_PASSWORD",
     "ssl_ca_location": "KAFEED_SSL_CA_LOCATION",
     "client_id": "KAFEED_CLIENT_ID",
+    "oauth_token_endpoint": "KAFEED_OAUTH_TOKEN_ENDPOINT",
+    "oauth_client_id": "KAFEED_OAUTH_CLIENT_ID",
+    "oauth_client_secret": "KAFEED_OAUTH_CLIENT_SECRET",
+    "oauth_scope": "KAFEED_OAUTH_SCOPE",
 }
 
 
@@ -73,7 +77,11 @@ def parse_bootstrap(text: str) -> list[tuple[str, int]]:
 
 
 class ConnectionSettings(BaseModel):
-    """How to reach a Kafka cluster. ``sasl_password`` is a ``SecretStr``: never printed."""
+    """How to reach a Kafka cluster. Passwords and secrets are ``SecretStr``: never printed.
+
+    SASL with ``PLAIN``/``SCRAM-*`` takes a username and password; ``OAUTHBEARER`` fetches
+    tokens from an OIDC ``oauth_token_endpoint`` with a client id and secret instead.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -84,6 +92,10 @@ class ConnectionSettings(BaseModel):
     sasl_password: SecretStr | None = None
     ssl_ca_location: Path | None = None
     client_id: str = "kafeed"
+    oauth_token_endpoint: str | None = None
+    oauth_client_id: str | None = None
+    oauth_client_secret: SecretStr | None = None
+    oauth_scope: str | None = None
 
     @field_validator("*", mode="before")
     @classmethod
@@ -102,11 +114,10 @@ class ConnectionSettings(BaseModel):
     @model_validator(mode="after")
     def _check(self) -> ConnectionSettings:
         if self.security_protocol.startswith("SASL"):
-            missing = [
-                name
-                for name in ("sasl_mechanism", "sasl_username", "sasl_password")
-                if getattr(self, name) is None
-            ]
+            needed = (("sasl_mechanism", "oauth_token_endpoint", "oauth_client_id", "oauth_client_secret")
+                      if self.sasl_mechanism == "OAUTHBEARER"
+                      else ("sasl_mechanism", "sasl_username", "sasl_password"))
+            missing = [name for name in needed if getattr(self, name) is None]
             if missing:
                 raise ValueError(
                     f"security_protocol {self.security_protocol} needs {', '.join(missing)}"
@@ -130,6 +141,14 @@ class ConnectionSettings(BaseModel):
             conf["sasl.password"] = self.sasl_password.get_secret_value()
         if self.ssl_ca_location is not None:
             conf["ssl.ca.location"] = str(self.ssl_ca_location)
+        if self.sasl_mechanism == "OAUTHBEARER" and self.oauth_token_endpoint is not None:
+            conf["sasl.oauthbearer.method"] = "oidc"
+            conf["sasl.oauthbearer.token.endpoint.url"] = self.oauth_token_endpoint
+            conf["sasl.oauthbearer.client.id"] = self.oauth_client_id
+            if self.oauth_client_secret is not None:
+                conf["sasl.oauthbearer.client.secret"] = self.oauth_client_secret.get_secret_value()
+            if self.oauth_scope is not None:
+                conf["sasl.oauthbearer.scope"] = self.oauth_scope
         return conf
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from kafeed.cli.main import main
 from kafeed.config import ConnectionSettings
 from kafeed.monitor.watch import ClusterMonitor, MonitorOptions
 from kafeed.topics import TopicAdmin, plan_topic
-from tests.cluster_support import produce_numbered, read_all
+from tests.cluster_support import ingest_through_leader_kills, produce_numbered, read_all
 
 
 def _commit_when_coordinated(consumer: Consumer, offsets: list[TopicPartition]) -> None:
@@ -40,79 +41,97 @@ def _commit_when_coordinated(consumer: Consumer, offsets: list[TopicPartition]) 
             time.sleep(0.2)
 
 
-def test_three_nodes_lose_one(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                              webhook: tuple[str, list[dict[str, Any]]]) -> None:
-    url, received = webhook
-    data_dir = tmp_path / "three"
-    cluster = LocalCluster(data_dir, nodes=3, port=free_port_block(6), heap_mb=384, jit="quick")
+@pytest.fixture(scope="module")
+def three(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    cluster = LocalCluster(tmp_path_factory.mktemp("three"), nodes=3, port=free_port_block(6), heap_mb=384,
+                           jit="quick")
     cluster.start()
     try:
-        settings = ConnectionSettings(bootstrap=cluster.bootstrap)
-        admin = TopicAdmin(settings)
-        plan = plan_topic("replicated", brokers=admin.broker_count(), partitions=3)
-        assert (plan.replication, plan.min_insync_replicas) == (3, 2)
-        admin.create(plan)
-        admin.create(plan_topic("watched", brokers=3, partitions=3))
-        produce_numbered(cluster.bootstrap, "replicated", 300)
-        config = tmp_path / "kafeed.toml"
-        config.write_text(f'[alerts]\nwebhook_url = "{url}"\nmax_disk_used_ratio = 1.0\n')
-        args = ["monitor", "-b", cluster.bootstrap, "--data-dir", str(data_dir), "--config", str(config),
-                "--once", "--json"]
-
-        assert main(args) == 0
-        healthy = json.loads(capsys.readouterr().out)
-        assert (healthy["brokers_up"], healthy["brokers_expected"]) == (3, 3)
-        assert healthy["partitions"]["under_replicated"] == 0
-        assert len(healthy["disk"]) == 3 and all(d["free_bytes"] > 0 for d in healthy["disk"])
-        assert received == []
-
-        # A monitor that lives through the loss: its group's coordinator may move.
-        consumer = Consumer({**settings.client_config(), "group.id": "survivor", "enable.auto.commit": False})
-        _commit_when_coordinated(consumer, [TopicPartition("watched", p, 0) for p in range(3)])
-        consumer.close()
-        live = ClusterMonitor(settings, options=MonitorOptions(groups=["survivor"], timeout_s=5))
-        assert [g.lag.group for g in live.poll().groups] == ["survivor"]
-
-        cluster.kill_node(2)
-        assert main(["broker", "status", "--data-dir", str(data_dir), "--json"]) == 0
-        status = json.loads(capsys.readouterr().out)
-        assert status["nodes_up"] == 2
-        assert [n["alive"] for n in status["nodes"]] == [True, False, True]
-
-        # acks=all still succeeds with min ISR 2 of 3, and everything stays readable
-        produce_numbered(cluster.bootstrap, "replicated", 300, start=300)
-        values = read_all(cluster.bootstrap, "replicated", 3)
-        assert sorted(values) == sorted(f"v{i}".encode() for i in range(600))
-
-        # The controller fences a dead broker after broker.session.timeout.ms (9 s by default).
-        deadline = time.monotonic() + 60
-        while admin.broker_count() == 3 and time.monotonic() < deadline:
-            time.sleep(0.5)
-        # the quorum leader is a live node once the survivors have elected one
-        deadline = time.monotonic() + 30
-        while cluster.status().controller_id not in (1, 3) and time.monotonic() < deadline:
-            time.sleep(1)
-        assert cluster.status().controller_id in (1, 3)
-
-        assert main(args) == 0
-        doc = json.loads(capsys.readouterr().out)
-        assert (doc["brokers_up"], doc["brokers_expected"]) == (2, 3)
-        assert sorted(b["node_id"] for b in doc["brokers"]) == [1, 3]
-        assert doc["missing_brokers"] == [2]
-        assert doc["controller_id"] in (1, 3)
-        # every partition of both topics had a replica on node 2
-        assert doc["partitions"]["under_replicated"] >= 6
-        watched = [p for p in doc["partition_problems"] if p["topic"] == "watched"]
-        assert len(watched) == 3 and all("under_replicated" in p["problems"] for p in watched)
-        assert all(2 not in p["isr"] for p in watched)
-        assert [(e["rule"], e["status"]) for e in doc["alerts"]["events"]] == [("broker_down", "firing")]
-        assert [(r["rule"], r["status"], r["subject"]) for r in received] == [
-            ("broker_down", "firing", "cluster")]
-        assert received[0]["value"] == 2 and received[0]["threshold"] == 3
-
-        snap = live.poll()
-        live.close()
-        assert snap.brokers_up == 2 and snap.missing_brokers == [2]
-        assert [len(g.lag.partitions) for g in snap.groups] == [3]
+        yield cluster
     finally:
         cluster.stop(timeout=10, purge=True)
+
+
+def test_leader_killed_during_ingest_loses_and_duplicates_nothing(three: LocalCluster,
+                                                                  tmp_path: Path) -> None:
+    """SIGKILL the leader of partition 0 mid-ingest (acks=all, RF 3, min ISR 2), restart it:
+    every acknowledged record is in the topic exactly once. Runs first, on a healthy cluster."""
+    counts = ingest_through_leader_kills(three, "leader-kill", tmp_path, kills=1, records=8_000)
+    print(f"leader kill during ingest: {counts}")
+    assert len(counts.killed) == 1
+    assert (counts.acked, counts.found, counts.distinct, counts.duplicated, counts.missing) == (
+        8_000, 8_000, 8_000, 0, 0)
+
+
+def test_three_nodes_lose_one(three: LocalCluster, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                              webhook: tuple[str, list[dict[str, Any]]]) -> None:
+    url, received = webhook
+    cluster = three
+    data_dir = cluster.data_dir
+    settings = ConnectionSettings(bootstrap=cluster.bootstrap)
+    admin = TopicAdmin(settings)
+    plan = plan_topic("replicated", brokers=admin.broker_count(), partitions=3)
+    assert (plan.replication, plan.min_insync_replicas) == (3, 2)
+    admin.create(plan)
+    admin.create(plan_topic("watched", brokers=3, partitions=3))
+    produce_numbered(cluster.bootstrap, "replicated", 300)
+    config = tmp_path / "kafeed.toml"
+    config.write_text(f'[alerts]\nwebhook_url = "{url}"\nmax_disk_used_ratio = 1.0\n')
+    args = ["monitor", "-b", cluster.bootstrap, "--data-dir", str(data_dir), "--config", str(config),
+            "--once", "--json"]
+
+    assert main(args) == 0
+    healthy = json.loads(capsys.readouterr().out)
+    assert (healthy["brokers_up"], healthy["brokers_expected"]) == (3, 3)
+    assert healthy["partitions"]["under_replicated"] == 0
+    assert len(healthy["disk"]) == 3 and all(d["free_bytes"] > 0 for d in healthy["disk"])
+    assert received == []
+
+    # A monitor that lives through the loss: its group's coordinator may move.
+    consumer = Consumer({**settings.client_config(), "group.id": "survivor", "enable.auto.commit": False})
+    _commit_when_coordinated(consumer, [TopicPartition("watched", p, 0) for p in range(3)])
+    consumer.close()
+    live = ClusterMonitor(settings, options=MonitorOptions(groups=["survivor"], timeout_s=5))
+    assert [g.lag.group for g in live.poll().groups] == ["survivor"]
+
+    cluster.kill_node(2)
+    assert main(["broker", "status", "--data-dir", str(data_dir), "--json"]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert status["nodes_up"] == 2
+    assert [n["alive"] for n in status["nodes"]] == [True, False, True]
+
+    # acks=all still succeeds with min ISR 2 of 3, and everything stays readable
+    produce_numbered(cluster.bootstrap, "replicated", 300, start=300)
+    values = read_all(cluster.bootstrap, "replicated", 3)
+    assert sorted(values) == sorted(f"v{i}".encode() for i in range(600))
+
+    # The controller fences a dead broker after broker.session.timeout.ms (9 s by default).
+    deadline = time.monotonic() + 60
+    while admin.broker_count() == 3 and time.monotonic() < deadline:
+        time.sleep(0.5)
+    # the quorum leader is a live node once the survivors have elected one
+    deadline = time.monotonic() + 30
+    while cluster.status().controller_id not in (1, 3) and time.monotonic() < deadline:
+        time.sleep(1)
+    assert cluster.status().controller_id in (1, 3)
+
+    assert main(args) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert (doc["brokers_up"], doc["brokers_expected"]) == (2, 3)
+    assert sorted(b["node_id"] for b in doc["brokers"]) == [1, 3]
+    assert doc["missing_brokers"] == [2]
+    assert doc["controller_id"] in (1, 3)
+    # every partition of both topics had a replica on node 2
+    assert doc["partitions"]["under_replicated"] >= 6
+    watched = [p for p in doc["partition_problems"] if p["topic"] == "watched"]
+    assert len(watched) == 3 and all("under_replicated" in p["problems"] for p in watched)
+    assert all(2 not in p["isr"] for p in watched)
+    assert [(e["rule"], e["status"]) for e in doc["alerts"]["events"]] == [("broker_down", "firing")]
+    assert [(r["rule"], r["status"], r["subject"]) for r in received] == [
+        ("broker_down", "firing", "cluster")]
+    assert received[0]["value"] == 2 and received[0]["threshold"] == 3
+
+    snap = live.poll()
+    live.close()
+    assert snap.brokers_up == 2 and snap.missing_brokers == [2]
+    assert [len(g.lag.partitions) for g in snap.groups] == [3]

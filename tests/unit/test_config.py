@@ -90,3 +90,21 @@ def test_empty_flag_or_variable_is_an_error_not_the_default(empty: str) -> None:
     with pytest.raises(ConfigError, match="should not be empty") as var:
         load_connection(env={"KAFEED_BOOTSTRAP": empty})
     assert var.value.hint == "Fix KAFEED_BOOTSTRAP."
+
+
+def test_oauthbearer_takes_an_oidc_client_and_hides_its_secret() -> None:
+    s = load_connection(env={"KAFEED_SECURITY_PROTOCOL": "SASL_SSL",
+                             "KAFEED_SASL_MECHANISM": "OAUTHBEARER",
+                             "KAFEED_OAUTH_TOKEN_ENDPOINT": "https://idp.example/token",
+                             "KAFEED_OAUTH_CLIENT_ID": "kafeed-ingest",
+                             "KAFEED_OAUTH_CLIENT_SECRET": "s3cret-value",
+                             "KAFEED_OAUTH_SCOPE": "kafka"})
+    conf = s.client_config()
+    assert conf["sasl.oauthbearer.method"] == "oidc" and conf["sasl.mechanism"] == "OAUTHBEARER"
+    assert conf["sasl.oauthbearer.client.secret"] == "s3cret-value"
+    assert conf["sasl.oauthbearer.scope"] == "kafka" and "sasl.password" not in conf
+    assert "s3cret-value" not in repr(s) and "s3cret-value" not in str(s.model_dump())
+    with pytest.raises(ConfigError, match="oauth_client_secret"):
+        load_connection(env={"KAFEED_SECURITY_PROTOCOL": "SASL_SSL", "KAFEED_SASL_MECHANISM": "OAUTHBEARER",
+                             "KAFEED_OAUTH_TOKEN_ENDPOINT": "https://idp.example/token",
+                             "KAFEED_OAUTH_CLIENT_ID": "kafeed-ingest"})

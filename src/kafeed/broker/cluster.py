@@ -23,10 +23,19 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
+from kafeed.broker.pki import write_private
 from kafeed.broker.ports import port_free
-from kafeed.broker.render import LOG4J2, NodeSpec, node_specs, server_properties
+from kafeed.broker.render import LOG4J2, NodeSpec, NodeTls, node_specs, ports_per_node, server_properties
+from kafeed.broker.secure import (
+    SUPER_USER,
+    SecureMaterial,
+    create_material,
+    scram_format_args,
+    write_argfile,
+)
 from kafeed.broker.status import ClusterStatus, NodeStatus, cluster_view, dir_size
 from kafeed.choices import JitMode
+from kafeed.config import ConnectionSettings, load_connection
 from kafeed.errors import BrokerError, ConfigError, invalid_settings
 from kafeed.home import kafeed_home
 from kafeed.jars import QUICK_JIT, KafkaLibs, resolve_libs
@@ -95,13 +104,15 @@ class ClusterOptions(BaseModel):
     """What a new local cluster is created with; checked before anything starts.
 
     Node ``i`` listens on ``port + 2(i-1)`` and its controller on the port after, so
-    the whole block up to ``port + 2*nodes - 1`` must fit below 65536. Ports below
-    1024 need root, which a local test cluster should not.
+    the whole block up to ``port + 2*nodes - 1`` must fit below 65536 (a secured cluster
+    adds one node-to-node port per node: ``3*nodes`` ports). Ports below 1024 need root,
+    which a local test cluster should not.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     nodes: Literal[1, 3] | None = None
+    secure: bool | None = None
     port: int | None = Field(default=None, ge=1024)
     heap_mb: int = Field(default=512, ge=128)
     jit: JitMode = "full"
@@ -110,18 +121,21 @@ class ClusterOptions(BaseModel):
     @classmethod
     def _block_fits(cls, port: int | None, info: ValidationInfo) -> int | None:
         nodes = info.data.get("nodes") or 1
-        top = 65535 - (2 * nodes - 1)
+        width = ports_per_node(bool(info.data.get("secure"))) * nodes
+        top = 65535 - (width - 1)
         if port is not None and port > top:
             raise ValueError(f"should be at most {top}: {nodes} node(s) use ports "
-                             f"port..port+{2 * nodes - 1}")
+                             f"port..port+{width - 1}")
         return port
 
 
 class LocalCluster:
     """A local Kafka cluster kept in ``data_dir``.
 
-    ``nodes`` and ``port`` apply when the cluster is first created; later starts
-    reuse what ``cluster.json`` recorded (a different explicit value is refused).
+    ``nodes``, ``port`` and ``secure`` apply when the cluster is first created; later
+    starts reuse what ``cluster.json`` recorded (a different explicit value is refused).
+    A secured cluster (``secure=True``) keeps its CA, certificates and one client
+    settings file per role under ``data_dir/secure`` (see :mod:`kafeed.broker.secure`).
     """
 
     def __init__(
@@ -133,16 +147,18 @@ class LocalCluster:
         heap_mb: int = 512,
         jit: JitMode = "full",
         kafka_home: Path | None = None,
+        secure: bool | None = None,
     ) -> None:
         try:
             options = ClusterOptions.model_validate(
-                {"nodes": nodes, "port": port, "heap_mb": heap_mb, "jit": jit}
+                {"nodes": nodes, "secure": secure, "port": port, "heap_mb": heap_mb, "jit": jit}
             )
         except ValidationError as exc:
             raise invalid_settings(exc, what="local cluster options") from None
         self.data_dir = (data_dir or default_data_dir()).resolve()
         self._nodes_arg: int | None = options.nodes
         self._port_arg = options.port
+        self._secure_arg = options.secure
         self.heap_mb = options.heap_mb
         self.jit = options.jit
         self.kafka_home = kafka_home
@@ -170,7 +186,30 @@ class LocalCluster:
         os.replace(tmp, self.state_path)
 
     def _specs(self, state: dict[str, Any]) -> list[NodeSpec]:
-        return node_specs(self.data_dir, int(state["nodes"]), int(state["port"]))
+        return node_specs(self.data_dir, int(state["nodes"]), int(state["port"]),
+                          secure=bool(state.get("secure")))
+
+    @property
+    def material(self) -> SecureMaterial:
+        return SecureMaterial(self.data_dir / "secure")
+
+    @property
+    def secure(self) -> bool:
+        state = self._read_state()
+        return bool(self._secure_arg) if state is None else bool(state.get("secure"))
+
+    def client_file(self, role: str) -> Path:
+        """The client settings file of ``role`` (a secured cluster's; 0600, holds its password)."""
+        if not self.secure:
+            raise ConfigError(f"{self.data_dir} holds a plaintext cluster: it has no role settings files.",
+                              hint="Start a secured one with `kafeed broker start --secure`.")
+        return self.material.client_file(role)
+
+    def connection(self, role: str = SUPER_USER) -> ConnectionSettings:
+        """How to reach this cluster: plaintext, or as ``role`` on a secured one."""
+        if not self.secure:
+            return ConnectionSettings(bootstrap=self.bootstrap)
+        return load_connection(config_file=self.client_file(role), env={})
 
     def recorded_nodes(self) -> list[NodeSpec] | None:
         """The nodes ``cluster.json`` records (running or not); None when there is no cluster here."""
@@ -181,10 +220,11 @@ class LocalCluster:
     def bootstrap(self) -> str:
         state = self._read_state()
         if state is None:
-            nodes, port = self._nodes_arg or 1, self._port_arg or 9092
+            nodes, port, secure = self._nodes_arg or 1, self._port_arg or 9092, bool(self._secure_arg)
         else:
-            nodes, port = int(state["nodes"]), int(state["port"])
-        return ",".join(f"127.0.0.1:{s.port}" for s in node_specs(self.data_dir, nodes, port))
+            nodes, port, secure = int(state["nodes"]), int(state["port"]), bool(state.get("secure"))
+        specs = node_specs(self.data_dir, nodes, port, secure=secure)
+        return ",".join(f"127.0.0.1:{s.port}" for s in specs)
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -216,7 +256,8 @@ class LocalCluster:
         if state is None:
             state = self._create(libs)
         specs = self._specs(state)
-        busy = [p for s in specs for p in (s.port, s.controller_port) if not port_free(p)]
+        busy = [p for s in specs for p in (s.port, s.controller_port, s.internal_port)
+                if p is not None and not port_free(p)]
         if busy:
             raise BrokerError(
                 f"Port {busy[0]} on 127.0.0.1 is already in use, so the broker cannot listen.",
@@ -226,15 +267,32 @@ class LocalCluster:
         self._write_state(state)
         try:
             self._wait_ready(state, timeout)
-        except BrokerError:
+            if state.get("secure") and not state.get("acls_granted"):
+                self._grant_roles()
+                state["acls_granted"] = True
+                self._write_state(state)
+        except Exception:
             self.stop(timeout=5)
             raise
         return True
+
+    def _grant_roles(self) -> None:
+        """Give every role principal its bindings (the super user needs none)."""
+        from kafeed.acl import ROLES, AclAdmin, role_bindings
+
+        admin = AclAdmin(self.connection())
+        admin.grant([b for role in ROLES if role != SUPER_USER for b in role_bindings(role, role)])
 
     def _check_args(self, state: dict[str, Any]) -> None:
         if self._nodes_arg is not None and self._nodes_arg != int(state["nodes"]):
             raise ConfigError(
                 f"{self.data_dir} holds a {state['nodes']}-node cluster, not {self._nodes_arg}.",
+                hint="Use another --data-dir, or `kafeed broker stop --purge` it first.",
+            )
+        if self._secure_arg is not None and self._secure_arg != bool(state.get("secure")):
+            kind = "secured" if state.get("secure") else "plaintext"
+            raise ConfigError(
+                f"{self.data_dir} holds a {kind} cluster; security is chosen when it is created.",
                 hint="Use another --data-dir, or `kafeed broker stop --purge` it first.",
             )
         if self._port_arg is not None and self._port_arg != int(state["port"]):
@@ -244,23 +302,41 @@ class LocalCluster:
             )
 
     def _create(self, libs: KafkaLibs) -> dict[str, Any]:
-        nodes, port = self._nodes_arg or 1, self._port_arg or 9092
+        nodes, port, secure = self._nodes_arg or 1, self._port_arg or 9092, bool(self._secure_arg)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         cluster_id = _new_cluster_id()
-        specs = node_specs(self.data_dir, nodes, port)
+        specs = node_specs(self.data_dir, nodes, port, secure=secure)
+        scram: list[str] = []
+        material = self.material
+        if secure:
+            bootstrap = ",".join(f"127.0.0.1:{s.port}" for s in specs)
+            material, passwords = create_material(material.root, specs, bootstrap)
+            scram = scram_format_args(passwords)
         procs = []
         for spec in specs:
             (spec.directory / "logs").mkdir(parents=True, exist_ok=True)
-            spec.properties_file.write_text(server_properties(spec, specs))
+            tls = (NodeTls(keystore=material.keystore(spec), truststore=material.ca_pem,
+                           key_password=material.key_password()) if secure else None)
+            text = server_properties(spec, specs, tls=tls)
+            if secure:  # it names the key password
+                write_private(spec.properties_file, text.encode())
+            else:
+                spec.properties_file.write_text(text)
             (spec.directory / "log4j2.properties").write_text(LOG4J2)
-            cmd = [libs.java, "-Xmx256m", QUICK_JIT, "-cp", libs.classpath, "kafka.tools.StorageTool",
-                   "format", "-t", cluster_id, "-c", str(spec.properties_file)]
-            if nodes == 1:
-                cmd.append("--standalone")
-            procs.append((spec, subprocess.Popen(cmd, stdout=subprocess.PIPE,
-                                                 stderr=subprocess.STDOUT, text=True)))
-        for spec, proc in procs:
-            out, _ = proc.communicate(timeout=120)
+            args = ["-Xmx256m", QUICK_JIT, "-cp", libs.classpath, "kafka.tools.StorageTool",
+                    "format", "-t", cluster_id, "-c", str(spec.properties_file),
+                    *(["--standalone"] if nodes == 1 else []), *scram]
+            # The SCRAM passwords go in an argument file the JVM reads, not on its command line.
+            argfile = write_argfile(spec.directory / "format.args", args) if secure else None
+            cmd = [libs.java, f"@{argfile}"] if argfile else [libs.java, *args]
+            procs.append((spec, argfile, subprocess.Popen(cmd, stdout=subprocess.PIPE,
+                                                          stderr=subprocess.STDOUT, text=True)))
+        for spec, argfile, proc in procs:
+            try:
+                out, _ = proc.communicate(timeout=120)
+            finally:
+                if argfile is not None:
+                    argfile.unlink(missing_ok=True)
             if proc.returncode != 0:
                 raise BrokerError(
                     f"Formatting storage of node {spec.node_id} failed:\n{out.strip()[-2000:]}"
@@ -270,10 +346,12 @@ class LocalCluster:
             "cluster_id": cluster_id,
             "nodes": nodes,
             "port": port,
+            "secure": secure,
             "pids": {},
         }
         self._write_state(state)
-        log.info("formatted a %d-node cluster %s in %s", nodes, cluster_id, self.data_dir)
+        log.info("formatted a %d-node %s cluster %s in %s", nodes,
+                 "secured" if secure else "plaintext", cluster_id, self.data_dir)
         return state
 
     def _spawn(self, libs: KafkaLibs, spec: NodeSpec) -> int:
@@ -299,14 +377,12 @@ class LocalCluster:
         return os.posix_spawn(libs.java, cmd, dict(os.environ), file_actions=actions, setsid=True)
 
     def _wait_ready(self, state: dict[str, Any], timeout: float) -> None:
-        from kafeed.config import ConnectionSettings
         from kafeed.kafka import admin_client
 
         specs = self._specs(state)
-        bootstrap = ",".join(f"127.0.0.1:{s.port}" for s in specs)
         # librdkafka logs connection refusals while a node boots; the kafeed.librdkafka
         # logger that every client config routes them to keeps them off stderr.
-        admin = admin_client(ConnectionSettings(bootstrap=bootstrap))
+        admin = admin_client(self.connection())
         deadline = time.monotonic() + timeout
         while True:
             for spec in specs:
@@ -360,6 +436,12 @@ class LocalCluster:
             shutil.rmtree(self.data_dir)
         return stopped
 
+    def node_pid(self, node_id: int) -> int | None:
+        """The process id of a running node, None when it is not running (fault tests signal it)."""
+        state = self._read_state()
+        pid = None if state is None else state["pids"].get(str(node_id))
+        return pid if _pid_alive(pid, str(self.data_dir)) else None
+
     def kill_node(self, node_id: int) -> None:
         """SIGKILL one node (fault tests)."""
         state = self._read_state()
@@ -396,7 +478,8 @@ class LocalCluster:
         topics: list[str] = []
         live = ",".join(f"127.0.0.1:{n.port}" for n in nodes if n.alive)
         if live:
-            controller, topics = cluster_view(live, timeout)
+            controller, topics = cluster_view(self.connection().model_copy(update={"bootstrap": live}),
+                                              timeout)
         return ClusterStatus(
             data_dir=str(self.data_dir),
             bootstrap=bootstrap,

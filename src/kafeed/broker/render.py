@@ -35,6 +35,8 @@ class NodeSpec:
     port: int
     controller_port: int
     directory: Path
+    #: A secured cluster's node-to-node (mutual TLS) listener; None on a plaintext cluster.
+    internal_port: int | None = None
 
     @property
     def log_dir(self) -> Path:
@@ -49,16 +51,65 @@ class NodeSpec:
         return self.directory / "logs" / "server.log"
 
 
-def node_specs(root: Path, nodes: int, port: int) -> list[NodeSpec]:
-    """Node ``i`` listens on ``port + 2i`` (clients) and ``port + 2i + 1`` (controller)."""
+def node_specs(root: Path, nodes: int, port: int, *, secure: bool = False) -> list[NodeSpec]:
+    """Node ``i`` listens on ``port + 2i`` (clients) and ``port + 2i + 1`` (controller).
+
+    A secured cluster adds a node-to-node listener per node after that block, on
+    ``port + 2*nodes + i``.
+    """
     return [
-        NodeSpec(i + 1, port + 2 * i, port + 2 * i + 1, root / f"node-{i + 1}")
+        NodeSpec(i + 1, port + 2 * i, port + 2 * i + 1, root / f"node-{i + 1}",
+                 port + 2 * nodes + i if secure else None)
         for i in range(nodes)
     ]
 
 
-def server_properties(node: NodeSpec, all_nodes: list[NodeSpec]) -> str:
-    """The combined broker+controller configuration for ``node``."""
+def ports_per_node(secure: bool) -> int:
+    return 3 if secure else 2
+
+
+@dataclass(frozen=True)
+class NodeTls:
+    """What a secured node's configuration names: its PKCS#12 keystore, the CA (PEM), the password."""
+
+    keystore: Path
+    truststore: Path
+    key_password: str
+
+
+NODE_PRINCIPAL = "User:CN=kafeed-node"
+
+
+def _secure_lines(node: NodeSpec, all_nodes: list[NodeSpec], tls: NodeTls, super_user: str) -> dict[str, str]:
+    """Clients on SASL_SSL with SCRAM-SHA-512; nodes on mutual TLS; ACLs deny by default."""
+    listeners = (f"SASL_SSL://127.0.0.1:{node.port},INTERNAL://127.0.0.1:{node.internal_port},"
+                 f"CONTROLLER://127.0.0.1:{node.controller_port}")
+    return {
+        "listeners": listeners,
+        "advertised.listeners": listeners,
+        "inter.broker.listener.name": "INTERNAL",
+        "listener.security.protocol.map": "SASL_SSL:SASL_SSL,INTERNAL:SSL,CONTROLLER:SSL",
+        "listener.name.sasl_ssl.sasl.enabled.mechanisms": "SCRAM-SHA-512",
+        "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config":
+            "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+        "listener.name.internal.ssl.client.auth": "required",
+        "listener.name.controller.ssl.client.auth": "required",
+        "ssl.keystore.type": "PKCS12",
+        "ssl.keystore.location": str(tls.keystore),
+        "ssl.keystore.password": tls.key_password,
+        "ssl.key.password": tls.key_password,
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": str(tls.truststore),
+        "ssl.endpoint.identification.algorithm": "https",
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "allow.everyone.if.no.acl.found": "false",
+        "super.users": f"User:{super_user};{NODE_PRINCIPAL}",
+    }
+
+
+def server_properties(node: NodeSpec, all_nodes: list[NodeSpec], *, tls: NodeTls | None = None,
+                      super_user: str = "admin") -> str:
+    """The combined broker+controller configuration for ``node`` (secured when ``tls`` is given)."""
     replication = min(3, len(all_nodes))
     min_isr = max(1, replication - 1)
     lines = {
@@ -98,6 +149,8 @@ def server_properties(node: NodeSpec, all_nodes: list[NodeSpec]) -> str:
         "message.max.bytes": str(8 * 1024 * 1024),
         "auto.create.topics.enable": "false",
     }
+    if tls is not None:
+        lines |= _secure_lines(node, all_nodes, tls, super_user)
     if len(all_nodes) == 1:
         lines["controller.quorum.bootstrap.servers"] = f"127.0.0.1:{node.controller_port}"
     else:

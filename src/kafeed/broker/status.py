@@ -5,7 +5,10 @@ from __future__ import annotations
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kafeed.config import ConnectionSettings
 
 
 @dataclass(frozen=True)
@@ -50,20 +53,19 @@ def dir_size(path: Path) -> int:
     return total
 
 
-def cluster_view(bootstrap: str, timeout: float) -> tuple[int | None, list[str]]:
-    """The quorum leader and the topics, asked of the live nodes in ``bootstrap``.
+def cluster_view(connection: ConnectionSettings, timeout: float) -> tuple[int | None, list[str]]:
+    """The quorum leader and the topics, asked of the live nodes in ``connection``.
 
     Each part is best effort: a cluster that answers one question and not the
     other still shows what it answered.
     """
-    from kafeed.config import ConnectionSettings
     from kafeed.jars.tools import quorum_leader
     from kafeed.kafka import admin_client
 
-    admin = admin_client(ConnectionSettings(bootstrap=bootstrap))
+    admin = admin_client(connection)
     try:
         meta = admin.list_topics(timeout=timeout)
         topics = sorted(t for t in meta.topics if not t.startswith("__"))
     except Exception:
         topics = []
-    return quorum_leader(ConnectionSettings(bootstrap=bootstrap), timeout=max(timeout, 10.0)), topics
+    return quorum_leader(connection, timeout=max(timeout, 10.0)), topics

@@ -50,24 +50,37 @@ def start(
         help="full: the JVM's tiered JIT, for a cluster that serves for hours; quick: its "
              "first tier only, half the CPU for a short-lived cluster (tests, demos).",
     )] = "full",
+    secure: Annotated[bool | None, typer.Option(
+        "--secure/--plaintext", help="On first start: TLS, SASL/SCRAM-SHA-512 and ACLs per role, "
+        "with one client settings file per role under <data dir>/secure/clients [default: "
+        "plaintext].", show_default=False)] = None,
     kafka_home: KafkaHomeOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Start a local cluster in the background (formats storage on first start)."""
     from rich.text import Text
 
+    from kafeed.acl import ROLES
     from kafeed.broker import LocalCluster
 
     cluster = LocalCluster(data_dir, nodes=nodes, port=port, heap_mb=heap_mb,
-                           jit=jit, kafka_home=kafka_home)
+                           jit=jit, kafka_home=kafka_home, secure=secure)
     with console.status("Starting Kafka..."):
         started = cluster.start()
+    # Only the paths of the role files are shown: the passwords stay in them.
+    clients = {role: str(cluster.client_file(role)) for role in ROLES} if cluster.secure else {}
     if json_out:
-        print_json({"started": started, "already_running": not started,
-                    "bootstrap": cluster.bootstrap, "data_dir": str(cluster.data_dir)})
+        print_json({"started": started, "already_running": not started, "secure": cluster.secure,
+                    "bootstrap": cluster.bootstrap, "data_dir": str(cluster.data_dir),
+                    "client_configs": clients})
         return
     said = "Kafka is up." if started else "Kafka is already running."
-    out.print(Text.assemble(f"{said} Bootstrap servers: ", (cluster.bootstrap, "bold")))
+    kind = " (SASL_SSL, SCRAM-SHA-512, ACLs)" if cluster.secure else ""
+    out.print(Text.assemble(f"{said} Bootstrap servers{kind}: ", (cluster.bootstrap, "bold")))
+    if clients:
+        out.print(Text(f"Client settings per role (pass one with --config): "
+                       f"{Path(clients['admin']).parent}/<role>.toml for "
+                       f"{', '.join(clients)}."))
 
 
 @app.command()

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from kafeed import __version__
-from kafeed.cli import broker, demo, monitor, prepare, report, tasks, topic, train
+from kafeed.cli import acl, broker, demo, monitor, prepare, report, tasks, topic, train
 from kafeed.cli.common import console, report_error, setup_logging
 from kafeed.cli.ingest import ingest_command
 from kafeed.errors import ConfigError, KafeedError
@@ -31,6 +31,7 @@ app = typer.Typer(
 app.add_typer(broker.app, name="broker")
 app.add_typer(topic.app, name="topic")
 app.add_typer(tasks.app, name="tasks")
+app.add_typer(acl.app, name="acl")
 app.command()(demo.demo)
 app.command("ingest")(ingest_command)
 app.command("prepare")(prepare.prepare)

@@ -150,8 +150,8 @@ def ingest(
     job = job_id_for(topic, args, options)
     target = _Target(topic=topic, dlq_topic=f"{topic}.dlq", max_message_bytes=limit,
                      dlq_max_message_bytes=dlq_limit)
-    writer = TxnWriter(settings, transactional_id=f"kafeed-{job}", topic=topic, dlq_topic=target.dlq_topic,
-                       options=options, max_message_bytes=limit)
+    writer = TxnWriter(settings, transactional_id=f"kafeed-ingest.{job}", topic=topic,
+                       dlq_topic=target.dlq_topic, options=options, max_message_bytes=limit)
     try:
         writer.init()
         identities = [s.identity for s in srcs]

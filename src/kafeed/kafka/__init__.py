@@ -5,7 +5,7 @@ here once. Errors enter the :class:`~kafeed.errors.KafeedError` tree through
 :func:`kafeed.errors.translate_kafka_error`.
 """
 
-from kafeed.kafka.clients import admin_client, client_config, read_committed_consumer
+from kafeed.kafka.clients import admin_client, client_config, read_committed_consumer, security_failure
 from kafeed.kafka.deadletters import dead_letter_headers, fit_value
 from kafeed.kafka.producer import RECORD_OVERHEAD, TransactionalProducer, is_fatal
 
@@ -18,4 +18,5 @@ __all__ = [
     "fit_value",
     "is_fatal",
     "read_committed_consumer",
+    "security_failure",
 ]

@@ -8,17 +8,55 @@ a ``stage`` adds the statistics callback that feeds that stage's client metrics
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+import threading
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kafeed.config import ConnectionSettings
 from kafeed.telemetry.stats import client_stats_config
 
+# The last authentication or TLS failure librdkafka reported per bootstrap: a failed
+# request only says "transport failure"; this says why (wrong password, unknown CA).
+_SECURITY_FAILURES: dict[str, str] = {}
+_LOCK = threading.Lock()
+_SECURITY_CODES = {"_AUTHENTICATION", "_SSL", "SASL_AUTHENTICATION_FAILED"}
+_WHERE = re.compile(r"^\S+://\S+?: ")  # "sasl_ssl://127.0.0.1:9092/bootstrap: "
+_AFTER = re.compile(r"\s*\(after \d+ms in state \w+\)$")
+
+
+def _note_security_errors(bootstrap: str) -> Callable[[Any], None]:
+    def note(err: Any) -> None:
+        text = str(err.str())
+        if err.name() in _SECURITY_CODES or "SSL routines" in text:
+            with _LOCK:
+                _SECURITY_FAILURES[bootstrap] = _AFTER.sub("", _WHERE.sub("", text))
+    return note
+
+
+def security_failure(client: Any, connection: ConnectionSettings) -> str | None:
+    """Why ``client`` (built here) could not authenticate, if it was that; forgets it once told.
+
+    Serves the client's pending callbacks first: librdkafka reports these errors there.
+    The text names the mechanism or the certificate check, never a credential.
+    """
+    try:
+        client.poll(0)
+    except Exception:  # a closed client has nothing more to report
+        pass
+    with _LOCK:
+        return _SECURITY_FAILURES.pop(connection.bootstrap, None)
+
 
 def client_config(connection: ConnectionSettings, extra: Mapping[str, Any] | None = None, *,
                   stage: str | None = None) -> dict[str, Any]:
-    """Connection, logger, statistics (when ``stage`` is given) and ``extra``, in that order."""
+    """Connection, logger, statistics (when ``stage`` is given) and ``extra``, in that order.
+
+    Authentication and TLS failures are remembered for :func:`security_failure` unless
+    ``extra`` brings its own ``error_cb``.
+    """
     conf = connection.client_config()
+    conf["error_cb"] = _note_security_errors(connection.bootstrap)
     if stage is not None:
         conf |= client_stats_config(stage)
     if extra:

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kafeed.errors import translate_kafka_error
 from kafeed.kafka import client_config
 from kafeed.loader.assignment import assign, parse_key, partition_key, warn_if_idle
 from kafeed.loader.decode import RecordDecoder
@@ -250,6 +251,11 @@ class KafkaReader:
                         eof_part.eof = True
                         if eof_part.end is not None and msg.offset() >= eof_part.end:
                             eof_part.fetch_done = True
+                elif err.code() in (KafkaError.TOPIC_AUTHORIZATION_FAILED,
+                                    KafkaError.GROUP_AUTHORIZATION_FAILED):
+                    # Retrying cannot help: the cluster's ACLs refuse this principal.
+                    who = self.settings.connection.sasl_username or "this client"
+                    raise translate_kafka_error(err, action=f"read topic {msg.topic()!r} as {who}")
                 else:
                     self._log_error(err)
                 continue

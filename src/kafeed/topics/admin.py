@@ -5,15 +5,23 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from kafeed.config import ConnectionSettings
 from kafeed.connect import check_reachable
 from kafeed.errors import BrokerUnavailable, KafeedError, TopicError, translate_kafka_error
-from kafeed.kafka import admin_client
+from kafeed.kafka import admin_client, security_failure
 from kafeed.topics.plan import TopicPlan
 
 DEFAULT_MAX_MESSAGE_BYTES = 1_048_588  # the broker default of message.max.bytes
+_TRANSPORT = -195  # librdkafka RD_KAFKA_RESP_ERR__TRANSPORT: the broker hung up
+_TIMED_OUT = -185  # RD_KAFKA_RESP_ERR__TIMED_OUT
+
+
+def _retriable(exc: Exception) -> bool:
+    """A metadata request that failed only because no broker answered within its slice."""
+    err = exc.args[0] if exc.args else None
+    return getattr(err, "code", lambda: None)() in (_TRANSPORT, _TIMED_OUT)
 
 log = logging.getLogger("kafeed")
 
@@ -52,13 +60,60 @@ class TopicAdmin:
         check_reachable(settings)
         self.settings = settings
         self.timeout = timeout
+        self._refusal: str | None = None
         self._admin = admin_client(settings)
 
     def _metadata(self, topic: str | None = None) -> Any:
-        try:
-            return self._admin.list_topics(topic=topic, timeout=self.timeout)
-        except Exception as exc:  # librdkafka raises KafkaException
-            raise translate_kafka_error(exc, action="read cluster metadata") from exc
+        # In slices: a refused login or certificate ends the wait at once, not at the timeout.
+        deadline = time.monotonic() + self.timeout
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                return self._admin.list_topics(topic=topic, timeout=max(0.1, min(left, 1.0)))
+            except Exception as exc:  # librdkafka raises KafkaException
+                if time.monotonic() < deadline and _retriable(exc) and not self._refused():
+                    continue
+                self._raise_metadata_error(exc)
+
+    def _refused(self) -> bool:
+        self._refusal = self._refusal or security_failure(self._admin, self.settings)
+        return self._refusal is not None
+
+    def _raise_metadata_error(self, exc: Exception) -> NoReturn:
+        refused = self._refusal or security_failure(self._admin, self.settings)
+        self._refusal = None
+        if refused is not None:
+            raise BrokerUnavailable(
+                f"Could not read cluster metadata: the broker refused the connection ({refused}).",
+                hint="Check the credentials and ssl_ca_location of the [connection] settings "
+                "(--config or KAFEED_SASL_*/KAFEED_SSL_CA_LOCATION).") from exc
+        error = translate_kafka_error(exc, action="read cluster metadata")
+        if (isinstance(error, BrokerUnavailable) and error.code == _TRANSPORT
+                and self.settings.security_protocol == "PLAINTEXT"):
+            # The TCP probe in __init__ got through: the broker hung up on the protocol.
+            raise BrokerUnavailable(
+                f"Could not read cluster metadata: {self.settings.bootstrap} accepted the connection "
+                "but answered no plaintext request, as a TLS or SASL listener does.",
+                hint="A secured cluster needs security_protocol, SASL credentials and a CA: "
+                "pass its settings file with --config.") from exc
+        raise error from exc
+
+    def _denied(self, name: str) -> bool:
+        """True when the cluster hides ``name`` from this principal (no DESCRIBE ACL)."""
+        from confluent_kafka import KafkaError
+
+        found = self._metadata(name).topics.get(name)
+        return found is not None and found.error is not None and (
+            found.error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED)
+
+    def _missing(self, name: str) -> TopicError:
+        if self._denied(name):
+            who = self.settings.sasl_username or "this client"
+            return TopicError(f"Access to topic {name!r} is denied to {who} by the cluster's ACLs.",
+                              hint="Use the settings file of the role that may use it, or grant it "
+                              "with `kafeed acl grant ROLE --principal User:NAME`.")
+        return TopicError(f"Topic {name!r} does not exist.",
+                          hint=f"Create it first: kafeed topic create {name} --partitions N.")
 
     def broker_count(self) -> int:
         return len(self._metadata().brokers)
@@ -105,8 +160,7 @@ class TopicAdmin:
         from confluent_kafka.admin import ConfigResource
 
         if not self.exists(name):
-            raise TopicError(f"Topic {name!r} does not exist.",
-                             hint=f"Create it first: kafeed topic create {name} --partitions N.")
+            raise self._missing(name)
         res = ConfigResource(ConfigResource.Type.TOPIC, name)
         try:
             entries = self._admin.describe_configs([res], request_timeout=self.timeout)[res].result(
