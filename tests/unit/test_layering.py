@@ -27,7 +27,7 @@ LAYERS: list[set[str]] = [
     {"connect", "jars", "kafka"},
     {"topics", "broker"},
     {"stream"},
-    {"ingest", "prepare", "loader"},
+    {"ingest", "prepare", "route", "loader"},
     {"train", "monitor"},
     {"demo"},
     {"cli", "__init__"},

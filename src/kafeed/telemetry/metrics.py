@@ -28,7 +28,7 @@ log = logging.getLogger("kafeed")
 #: so a host application's metrics and ours never collide).
 REGISTRY = CollectorRegistry(auto_describe=True)
 
-STAGES = ("ingest", "prepare", "loader", "train", "monitor")
+STAGES = ("ingest", "prepare", "route", "infer", "loader", "train", "monitor")
 
 # -- pipeline: records and bytes ---------------------------------------------
 
@@ -50,6 +50,8 @@ PRODUCE_ERRORS = Counter("kafeed_produce_errors_total", "Records whose delivery 
                          ["stage"], registry=REGISTRY)
 PRODUCE_RETRIES = Counter("kafeed_produce_retries_total", "Produce or transaction retries.",
                           ["stage"], registry=REGISTRY)
+ROUTED = Counter("kafeed_routed_total", "Records the router assigned, by the rule that matched them.",
+                 ["stage", "rule"], registry=REGISTRY)  # rule "default": unmatched, sent to the default
 TRANSACTIONS = Counter("kafeed_transactions_total", "Kafka transactions by result.",
                        ["stage", "result"], registry=REGISTRY)  # result: commit | abort
 
