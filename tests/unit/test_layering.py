@@ -29,7 +29,7 @@ LAYERS: list[set[str]] = [
     {"stream"},
     {"ingest", "prepare", "route", "loader"},
     {"train", "monitor"},
-    {"demo"},
+    {"demo", "infer", "scale"},
     {"cli", "__init__"},
 ]
 LEAVES = {"telemetry"}

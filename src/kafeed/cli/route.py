@@ -21,6 +21,7 @@ from kafeed.cli.common import (
     print_json,
     start_metrics,
 )
+from kafeed.cli.scaling import CooldownOpt, MaxWorkersOpt, MinWorkersOpt, WorkersOpt, supervise
 from kafeed.signals import install
 
 if TYPE_CHECKING:
@@ -82,6 +83,10 @@ def route(
     until_caught_up: Annotated[bool, typer.Option(
         "--until-caught-up", help="Stop when the assigned partitions have no lag and input is idle.",
     )] = False,
+    workers: WorkersOpt = "1",
+    min_workers: MinWorkersOpt = 1,
+    max_workers: MaxWorkersOpt = 4,
+    scale_cooldown: CooldownOpt = 15.0,
     bootstrap: BootstrapOpt = None,
     config: ConfigOpt = None,
     json_out: JsonOpt = False,
@@ -102,6 +107,10 @@ def route(
     settings = route_settings(input=input, group=group, dlq=dlq, instance=instance,
                               create_topics=create_topics,
                               kafka={"batch_size": batch_size} if batch_size is not None else None)
+    if supervise(workers, min_workers, max_workers, scale_cooldown, topic=settings.input,
+                 group=settings.group, bootstrap=bootstrap, config=config,
+                 until_caught_up=until_caught_up, json_out=json_out):
+        return
     conn = connection(bootstrap, config)
     start_metrics(metrics_port)
 

@@ -63,6 +63,10 @@ END_TO_END_LATENCY = Histogram(
     "kafeed_end_to_end_latency_seconds", "Record timestamp to handed to the trainer.",
     ["stage"], buckets=LATENCY_BUCKETS, registry=REGISTRY)
 
+INFER_BATCH_SIZE = Histogram(
+    "kafeed_infer_batch_records", "Records per inference batch (one forward pass).", ["stage"],
+    buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024), registry=REGISTRY)
+
 # -- loader and trainer -------------------------------------------------------
 
 BATCHES = Counter("kafeed_batches_total", "Batches produced by the loader or consumed by a trainer.",
