@@ -82,3 +82,49 @@ def test_infer_serves_a_trained_classifier_and_follows_a_newer_one(  # type: ign
     offline, _majority = evaluate(first.model, first.encode, [truth[p["id"]][0] for p in rows],
                                   [truth[p["id"]][1] for p in rows])
     assert rows and offline == round(served_accuracy, 4)
+
+
+@pytest.mark.slow  # every `kafeed infer` process imports torch: ~10 s each on a loaded machine
+def test_infer_is_exactly_once_under_kills(kafka: ConnectionSettings, make_topic, shakespeare: Path,  # type: ignore[no-untyped-def]
+                                           tmp_path: Path) -> None:
+    import random
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.prepare_support import high_watermarks, prepare_env
+
+    corpus = paragraphs(shakespeare)
+    train_topic = make_topic(partitions=2)
+    produce_labelled(kafka, train_topic, corpus[:100], [i % 2 for i in range(100)], partitions=2)
+    ck = tmp_path / "ck"
+    train_classifier(TrainOptions(model="classifier", topic=train_topic, steps=2, batch_size=8, max_length=24,
+                                  pretrained=False, checkpoint_dir=ck, checkpoint_every=0, log_every=2),
+                     kafka, progress=lambda _l: None)
+    source = make_topic(partitions=2)
+    n = 600
+    produce_labelled(kafka, source, corpus[100:100 + n], [0] * n, partitions=2)
+    output = f"{source}.pred"
+    cmd = [sys.executable, "-m", "kafeed.cli.main", "infer", "-b", kafka.bootstrap, "--checkpoint", str(ck),
+           "--input", source, "--output", output, "--group", f"g-{source}", "--batch-size", "8"]
+    env = prepare_env(str(tmp_path))
+    rng = random.Random(3)
+    for k in range(2):
+        target = int(n * (k + rng.random()) / 3)
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 180
+        while high_watermarks(kafka, output) < target:
+            alive = proc.poll() is None and time.monotonic() < deadline
+            assert alive, proc.stderr.read() if proc.stderr else ""
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        if proc.stderr:
+            proc.stderr.close()
+    done = subprocess.run([*cmd, "--until-caught-up", "--json"], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout)["balanced"]
+    ids = [json.loads(m.value())["id"] for m in read_topic(kafka, output)]
+    assert sorted(ids) == sorted(f"s-{i}" for i in range(n)), "a prediction is missing or doubled"

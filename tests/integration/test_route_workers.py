@@ -11,6 +11,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from kafeed.config import ConnectionSettings
 from kafeed.schema import make_sample
 from kafeed.topics import plan_topic
@@ -34,6 +36,7 @@ def _wait_for(lines: queue.Queue[str], words: str, deadline: float, seen: list[s
     raise AssertionError(f"no {words!r} line; got:\n{''.join(seen[-40:])}")
 
 
+@pytest.mark.slow  # three processes and two rebalances: ~60 s on a loaded 2-core machine
 def test_workers_follow_the_backlog(kafka: ConnectionSettings, make_topic, admin,  # type: ignore[no-untyped-def]
                                     tmp_path: Path) -> None:
     source = make_topic(partitions=2)

@@ -56,26 +56,37 @@ _SCRIPTS: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 
 _WORD = re.compile(r"[^\W\d_]+")
+# Any letter of the scripts above: one scan tells Latin text (the common case) to skip them.
+_NON_LATIN = re.compile(r"[\u0370-\u03ff\u0400-\u04ff\u0590-\u06ff\u0900-\u097f\u0e00-\u0e7f"
+                        r"\u3040-\u30ff\u4e00-\u9fff\uac00-\ud7af]")
 _SAMPLE_CHARS = 2000  # the start of a text says enough; long documents cost no more
 _MIN_HITS = 2
+_ORDER = {code: i for i, code in enumerate(_STOP_WORDS)}  # ties go to the language listed first
+_INDEX: dict[str, tuple[str, ...]] = {}
+for _code, _words in _STOP_WORDS.items():
+    for _w in _words:
+        _INDEX[_w] = (*_INDEX.get(_w, ()), _code)
 
 LANGUAGES = frozenset({*_STOP_WORDS, *(code for code, _ in _SCRIPTS), "und"})
 
 
 def detect_language(text: str) -> str:
     """ISO 639-1 code of ``text``'s language, or ``"und"``."""
-    sample = text[:_SAMPLE_CHARS]
-    letters = sum(1 for c in sample if c.isalpha())
+    sample = text[:_SAMPLE_CHARS].lower()
+    words = _WORD.findall(sample)
+    letters = sum(map(len, words))
     if letters == 0:
         return "und"
-    for code, pattern in _SCRIPTS:
-        # A script counts when it makes up a fifth of the letters (quotes in another script do not).
-        if len(pattern.findall(sample)) * 5 >= letters:
-            return code
-    words = [w.lower() for w in _WORD.findall(sample)]
-    best, best_hits = "und", 0
-    for code, stop in _STOP_WORDS.items():
-        hits = sum(1 for w in words if w in stop)
-        if hits > best_hits:
-            best, best_hits = code, hits
-    return best if best_hits >= _MIN_HITS else "und"
+    # A script counts when it makes up a fifth of the letters (quotes in another script do not).
+    if len(_NON_LATIN.findall(sample)) * 5 >= letters:
+        for code, pattern in _SCRIPTS:
+            if len(pattern.findall(sample)) * 5 >= letters:
+                return code
+    hits: dict[str, int] = {}
+    for word in words:
+        for code in _INDEX.get(word, ()):
+            hits[code] = hits.get(code, 0) + 1
+    if not hits:
+        return "und"
+    best = max(hits, key=lambda code: (hits[code], -_ORDER[code]))
+    return best if hits[best] >= _MIN_HITS else "und"

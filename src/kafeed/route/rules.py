@@ -41,13 +41,20 @@ _FILE_KEYS = frozenset({"default", "rule"})
 class RoutedRecord:
     """What a condition looks at: the decoded sample, its text and headers; language on demand."""
 
-    __slots__ = ("_language", "headers", "sample", "text")
+    __slots__ = ("_headers", "_language", "_raw_headers", "sample", "text")
 
     def __init__(self, sample: TrainingSample, text: str, headers: Sequence[tuple[str, bytes]]) -> None:
         self.sample = sample
         self.text = text
-        self.headers = {k: (v or b"").decode("utf-8", "replace") for k, v in headers}
+        self._raw_headers = headers
+        self._headers: dict[str, str] | None = None
         self._language: str | None = None
+
+    @property
+    def headers(self) -> dict[str, str]:
+        if self._headers is None:
+            self._headers = {k: (v or b"").decode("utf-8", "replace") for k, v in self._raw_headers}
+        return self._headers
 
     @property
     def language(self) -> str:
@@ -66,7 +73,10 @@ class Rule:
     conditions: tuple[Condition, ...]
 
     def matches(self, record: RoutedRecord) -> bool:
-        return all(c(record) for c in self.conditions)
+        for condition in self.conditions:  # noqa: SIM110 - no generator per record and rule
+            if not condition(record):
+                return False
+        return True
 
 
 @dataclass(frozen=True)

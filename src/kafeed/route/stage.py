@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from kafeed.config import ConnectionSettings
 from kafeed.errors import ConfigError, invalid_settings
-from kafeed.route.engine import RouteBatch, Router
+from kafeed.route.engine import DEFAULT_RULE, RouteBatch, Router
 from kafeed.route.rules import RuleSet
 from kafeed.stream import (
     BatchResult,
@@ -98,6 +98,8 @@ class RouteStage(Stage[RouteStats]):
     def __init__(self, rules: RuleSet) -> None:
         self.router = Router(rules)
         self.by_rule: Counter[str] = Counter({r.name: 0 for r in rules.rules})
+        if rules.default is not None:
+            self.by_rule[DEFAULT_RULE] = 0
         self.dropped = 0
 
     def process(self, records: Sequence[Record]) -> RouteBatch:
