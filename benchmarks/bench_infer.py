@@ -111,7 +111,10 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     sizes = [int(b) for b in args.batch_sizes.split(",")]
     docs = texts(args.docs)
-    rows = []
+    rows: list[dict[str, Any]] = []
+    if not args.json:
+        print(f"{args.docs} records, max_length {MAX_LENGTH}, {torch.get_num_threads()} torch threads",
+              flush=True)
     with tempfile.TemporaryDirectory(prefix="kafeed-bench-") as tmp:
         ckpt = make_checkpoint(Path(tmp) / "ck")
         cluster = LocalCluster(Path(tmp) / "kafka", nodes=1, port=free_port_block(2), heap_mb=768)
@@ -133,18 +136,20 @@ def main() -> None:
                 rows.append({"batch": batch, "model_alone": {k: round(v, 1) for k, v in alone.items()},
                              "pipeline": {k: round(v, 1) for k, v in served.items()},
                              "ratio": round(served["records_per_s"] / alone["records_per_s"], 3)})
+                if not args.json:
+                    _print(rows[-1])
         finally:
             cluster.stop(timeout=15, purge=True)
     if args.json:
         print(json.dumps({"docs": args.docs, "threads": torch.get_num_threads(), "rows": rows}))
-        return
-    print(f"{args.docs} records, max_length {MAX_LENGTH}, {torch.get_num_threads()} torch threads")
-    for row in rows:
-        a, p = row["model_alone"], row["pipeline"]
-        print(f"batch {row['batch']:>3}: model alone {a['records_per_s']:,.0f} rec/s "  # type: ignore[index]
-              f"({a['tokens_per_s']:,.0f} tok/s, p99 {a['p99_batch_ms']:.0f} ms) | "  # type: ignore[index]
-              f"infer {p['records_per_s']:,.0f} rec/s (p99 {p['p99_batch_ms']:.0f} ms) | "  # type: ignore[index]
-              f"ratio {row['ratio']:.2f}x")
+
+
+def _print(row: dict[str, Any]) -> None:
+    a, p = row["model_alone"], row["pipeline"]
+    print(f"batch {row['batch']:>3}: model alone {a['records_per_s']:,.0f} rec/s "
+          f"({a['tokens_per_s']:,.0f} tok/s, p99 {a['p99_batch_ms']:.0f} ms) | "
+          f"infer {p['records_per_s']:,.0f} rec/s (p99 {p['p99_batch_ms']:.0f} ms) | "
+          f"ratio {row['ratio']:.2f}x", flush=True)
 
 
 if __name__ == "__main__":
