@@ -85,6 +85,7 @@ def test_infer_serves_a_trained_classifier_and_follows_a_newer_one(  # type: ign
 
 
 @pytest.mark.slow  # every `kafeed infer` process imports torch: ~10 s each on a loaded machine
+@pytest.mark.timeout(900)
 def test_infer_is_exactly_once_under_kills(kafka: ConnectionSettings, make_topic, shakespeare: Path,  # type: ignore[no-untyped-def]
                                            tmp_path: Path) -> None:
     import random
