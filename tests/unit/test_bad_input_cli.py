@@ -40,6 +40,13 @@ def files(tmp_path: Path) -> Path:
     (tmp_path / "prepare_range.toml").write_text("[prepare.kafka]\nbatch_size = -1\n")
     (tmp_path / "docs.jsonl").write_text('{"text": "hello"}\n')
     (tmp_path / "a file").write_text("not a directory")
+    (tmp_path / "routes_key.toml").write_text('[[rule]]\nto = "a"\nlang = "en"\n')
+    (tmp_path / "routes_regex.toml").write_text('[[rule]]\nto = "a"\nregex = "(open"\n')
+    (tmp_path / "gpt_ck").mkdir()
+    (tmp_path / "gpt_ck" / "step-00000001.json").write_text(
+        '{"version": 1, "step": 1, "file": "step-00000001.pt", "config": {"model": "gpt"}}')
+    (tmp_path / "routes_ok.toml").write_text('[[rule]]\nto = "a"\n')
+    (tmp_path / "routes_no_to.toml").write_text('[[rule]]\nsource = "wiki"\n')
     return tmp_path
 
 
@@ -98,6 +105,22 @@ CASES: list[tuple[str, list[str], int, list[str]]] = [
     ("ingest-sql-without-dsn", ["ingest", "--sql", "SELECT 1", "-b", CLOSED], 2, ["dsn"]),
     ("ingest-dlq-ratio", ["ingest", "{tmp}/docs.jsonl", "--max-dlq-ratio", "2", "-b", CLOSED], 2,
      ["dlq"]),
+    ("route-missing-rules", ["route", "--rules", "{tmp}/none.toml", "-b", CLOSED], 2, ["does not exist"]),
+    ("route-unknown-key", ["route", "--rules", "{tmp}/routes_key.toml", "-b", CLOSED], 2, ["lang"]),
+    ("route-bad-regex", ["route", "--rules", "{tmp}/routes_regex.toml", "-b", CLOSED], 2, ["regex"]),
+    ("route-no-topic", ["route", "--rules", "{tmp}/routes_no_to.toml", "-b", CLOSED], 2, ["`to`"]),
+    ("route-batch-zero", ["route", "--rules", "{tmp}/routes_ok.toml", "--batch-size", "0", "-b", CLOSED],
+     2, ["batch_size"]),
+    ("route-workers-bounds", ["route", "--rules", "{tmp}/routes_ok.toml", "--workers", "auto",
+                              "--min-workers", "3", "--max-workers", "2", "-b", CLOSED], 2, ["max_workers"]),
+    ("route-workers-word", ["route", "--rules", "{tmp}/routes_ok.toml", "--workers", "many", "-b", CLOSED],
+     2, ["--workers"]),
+    ("infer-wrong-kind", ["infer", "--checkpoint", "{tmp}/gpt_ck", "-b", CLOSED], 2, ["gpt", "classifier"]),
+    ("infer-no-checkpoint", ["infer", "-b", CLOSED], 2, ["--checkpoint"]),
+    ("infer-missing-checkpoint", ["infer", "--checkpoint", "{tmp}/none", "-b", CLOSED], 2,
+     ["does not exist"]),
+    ("infer-device", ["infer", "--checkpoint", "{tmp}/gpt_ck", "--device", "tpu", "-b", CLOSED], 2,
+     ["device"]),
     ("monitor-interval", ["monitor", "--interval", "0", "-b", CLOSED], 2, ["interval"]),
     ("demo-steps", ["demo", "--steps", "0"], 2, ["steps"]),
     ("lineage-missing", ["lineage", "{tmp}/no-such-checkpoint"], 2, ["no-such-checkpoint"]),

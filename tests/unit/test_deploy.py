@@ -69,3 +69,30 @@ def test_promtool_accepts_config_and_rules() -> None:
     for args in (["check", "config", "prometheus.yml"], ["check", "rules", "alerts.yml"]):
         proc = subprocess.run(["promtool", *args], cwd=DEPLOY, capture_output=True, text=True, timeout=60)
         assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_kubernetes_workers_scale_on_the_group_they_run_in() -> None:
+    yaml = pytest.importorskip("yaml")
+    import typer.main
+
+    from kafeed.cli.main import app
+
+    docs = list(yaml.safe_load_all((DEPLOY / "kubernetes" / "prepare-workers.yaml").read_text()))
+    by_kind = {d["kind"]: d for d in docs}
+    assert set(by_kind) == {"Deployment", "ScaledObject"}
+    deployment, scaled = by_kind["Deployment"], by_kind["ScaledObject"]
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    args = container["args"]
+    command = typer.main.get_command(app).commands[args[0]]  # type: ignore[attr-defined]
+    known = {opt for p in command.params for opt in p.opts}
+    given = [a for a in args[1:] if a.startswith("--")]
+    assert given and set(given) <= known, sorted(set(given) - known)
+    option = dict(zip(args[1::2], args[2::2], strict=False))
+    assert scaled["spec"]["scaleTargetRef"]["name"] == deployment["metadata"]["name"]
+    trigger = scaled["spec"]["triggers"][0]
+    assert trigger["type"] == "kafka"
+    assert trigger["metadata"]["consumerGroup"] == option["--group"]
+    assert trigger["metadata"]["topic"] == option["--input"]
+    assert trigger["metadata"]["allowIdleConsumers"] == "false"
+    assert 1 <= scaled["spec"]["minReplicaCount"] <= scaled["spec"]["maxReplicaCount"]
+    assert deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] >= 60

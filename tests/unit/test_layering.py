@@ -28,9 +28,9 @@ LAYERS: list[set[str]] = [
     {"topics", "acl"},
     {"broker"},
     {"stream"},
-    {"ingest", "prepare", "loader", "tasks"},
+    {"ingest", "prepare", "route", "loader", "tasks"},
     {"train", "monitor"},
-    {"demo"},
+    {"demo", "infer", "scale"},
     {"cli", "__init__"},
 ]
 LEAVES = {"telemetry"}

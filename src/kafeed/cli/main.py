@@ -9,7 +9,19 @@ from typing import Annotated
 import typer
 
 from kafeed import __version__
-from kafeed.cli import acl, broker, demo, monitor, prepare, report, tasks, topic, train
+from kafeed.cli import (
+    acl,
+    broker,
+    demo,
+    infer,
+    monitor,
+    prepare,
+    report,
+    route,
+    tasks,
+    topic,
+    train,
+)
 from kafeed.cli.common import console, report_error, setup_logging
 from kafeed.cli.ingest import ingest_command
 from kafeed.errors import ConfigError, KafeedError
@@ -35,6 +47,8 @@ app.add_typer(acl.app, name="acl")
 app.command()(demo.demo)
 app.command("ingest")(ingest_command)
 app.command("prepare")(prepare.prepare)
+app.command("route")(route.route)
+app.command("infer")(infer.infer)
 app.command("monitor")(monitor.monitor)
 app.command("report")(report.report)
 app.command("train")(train.train)

@@ -20,6 +20,7 @@ from kafeed.cli.common import (
     print_json,
     start_metrics,
 )
+from kafeed.cli.scaling import CooldownOpt, MaxWorkersOpt, MinWorkersOpt, WorkersOpt, supervise
 from kafeed.errors import TooManyDeadLetters
 from kafeed.signals import install
 
@@ -89,6 +90,10 @@ def prepare(
     max_dlq_ratio: Annotated[float | None, typer.Option(
         help="Fail (exit 1) when more than this share of the records read is dead-lettered "
         "[default: fail only when all are].", show_default=False)] = None,
+    workers: WorkersOpt = "1",
+    min_workers: MinWorkersOpt = 1,
+    max_workers: MaxWorkersOpt = 4,
+    scale_cooldown: CooldownOpt = 15.0,
     bootstrap: BootstrapOpt = None,
     config: ConfigOpt = None,
     json_out: JsonOpt = False,
@@ -115,6 +120,10 @@ def prepare(
     if no_filters:
         overrides["filters"] = {"enabled": False}
     settings = load_prepare_settings(config, **overrides)
+    if supervise(workers, min_workers, max_workers, scale_cooldown, topic=settings.input,
+                 group=settings.group, bootstrap=bootstrap, config=config,
+                 until_caught_up=until_caught_up, json_out=json_out):
+        return
     conn = connection(bootstrap, config)
     start_metrics(metrics_port)
 

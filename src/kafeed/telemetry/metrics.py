@@ -28,7 +28,7 @@ log = logging.getLogger("kafeed")
 #: so a host application's metrics and ours never collide).
 REGISTRY = CollectorRegistry(auto_describe=True)
 
-STAGES = ("ingest", "prepare", "loader", "train", "monitor")
+STAGES = ("ingest", "prepare", "route", "infer", "loader", "train", "monitor")
 
 # -- pipeline: records and bytes ---------------------------------------------
 
@@ -50,6 +50,8 @@ PRODUCE_ERRORS = Counter("kafeed_produce_errors_total", "Records whose delivery 
                          ["stage"], registry=REGISTRY)
 PRODUCE_RETRIES = Counter("kafeed_produce_retries_total", "Produce or transaction retries.",
                           ["stage"], registry=REGISTRY)
+ROUTED = Counter("kafeed_routed_total", "Records the router assigned, by the rule that matched them.",
+                 ["stage", "rule"], registry=REGISTRY)  # rule "default": unmatched, sent to the default
 TRANSACTIONS = Counter("kafeed_transactions_total", "Kafka transactions by result.",
                        ["stage", "result"], registry=REGISTRY)  # result: commit | abort
 
@@ -60,6 +62,10 @@ LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0
 END_TO_END_LATENCY = Histogram(
     "kafeed_end_to_end_latency_seconds", "Record timestamp to handed to the trainer.",
     ["stage"], buckets=LATENCY_BUCKETS, registry=REGISTRY)
+
+INFER_BATCH_SIZE = Histogram(
+    "kafeed_infer_batch_records", "Records per inference batch (one forward pass).", ["stage"],
+    buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024), registry=REGISTRY)
 
 # -- loader and trainer -------------------------------------------------------
 

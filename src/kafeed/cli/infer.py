@@ -1,0 +1,133 @@
+"""`kafeed infer`: a classifier checkpoint serving a topic, one prediction per record, exactly once."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from kafeed.cli.common import (
+    BootstrapOpt,
+    ConfigOpt,
+    JsonOpt,
+    MetricsPortOpt,
+    connection,
+    console,
+    exit_stopped,
+    out,
+    print_json,
+    start_metrics,
+)
+from kafeed.errors import ConfigError, TooManyDeadLetters
+from kafeed.signals import install
+
+if TYPE_CHECKING:
+    from rich.table import Table
+    from rich.text import Text
+
+    from kafeed.infer import InferStats
+
+_RESUME = "Re-run the same command: the group resumes from its committed offsets."
+
+
+def _progress_line(stats: InferStats) -> Text:
+    from rich.text import Text
+
+    return Text.assemble(("infer ", "bold"), f"{stats.records_in:,} in · {stats.predictions:,} predicted · "
+                         f"{stats.dead_lettered:,} dlq · ", (f"{stats.records_per_s:,.0f} rec/s", "cyan"))
+
+
+def _summary(stats: InferStats) -> Table:
+    from rich.table import Table
+
+    table = Table(title="kafeed infer", show_header=False, title_justify="left")
+    table.add_row("records in", f"{stats.records_in:,}")
+    table.add_row("predictions", f"{stats.predictions:,}")
+    for checkpoint, n in stats.by_checkpoint.items():
+        table.add_row(f"by {checkpoint}", f"{n:,}")
+    for kind, n in sorted(stats.dead_letter_kinds.items()):
+        table.add_row(f"dead-lettered: {kind}", f"{n:,}")
+    table.add_row("model switches", f"{stats.model_switches}")
+    table.add_row("batches (aborted)", f"{stats.batches:,} ({stats.aborted_batches})")
+    table.add_row("throughput", f"{stats.records_per_s:,.0f} records/s over {stats.busy_s:.1f}s busy")
+    return table
+
+
+def infer(
+    checkpoint: Annotated[Path | None, typer.Option(
+        "--checkpoint", help="Classifier checkpoint: a step-*.pt file or a checkpoint directory (its newest) "
+        "[default: the newest in --follow].", show_default=False)] = None,
+    input: Annotated[str | None, typer.Option("--input", "-i", help="Topic of TrainingSample records "
+                                              "(default: raw).", show_default=False)] = None,
+    output: Annotated[str | None, typer.Option("--output", "-o", help="Predictions topic "
+                                               "(default: predictions).", show_default=False)] = None,
+    group: Annotated[str | None, typer.Option("--group", "-g", help="Consumer group (default: kafeed-infer).",
+                                              show_default=False)] = None,
+    dlq: Annotated[str | None, typer.Option(help="Dead-letter topic (default: <input>.dlq).",
+                                            show_default=False)] = None,
+    instance: Annotated[str | None, typer.Option(help="Worker name for the transactional.id.",
+                                                 show_default=False)] = None,
+    batch_size: Annotated[int | None, typer.Option(help="Records per forward pass and transaction "
+                                                   "(default: 32).", show_default=False)] = None,
+    max_wait_ms: Annotated[int | None, typer.Option(help="Close a batch after this long even when not full "
+                                                    "(default: 100).", show_default=False)] = None,
+    device: Annotated[str | None, typer.Option(help="cpu or cuda (default: cpu).",
+                                               show_default=False)] = None,
+    follow: Annotated[Path | None, typer.Option(
+        help="Checkpoint directory to watch: switch to a newer checkpoint between batches.",
+        show_default=False)] = None,
+    until_caught_up: Annotated[bool, typer.Option(
+        "--until-caught-up", help="Stop when the assigned partitions have no lag and input is idle.",
+    )] = False,
+    bootstrap: BootstrapOpt = None,
+    config: ConfigOpt = None,
+    json_out: JsonOpt = False,
+    metrics_port: MetricsPortOpt = None,
+) -> None:
+    """Serve a classifier trained by `kafeed train --model classifier` on a topic, exactly once.
+
+    Writes one JSON prediction per input record (docs/infer.md); undecodable records go
+    to the dead-letter topic. Runs until SIGTERM/Ctrl-C or, with --until-caught-up, until drained.
+    """
+    from rich.live import Live
+    from rich.text import Text
+
+    from kafeed.infer import check_checkpoint, infer_settings
+
+    stop = install()
+    settings = infer_settings(input=input, output=output, group=group, dlq=dlq, instance=instance,
+                              batch_size=batch_size, max_wait_ms=max_wait_ms, device=device, follow=follow)
+    source = checkpoint or follow
+    if source is None:
+        raise ConfigError("Pass --checkpoint (or --follow with a checkpoint directory).",
+                          hint="A classifier checkpoint is what `kafeed train --model classifier` writes.")
+    check_checkpoint(source)  # its kind, before torch loads
+    conn = connection(bootstrap, config)
+    start_metrics(metrics_port)
+    from kafeed.infer import run_infer  # torch comes in with the model
+
+    last = [0.0]
+    show = not json_out and console.is_terminal
+    live = Live(Text("infer: loading the model"), console=console, transient=True, refresh_per_second=4)
+
+    def _progress(stats: InferStats) -> None:
+        now = time.monotonic()
+        if show and now - last[0] >= 0.25:
+            last[0] = now
+            live.update(_progress_line(stats))
+
+    with live if show else contextlib.nullcontext():
+        stats = run_infer(settings, source, conn, until_caught_up=until_caught_up, stop_event=stop.event,
+                          on_progress=_progress,
+                          on_switch=lambda s: console.print(f"infer: now serving {s.checkpoint_id}",
+                                                            highlight=False, markup=False))
+    if json_out:
+        print_json(stats.as_dict())
+    else:
+        out.print(_summary(stats))
+    exit_stopped(stop, _RESUME)
+    TooManyDeadLetters.check(stage="infer", records_in=stats.records_in, dead_lettered=stats.dead_lettered,
+                             max_ratio=None, dlq_topic=settings.dlq_topic)

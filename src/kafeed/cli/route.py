@@ -1,0 +1,134 @@
+"""`kafeed route`: records → the topic of the first rule they match, exactly once."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from kafeed.cli.common import (
+    BootstrapOpt,
+    ConfigOpt,
+    JsonOpt,
+    MetricsPortOpt,
+    connection,
+    console,
+    exit_stopped,
+    out,
+    print_json,
+    start_metrics,
+)
+from kafeed.cli.scaling import CooldownOpt, MaxWorkersOpt, MinWorkersOpt, WorkersOpt, supervise
+from kafeed.signals import install
+
+if TYPE_CHECKING:
+    from rich.table import Table
+    from rich.text import Text
+
+    from kafeed.route import RouteStats
+
+_RESUME = "Re-run the same command: the group resumes from its committed offsets."
+
+
+def _progress_line(stats: RouteStats) -> Text:
+    from rich.text import Text
+
+    routed = sum(stats.records_out.values())
+    return Text.assemble(("route ", "bold"), f"{stats.records_in:,} in · {routed:,} routed · "
+                         f"{stats.dropped:,} dropped · {stats.dead_lettered:,} dlq · ",
+                         (f"{stats.records_per_s:,.0f} rec/s", "cyan"))
+
+
+def _summary(stats: RouteStats) -> Table:
+    from rich.table import Table
+
+    table = Table(title="kafeed route", show_header=False, title_justify="left")
+    table.add_row("records in", f"{stats.records_in:,}")
+    for rule, n in stats.by_rule.items():
+        table.add_row(f"rule: {rule}", f"{n:,}")
+    for topic, n in sorted(stats.records_out.items()):
+        table.add_row(f"topic: {topic}", f"{n:,}")
+    table.add_row("dropped", f"{stats.dropped:,}")
+    for kind, n in sorted(stats.dead_letter_kinds.items()):
+        table.add_row(f"dead-lettered: {kind}", f"{n:,}")
+    balance = "[green]balanced[/green]" if stats.balanced else "[red]UNBALANCED[/red]"
+    table.add_row("in = routed + dropped + dlq", balance)
+    table.add_row("batches (aborted)", f"{stats.batches:,} ({stats.aborted_batches})")
+    table.add_row("throughput", f"{stats.records_per_s:,.0f} records/s over {stats.busy_s:.1f}s busy "
+                  f"({stats.elapsed_s:.1f}s total)")
+    return table
+
+
+def route(
+    rules: Annotated[Path, typer.Option("--rules", "-r", help="TOML rules file (docs/route.md).",
+                                        show_default=False)],
+    input: Annotated[str | None, typer.Option("--input", "-i", help="Topic to route (default: raw).",
+                                              show_default=False)] = None,
+    group: Annotated[str | None, typer.Option("--group", "-g", help="Consumer group (default: kafeed-route).",
+                                              show_default=False)] = None,
+    dlq: Annotated[str | None, typer.Option(help="Dead-letter topic (default: <input>.dlq).",
+                                            show_default=False)] = None,
+    instance: Annotated[str | None, typer.Option(
+        help="Worker name for the transactional.id (default: <hostname>-<free local slot>).",
+        show_default=False)] = None,
+    batch_size: Annotated[int | None, typer.Option(help="Records per transaction (default: 2000).",
+                                                   show_default=False)] = None,
+    create_topics: Annotated[bool, typer.Option(
+        "--create-topics",
+        help="Create output topics the rules name when missing (default: they must exist).",
+    )] = False,
+    until_caught_up: Annotated[bool, typer.Option(
+        "--until-caught-up", help="Stop when the assigned partitions have no lag and input is idle.",
+    )] = False,
+    workers: WorkersOpt = "1",
+    min_workers: MinWorkersOpt = 1,
+    max_workers: MaxWorkersOpt = 4,
+    scale_cooldown: CooldownOpt = 15.0,
+    bootstrap: BootstrapOpt = None,
+    config: ConfigOpt = None,
+    json_out: JsonOpt = False,
+    metrics_port: MetricsPortOpt = None,
+) -> None:
+    """Send each record to the topic of the first rule it matches (or drop it), exactly once.
+
+    Unmatched records go to the rules file's `default` topic, else to the dead-letter topic.
+    Runs until SIGTERM/Ctrl-C or, with --until-caught-up, until the input is drained.
+    """
+    from rich.live import Live
+    from rich.text import Text
+
+    from kafeed.route import load_rules, route_settings, run_route
+
+    stop = install()
+    ruleset = load_rules(rules)
+    settings = route_settings(input=input, group=group, dlq=dlq, instance=instance,
+                              create_topics=create_topics,
+                              kafka={"batch_size": batch_size} if batch_size is not None else None)
+    if supervise(workers, min_workers, max_workers, scale_cooldown, topic=settings.input,
+                 group=settings.group, bootstrap=bootstrap, config=config,
+                 until_caught_up=until_caught_up, json_out=json_out):
+        return
+    conn = connection(bootstrap, config)
+    start_metrics(metrics_port)
+
+    last = [0.0]
+    show = not json_out and console.is_terminal
+    live = Live(Text("route: starting"), console=console, transient=True, refresh_per_second=4)
+
+    def _progress(stats: RouteStats) -> None:
+        now = time.monotonic()
+        if show and now - last[0] >= 0.25:
+            last[0] = now
+            live.update(_progress_line(stats))
+
+    with live if show else contextlib.nullcontext():
+        stats = run_route(settings, ruleset, conn, until_caught_up=until_caught_up, stop_event=stop.event,
+                          on_progress=_progress)
+    if json_out:
+        print_json(stats.as_dict())
+    else:
+        out.print(_summary(stats))
+    exit_stopped(stop, _RESUME)

@@ -1,0 +1,76 @@
+"""Inference as a pure batch function: samples in, one prediction record per sample out.
+
+A prediction is a JSON object (UTF-8), keyed like its input::
+
+    {"id": "doc-7", "input_topic": "raw", "input_partition": 0, "input_offset": 41,
+     "label": 1, "scores": [0.12, 0.88], "checkpoint": "ck/step-00000300:3fa2…",
+     "timestamp": 1764565200000}
+
+``scores`` are softmax probabilities; ``checkpoint`` names the model that made it.
+A record that is no readable ``TrainingSample`` (or whose text is not UTF-8) is a dead
+letter, as in prepare.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from kafeed.errors import SchemaError
+from kafeed.infer.model import ServedModel
+from kafeed.schema.avro import decode_raw
+from kafeed.stream import BatchResult, DeadLetter, Output, Record
+
+
+@dataclass
+class PredictionBatch(BatchResult):
+    """One batch's predictions, which model made them, and the inputs' timestamps (for latency)."""
+
+    checkpoint: str = ""
+    timestamps_ms: list[int] = field(default_factory=list)
+
+
+def _texts(records: Sequence[Record], out: PredictionBatch) -> tuple[list[Record], list[str], list[str]]:
+    kept, texts, ids = [], [], []
+    for record in records:
+        try:
+            sample = decode_raw(record.value, list(record.headers), topic=record.topic,
+                                partition=record.partition, offset=record.offset)
+            text = sample.input_data.decode("utf-8")
+        except SchemaError as exc:
+            out.dead_letters.append(DeadLetter(record, "decode", exc.message))
+            continue
+        except UnicodeDecodeError as exc:
+            out.dead_letters.append(DeadLetter(
+                record, "encoding", f"input_data is not UTF-8 ({exc.reason} at byte {exc.start})"))
+            continue
+        kept.append(record)
+        texts.append(text)
+        ids.append(sample.id)
+    return kept, texts, ids
+
+
+def predict_batch(served: ServedModel, records: Sequence[Record], *, output: str) -> PredictionBatch:
+    """Predictions for ``records`` (one forward pass), written to topic ``output``."""
+    import torch
+
+    out = PredictionBatch(checkpoint=served.checkpoint_id)
+    kept, texts, ids = _texts(records, out)
+    if not kept:
+        return out
+    input_ids, mask = served.encode(texts)
+    with torch.inference_mode():
+        logits = served.model(input_ids.to(served.device), mask.to(served.device))
+        probs = torch.softmax(logits.float(), dim=-1).cpu()
+    labels = probs.argmax(-1).tolist()
+    for record, doc_id, label, scores in zip(kept, ids, labels, probs.tolist(), strict=True):
+        value = json.dumps({
+            "id": doc_id, "input_topic": record.topic, "input_partition": record.partition,
+            "input_offset": record.offset, "label": label, "scores": [round(s, 6) for s in scores],
+            "checkpoint": served.checkpoint_id, "timestamp": record.timestamp_ms,
+        }, separators=(",", ":")).encode()
+        out.outputs.append(Output(output, record.key, value,
+                                  (("kafeed.checkpoint", served.checkpoint_id.encode()),)))
+        out.timestamps_ms.append(record.timestamp_ms)
+    return out
