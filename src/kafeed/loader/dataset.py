@@ -25,7 +25,7 @@ from torch.utils.data import IterableDataset, get_worker_info
 from kafeed.config import ConnectionSettings
 from kafeed.errors import ConfigError, KafeedError, invalid_settings
 from kafeed.loader.opening import MAIN_PROCESS, Stream, Topology, open_stream, state_key
-from kafeed.loader.parent import watch_parent
+from kafeed.loader.parent import ParentWatch, watch_parent
 from kafeed.loader.settings import Kind, LoaderSettings
 from kafeed.loader.state import check_state, empty_state, next_epoch, plain_copy
 from kafeed.loader.stream import Delivered
@@ -152,12 +152,25 @@ class KafkaDatasetBase(IterableDataset[Any]):
                 log.debug("kafeed loader: the stream opened ahead was opened from another state; reopening")
             self._drop_adopted()
             # Only the main process's registry is served: workers' client statistics would be lost.
-            stream = open_stream(self.settings, topo, saved, client_stats=not in_worker,
-                                 parent=watch_parent(origin) if in_worker else None)
+            stream = self._make_stream(topo, saved, client_stats=not in_worker,
+                                       parent=watch_parent(origin) if in_worker else None)
         self._stream = stream
         self._topology = topo
         self._finished = False
         return stream
+
+    def _make_stream(self, topo: Topology, saved: dict[str, Any] | None, *, client_stats: bool,
+                     parent: ParentWatch | None) -> Stream:
+        """This reader's stream, resumed from ``saved`` and opened."""
+        return open_stream(self.settings, topo, saved, client_stats=client_stats, parent=parent)
+
+    def empty_state(self) -> dict[str, Any]:
+        """The state of this dataset before anything was read."""
+        return empty_state(self.settings)
+
+    def check_state(self, state: Any) -> dict[str, Any]:
+        """``state`` validated against this dataset (see kafeed.loader.state.check_state)."""
+        return check_state(state, self.settings)
 
     def _convert(self, batch: Any, collate: Collate | None) -> Any:
         raise NotImplementedError
@@ -209,7 +222,7 @@ class KafkaDatasetBase(IterableDataset[Any]):
                     return
                 state = stream.state_dict()
                 yield (topo.worker, self._convert(batch, collate), json.dumps(state),
-                       Delivered.of(stream.last_delivered, state))
+                       Delivered.of(stream.last_delivered, state, getattr(stream, "last_sources", None)))
         finally:
             stream.close()
 
@@ -218,8 +231,8 @@ class KafkaDatasetBase(IterableDataset[Any]):
         """This dataset's readers as of the last item it yielded (JSON data; see
         kafeed.loader.state). Before any iteration: the loaded state, or an empty one."""
         if self._stream is None or self._topology is None:
-            return copy.deepcopy(self._loaded) if self._loaded is not None else empty_state(self.settings)
-        state = empty_state(self.settings)
+            return copy.deepcopy(self._loaded) if self._loaded is not None else self.empty_state()
+        state = self.empty_state()
         state["num_readers"] = self._topology.count
         state["readers"] = {str(self._topology.index): self._stream.state_dict()}
         return state
@@ -229,7 +242,7 @@ class KafkaDatasetBase(IterableDataset[Any]):
         with other settings raises :class:`kafeed.ResumeMismatch` here (see
         kafeed.loader.state.check_state); one that does not fit the topic, when a reader
         opens, before anything is fetched."""
-        self._loaded = check_state(plain_copy(state), self.settings)
+        self._loaded = self.check_state(plain_copy(state))
         self._stream = None
         self._finished = False
 

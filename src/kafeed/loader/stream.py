@@ -36,12 +36,17 @@ class Delivered:
     per_topic: dict[str, int] = field(default_factory=dict)
     timestamps: npt.NDArray[np.int64] = field(default_factory=lambda: np.empty(0, dtype=np.int64))
     positions: dict[str, int] = field(default_factory=dict)
+    sources: dict[str, int] = field(default_factory=dict)  # a mixture's tokens per source
 
     @classmethod
-    def of(cls, drained: tuple[dict[str, int], list[int]], state: dict[str, Any]) -> Delivered:
+    def of(cls, drained: tuple[dict[str, int], list[int]], state: dict[str, Any],
+           sources: dict[str, int] | None = None) -> Delivered:
+        """From a reader entry (a mixture's: the positions of all its sources)."""
         per_topic, stamps = drained
+        entries = [state["sources"][n] for n in sorted(state["sources"])] if "sources" in state else [state]
         return cls(per_topic=per_topic, timestamps=np.array(stamps, dtype=np.int64),
-                   positions={key: int(p["next"]) for key, p in state["partitions"].items()})
+                   positions={key: int(p["next"]) for e in entries for key, p in e["partitions"].items()},
+                   sources=sources or {})
 
 
 READER_KEYS = ("index", "partitions", "rr", "buffer", "rng", "carry", "stats")

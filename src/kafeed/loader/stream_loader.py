@@ -27,7 +27,7 @@ from kafeed.kafka import client_config
 from kafeed.loader.assignment import parse_key
 from kafeed.loader.dataset import Collate, KafkaDatasetBase, WorkerError, rank_and_world, token_batch
 from kafeed.loader.metrics import LoaderMetrics, batch_tokens
-from kafeed.loader.state import check_state, empty_state, next_epoch, plain_copy
+from kafeed.loader.state import next_epoch, plain_copy, reader_entries
 from kafeed.loader.stream import Delivered
 
 log = logging.getLogger("kafeed")
@@ -158,7 +158,7 @@ class StreamLoader:
         if self._entries or self._finished:
             # Iterating again continues after the last batch handed out, or starts a new epoch.
             state = self.state_dict()
-            self._loaded = check_state(next_epoch(state) if self._finished else state, self.dataset.settings)
+            self._loaded = self.dataset.check_state(next_epoch(state) if self._finished else state)
         self._finished = False
         if self._loaded is not None:
             self.dataset.load_state_dict(self._loaded)
@@ -213,9 +213,9 @@ class StreamLoader:
             if self._loaded is not None:
                 loaded: dict[str, Any] = json.loads(json.dumps(self._loaded))
                 return loaded
-            return empty_state(self.dataset.settings)
+            return self.dataset.empty_state()
         rank, _ = rank_and_world(self.dataset.settings)
-        state = empty_state(self.dataset.settings)
+        state = self.dataset.empty_state()
         state["num_readers"] = self._count()
         state["readers"] = {
             str(rank * self.workers + w): json.loads(entry) for w, entry in sorted(self._entries.items())
@@ -227,7 +227,7 @@ class StreamLoader:
         """Resume from ``state`` at the next iteration; a malformed state or one taken with
         other settings raises ResumeMismatch here, one that does not fit the topic when
         iteration starts (before anything is read)."""
-        self._loaded = check_state(plain_copy(state), self.dataset.settings)
+        self._loaded = self.dataset.check_state(plain_copy(state))
         self._entries = {}
         self._finished = False
 
@@ -242,7 +242,7 @@ class StreamLoader:
             raise ConfigError("commit_offsets needs a consumer group.",
                               hint="Pass group= here or to the dataset.")
         offsets: dict[str, int] = {}
-        for reader in self.state_dict()["readers"].values():
+        for reader in reader_entries(self.state_dict()):
             for key, entry in reader["partitions"].items():
                 offsets[key] = int(entry["next"])
         if not offsets:
