@@ -12,7 +12,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kafeed.errors import ConfigError, ResumeMismatch
-from kafeed.loader.mixing import MixSchedule, check_entry, check_weights, normalised, parse_mix, tokens_delivered
+from kafeed.loader.mixing import (
+    MixSchedule,
+    check_entry,
+    check_weights,
+    normalised,
+    parse_mix,
+    tokens_delivered,
+)
 from kafeed.loader.settings import LoaderSettings
 from tests.stateful_harness import Stateful, check_save_resume
 
