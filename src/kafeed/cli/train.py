@@ -81,9 +81,8 @@ def train(
     stop = install()
     from pydantic import ValidationError
 
-    from kafeed.train.options import TrainOptions
-
     from kafeed.loader.mixing import parse_mix
+    from kafeed.train.options import TrainOptions
 
     weights = parse_mix(mix) if mix is not None else None
     try:
