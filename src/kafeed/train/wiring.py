@@ -107,7 +107,7 @@ class LoaderWiring:
 
         admin = admin_client(self.connection)
         spec = OffsetSpec.earliest() if which == "earliest" else OffsetSpec.latest()
-        req = {}
+        req: dict[Any, Any] = {}
         for topic in self.options.topics:
             meta = admin.list_topics(topic=topic, timeout=10).topics[topic]
             req |= {TopicPartition(topic, p): spec for p in meta.partitions}
