@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from kafeed import __version__
-from kafeed.cli import broker, demo, monitor, prepare, report, topic, train
+from kafeed.cli import broker, demo, monitor, plan, prepare, report, topic, train
 from kafeed.cli.common import console, report_error, setup_logging
 from kafeed.cli.ingest import ingest_command
 from kafeed.errors import ConfigError, KafeedError
@@ -37,6 +37,7 @@ app.command("monitor")(monitor.monitor)
 app.command("report")(report.report)
 app.command("train")(train.train)
 app.command("lineage")(train.lineage)
+app.command("plan")(plan.plan)
 
 
 def _version(value: bool) -> None:
