@@ -76,6 +76,10 @@ def collate_samples(samples: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 log = logging.getLogger("kafeed")
 
 
+def _same(state: dict[str, Any]) -> dict[str, Any]:
+    return state
+
+
 @dataclass(frozen=True)
 class WorkerError:
     """A :class:`KafeedError` raised in a DataLoader worker, sent to the main process as data.
@@ -186,8 +190,9 @@ class KafkaDatasetBase(IterableDataset[Any]):
             stream.close()
 
     def iter_batches(self, batch_size: int, *, skip_first: bool = False, origin: int | None = None,
-                     collate: Collate | None = None) -> Iterator[tuple[int, Any, str, Delivered]]:
-        """Yield ``(worker, batch, reader_state_json, delivered)``: first one state-only item
+                     collate: Collate | None = None) -> Iterator[tuple[int, Any, Any, Delivered]]:
+        """Yield ``(worker, batch, reader_state, delivered)`` (the state as JSON text from a
+        DataLoader worker, as a fresh dict in the main process): first one state-only item
         (batch ``None``), one more placeholder when ``skip_first`` (round-robin alignment on
         resume), then the batches, each with this reader's state as of that batch and what
         it handed out (for the metrics, which the main process updates). ``collate`` turns a
@@ -207,12 +212,16 @@ class KafkaDatasetBase(IterableDataset[Any]):
             yield info.id, WorkerError.of(exc, info.id), "", Delivered()
 
     def _batches(self, batch_size: int, skip_first: bool, origin: int | None,
-                 collate: Collate | None) -> Iterator[tuple[int, Any, str, Delivered]]:
+                 collate: Collate | None) -> Iterator[tuple[int, Any, Any, Delivered]]:
         topo = self.topology()
+        # A worker's state crosses to the main process as JSON text; in the main process the
+        # stream's state_dict() is already a fresh snapshot (new containers every call), and
+        # serialising it per batch was a tenth of the trainer's data-wait (bench_data_wait.py).
+        snapshot: Callable[[dict[str, Any]], Any] = json.dumps if get_worker_info() is not None else _same
         stream = self._open_stream(topo, origin)
         try:
             state = stream.state_dict()
-            yield topo.worker, None, json.dumps(state), Delivered.of(({}, []), state)
+            yield topo.worker, None, snapshot(state), Delivered.of(({}, []), state)
             if skip_first:
                 yield topo.worker, None, "", Delivered()
             while True:
@@ -221,7 +230,7 @@ class KafkaDatasetBase(IterableDataset[Any]):
                     self._finished = True
                     return
                 state = stream.state_dict()
-                yield (topo.worker, self._convert(batch, collate), json.dumps(state),
+                yield (topo.worker, self._convert(batch, collate), snapshot(state),
                        Delivered.of(stream.last_delivered, state, getattr(stream, "last_sources", None)))
         finally:
             stream.close()

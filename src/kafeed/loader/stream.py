@@ -9,6 +9,7 @@ pieces' own states.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -73,7 +74,8 @@ class _Stream:
         reader = self.reader.state_dict()
         shuffle: dict[str, Any] = {"rng": None, "items": []}
         if self.shuffle is not None:
-            shuffle = self.shuffle.state_dict(encode=lambda item: [item[0][0], item[0][1]])
+            # The (key, offset) reference as is: a tuple, a list once through JSON.
+            shuffle = self.shuffle.state_dict(encode=itemgetter(0))
         return {
             "index": self.reader.index,
             "partitions": reader["partitions"],

@@ -46,7 +46,7 @@ class _BatchView(IterableDataset[Any]):
         self.collate = collate
         self.origin = os.getpid()  # taken in the main process, read in the workers
 
-    def __iter__(self) -> Iterator[tuple[int, Any, str, Delivered]]:
+    def __iter__(self) -> Iterator[tuple[int, Any, Any, Delivered]]:
         worker = self.dataset.topology().worker
         return self.dataset.iter_batches(self.batch_size, skip_first=worker < self.next_worker,
                                          origin=self.origin, collate=self.collate)
@@ -137,7 +137,7 @@ class StreamLoader:
         self.sync_ranks = options.sync_ranks
         self.multiprocessing_context = options.multiprocessing_context
         self.timeout = options.timeout
-        self._entries: dict[int, str] = {}
+        self._entries: dict[int, str | dict[str, Any]] = {}  # JSON text from a worker, or the dict
         self._next_worker = 0
         self._loaded: dict[str, Any] | None = None
         self._finished = False  # the last iteration ran a bounded dataset to its end
@@ -226,7 +226,7 @@ class StreamLoader:
         if sync and not stopped:
             self._agree(False)
 
-    def _marker(self, worker: int, state: str, delivered: Delivered, tokens: int) -> Any:
+    def _marker(self, worker: int, state: str | dict[str, Any], delivered: Delivered, tokens: int) -> Any:
         def mark() -> None:
             self._entries[worker] = state
             self._next_worker = (worker + 1) % self.workers
@@ -251,7 +251,8 @@ class StreamLoader:
         state = self.dataset.empty_state()
         state["num_readers"] = self._count()
         state["readers"] = {
-            str(rank * self.workers + w): json.loads(entry) for w, entry in sorted(self._entries.items())
+            str(rank * self.workers + w): json.loads(entry if isinstance(entry, str) else json.dumps(entry))
+            for w, entry in sorted(self._entries.items())
         }
         state["next_worker"] = {str(rank): self._next_worker}
         return state
