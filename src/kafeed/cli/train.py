@@ -39,7 +39,7 @@ def train(
                                               show_default=False)] = None,
     mix: Annotated[str | None, typer.Option(help="Read a mixture instead of --topic: TOPIC=WEIGHT,... at "
                                             "those token proportions, e.g. web=0.6,code=0.3,books=0.1 "
-                                            "(gpt).", show_default=False)] = None,
+                                            "(gpt).", show_default=False)] = _D["mix"],
     steps: Annotated[int, typer.Option(help="Optimizer steps (fewer if a bounded topic "
                                        "ends).")] = _D["steps"],
     batch_size: Annotated[int, typer.Option(help="Windows (gpt) or samples per step.")] = _D["batch_size"],

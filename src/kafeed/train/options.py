@@ -28,7 +28,7 @@ class TrainOptions(BaseModel):
     model: ModelKind = _D["model"]
     topic: str = Field(default=_D["topic"], min_length=1, max_length=249, pattern=r"^[A-Za-z0-9._-]+$")
     # gpt only: read a mixture of these topics at these token proportions instead of --topic
-    mix: dict[str, float] | None = None
+    mix: dict[str, float] | None = _D["mix"]
     steps: int = Field(default=_D["steps"], ge=1)
     batch_size: int = Field(default=_D["batch_size"], ge=1, le=65_536)
     seq_len: int = Field(default=_D["seq_len"], ge=2, le=MAX_SEQ_LEN)
