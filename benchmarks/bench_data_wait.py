@@ -34,7 +34,8 @@ from kafeed.topics import TopicAdmin, plan_topic
 
 
 def produce(conn: ConnectionSettings, topic: str) -> int:
-    with resources.files("kafeed.data").joinpath("tinyshakespeare.txt.gz").open("rb") as fh, gzip.open(fh) as src:
+    corpus = resources.files("kafeed.data").joinpath("tinyshakespeare.txt.gz")
+    with corpus.open("rb") as fh, gzip.open(fh) as src:
         text = src.read().decode()
     paras = [p.strip() for p in text.split("\n\n") if p.strip()]
     tok = load_tokenizer(TokenizerSettings(name="bytes"))
@@ -99,8 +100,8 @@ def run(conn: ConnectionSettings, tmp: Path, steps: int, profile: bool) -> None:
                            checkpoint_dir=tmp / "ck", checkpoint_every=100, log_every=100)
     result, _ = train_gpt(options, conn, progress=lambda line: None)
     steady = sum(waits[1:])
-    print(f"steps {result.steps}, run {result.seconds:.1f} s, data-wait {result.data_wait_seconds:.2f} s "
-          f"= {100 * result.data_wait_share:.2f} %")
+    print(f"steps {result.steps}, run {result.seconds:.1f} s, "
+          f"data-wait {result.data_wait_seconds:.2f} s = {100 * result.data_wait_share:.2f} %")
     print(f"first batch {1000 * waits[0]:.1f} ms; later batches {1000 * steady / max(1, len(waits) - 1):.2f} ms "
           f"each = {100 * steady / result.seconds:.2f} % of the run")
     if profiler is not None:

@@ -34,7 +34,8 @@ def produce(conn: ConnectionSettings, tokens: int, doc_tokens: int) -> None:
     for name, share in SHARES.items():
         for i in range(int(tokens * share) // doc_tokens):
             ids = rng.integers(1, 50_000, size=doc_tokens, dtype=np.uint16)
-            value = make_document(ids, id=f"{name}-{i}", vocab_size=65536, tokenizer="bench").SerializeToString()
+            doc = make_document(ids, id=f"{name}-{i}", vocab_size=65536, tokenizer="bench")
+            value = doc.SerializeToString()
             for topic in (name, "all"):
                 while True:
                     try:
@@ -61,7 +62,8 @@ def read(loader_of: object, tokens: int) -> float:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tokens", type=float, default=60e6)
-    ap.add_argument("--read", type=float, default=40e6, help="tokens read per run (below --tokens x 0.1 / 0.1)")
+    ap.add_argument("--read", type=float, default=40e6,
+                    help="tokens read per run (at most what the books share allows: --tokens)")
     ap.add_argument("--doc-tokens", type=int, default=1024)
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
