@@ -102,8 +102,9 @@ def run(conn: ConnectionSettings, tmp: Path, steps: int, profile: bool) -> None:
     steady = sum(waits[1:])
     print(f"steps {result.steps}, run {result.seconds:.1f} s, "
           f"data-wait {result.data_wait_seconds:.2f} s = {100 * result.data_wait_share:.2f} %")
-    print(f"first batch {1000 * waits[0]:.1f} ms; later batches {1000 * steady / max(1, len(waits) - 1):.2f} ms "
-          f"each = {100 * steady / result.seconds:.2f} % of the run")
+    each = 1000 * steady / max(1, len(waits) - 1)
+    print(f"first batch {1000 * waits[0]:.1f} ms; later batches {each:.2f} ms each = "
+          f"{100 * steady / result.seconds:.2f} % of the run")
     if profiler is not None:
         out = io.StringIO()
         pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(25)
