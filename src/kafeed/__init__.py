@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from kafeed.config import ConnectionSettings, load_connection
     from kafeed.ingest import IngestOptions, IngestSummary
     from kafeed.loader.dataset import KafkaSampleDataset, KafkaTokenDataset
+    from kafeed.loader.mixture import Mixture
     from kafeed.loader.state import merge_states
     from kafeed.loader.stream_loader import StreamLoader
     from kafeed.monitor import ClusterMonitor
@@ -48,6 +49,7 @@ _LAZY = {
     "KafkaSampleDataset": "kafeed.loader",
     "KafkaTokenDataset": "kafeed.loader",
     "MetricsRecorder": "kafeed.telemetry",
+    "Mixture": "kafeed.loader",
     "PrepareSettings": "kafeed.prepare",
     "PrepareStats": "kafeed.prepare",
     "StreamLoader": "kafeed.loader",
@@ -87,6 +89,7 @@ __all__ = [
     "KafkaSampleDataset",
     "KafkaTokenDataset",
     "MetricsRecorder",
+    "Mixture",
     "PrepareSettings",
     "PrepareStats",
     "ResumeMismatch",

@@ -23,6 +23,19 @@ JitMode = Literal["full", "quick"]
 KAFKA_VERSION = "4.4.0"
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 DEFAULT_PER_PARTITION_MBPS = 10.0
+# `kafeed plan`'s per-broker and per-process figures (kafeed.topics.capacity.Capacity).
+PLAN_DEFAULTS: dict[str, float] = {
+    "broker_net_in_mb_s": 1_000.0,  # ~10 GbE of a 25 GbE NIC
+    "broker_net_out_mb_s": 1_500.0,
+    "broker_disk_tb": 24.0,  # usable log space per broker
+    "max_partition_replicas": 4_000,  # per broker, a common operating guide
+    "partition_mb_s": DEFAULT_PER_PARTITION_MBPS,  # what one partition carries comfortably
+    "prepare_tokens_per_s": 200_000.0,  # one prepare process (docs/prepare.md)
+    "utilisation": 0.6,  # headroom for failover and catch-up
+    "readers_per_gpu": 1,  # DataLoader workers per rank
+    "consumer_groups": 2,  # trainer + archive
+    "raw_bytes_per_token": 4.0,  # text bytes per token on raw; 0: no raw topic
+}
 DEFAULT_LINGER_MS = 100
 DEFAULT_BATCH_BYTES = 1_000_000
 DEFAULT_BATCH_MESSAGES = 100_000

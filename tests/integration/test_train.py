@@ -318,3 +318,22 @@ def test_startup_opens_the_stream_ahead_only_for_a_single_reader(kafka: Connecti
     single.stream.close()
     workers = start(TrainOptions(topic=tokens_topic, num_workers=2, checkpoint_dir=tmp_path / "b"), kafka)
     assert workers.stream is None  # each DataLoader worker opens its own
+
+
+def test_mixture_run_resumes_under_new_weights(kafka: ConnectionSettings, make_topic, corpus: list[str],
+                                               tmp_path: Path) -> None:
+    from kafeed.cli.main import main
+
+    a, b = make_topic(partitions=1), make_topic(partitions=1)
+    produce_documents(kafka, a, corpus[:300], partitions=1)
+    produce_documents(kafka, b, corpus[300:600], partitions=1)
+    base = ["train", "--steps", "20", "--batch-size", "8", "--seq-len", "31", "--d-model", "32",
+            "--n-layers", "1", "--checkpoint-dir", str(tmp_path / "ck"), "--checkpoint-every", "20",
+            "-b", kafka.bootstrap, "--json"]
+    assert main([*base, "--mix", f"{a}=0.75,{b}=0.25"]) == 0
+    first = checkpoint_lineage(tmp_path / "ck")["source_tokens"]
+    assert first == {a: 120 * 32, b: 40 * 32}  # 160 windows of 32 tokens at 3:1
+    base[2] = "40"
+    assert main([*base, "--mix", f"{a}=0.25,{b}=0.75", "--resume"]) == 0
+    info = checkpoint_lineage(tmp_path / "ck")
+    assert info["step"] == 40 and info["source_tokens"] == {a: 160 * 32, b: 160 * 32}

@@ -15,6 +15,7 @@ from kafeed.cli import (
     demo,
     infer,
     monitor,
+    plan,
     prepare,
     report,
     route,
@@ -53,6 +54,7 @@ app.command("monitor")(monitor.monitor)
 app.command("report")(report.report)
 app.command("train")(train.train)
 app.command("lineage")(train.lineage)
+app.command("plan")(plan.plan)
 
 
 def _version(value: bool) -> None:

@@ -37,6 +37,9 @@ def train(
     topic: Annotated[str | None, typer.Option(help=f"Input topic (default: {DEFAULT_TOPIC['gpt']} for gpt, "
                                               f"{DEFAULT_TOPIC['classifier']} for classifier).",
                                               show_default=False)] = None,
+    mix: Annotated[str | None, typer.Option(help="Read a mixture instead of --topic: TOPIC=WEIGHT,... at "
+                                            "those token proportions, e.g. web=0.6,code=0.3,books=0.1 "
+                                            "(gpt).", show_default=False)] = _D["mix"],
     steps: Annotated[int, typer.Option(help="Optimizer steps (fewer if a bounded topic "
                                        "ends).")] = _D["steps"],
     batch_size: Annotated[int, typer.Option(help="Windows (gpt) or samples per step.")] = _D["batch_size"],
@@ -78,12 +81,14 @@ def train(
     stop = install()
     from pydantic import ValidationError
 
+    from kafeed.loader.mixing import parse_mix
     from kafeed.train.options import TrainOptions
 
+    weights = parse_mix(mix) if mix is not None else None
     try:
         # topic and lr: None lets the model's own default apply
         options = TrainOptions.model_validate(dict(
-            model=model, topic=topic, steps=steps, batch_size=batch_size, seq_len=seq_len, lr=lr,
+            model=model, topic=topic, mix=weights, steps=steps, batch_size=batch_size, seq_len=seq_len, lr=lr,
             d_model=d_model, n_layers=n_layers, n_heads=n_heads, tokenizer=tokenizer,
             num_workers=num_workers, shuffle_buffer=shuffle_buffer, seed=seed, stream=stream,
             checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every, keep=keep,
@@ -170,3 +175,6 @@ def lineage(
             shown += f" … ({len(entry['ranges'])} ranges)"
         table.add_row(key, shown or "-", str(entry["next"]))
     out.print(table)
+    if "source_tokens" in info:
+        out.print("tokens per mixture source: "
+                  + ", ".join(f"{name} {count:,}" for name, count in info["source_tokens"].items()))

@@ -16,12 +16,14 @@ from kafeed.loader.state import fingerprint, merge_states
 
 if TYPE_CHECKING:
     from kafeed.loader.dataset import KafkaSampleDataset, KafkaTokenDataset, collate_samples
+    from kafeed.loader.mixture import Mixture
     from kafeed.loader.stream_loader import StreamLoader
 
 _LAZY = {
     "KafkaSampleDataset": "kafeed.loader.dataset",
     "KafkaTokenDataset": "kafeed.loader.dataset",
     "collate_samples": "kafeed.loader.dataset",
+    "Mixture": "kafeed.loader.mixture",
     "StreamLoader": "kafeed.loader.stream_loader",
 }
 
@@ -44,6 +46,7 @@ __all__ = [
     "KafkaSampleDataset",
     "KafkaTokenDataset",
     "LoaderSettings",
+    "Mixture",
     "ShuffleBuffer",
     "StreamLoader",
     "TokenPacker",

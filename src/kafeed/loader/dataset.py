@@ -25,7 +25,7 @@ from torch.utils.data import IterableDataset, get_worker_info
 from kafeed.config import ConnectionSettings
 from kafeed.errors import ConfigError, KafeedError, invalid_settings
 from kafeed.loader.opening import MAIN_PROCESS, Stream, Topology, open_stream, state_key
-from kafeed.loader.parent import watch_parent
+from kafeed.loader.parent import ParentWatch, watch_parent
 from kafeed.loader.settings import Kind, LoaderSettings
 from kafeed.loader.state import check_state, empty_state, next_epoch, plain_copy
 from kafeed.loader.stream import Delivered
@@ -74,6 +74,10 @@ def collate_samples(samples: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 log = logging.getLogger("kafeed")
+
+
+def _same(state: dict[str, Any]) -> dict[str, Any]:
+    return state
 
 
 @dataclass(frozen=True)
@@ -152,12 +156,25 @@ class KafkaDatasetBase(IterableDataset[Any]):
                 log.debug("kafeed loader: the stream opened ahead was opened from another state; reopening")
             self._drop_adopted()
             # Only the main process's registry is served: workers' client statistics would be lost.
-            stream = open_stream(self.settings, topo, saved, client_stats=not in_worker,
-                                 parent=watch_parent(origin) if in_worker else None)
+            stream = self._make_stream(topo, saved, client_stats=not in_worker,
+                                       parent=watch_parent(origin) if in_worker else None)
         self._stream = stream
         self._topology = topo
         self._finished = False
         return stream
+
+    def _make_stream(self, topo: Topology, saved: dict[str, Any] | None, *, client_stats: bool,
+                     parent: ParentWatch | None) -> Stream:
+        """This reader's stream, resumed from ``saved`` and opened."""
+        return open_stream(self.settings, topo, saved, client_stats=client_stats, parent=parent)
+
+    def empty_state(self) -> dict[str, Any]:
+        """The state of this dataset before anything was read."""
+        return empty_state(self.settings)
+
+    def check_state(self, state: Any) -> dict[str, Any]:
+        """``state`` validated against this dataset (see kafeed.loader.state.check_state)."""
+        return check_state(state, self.settings)
 
     def _convert(self, batch: Any, collate: Collate | None) -> Any:
         raise NotImplementedError
@@ -173,8 +190,9 @@ class KafkaDatasetBase(IterableDataset[Any]):
             stream.close()
 
     def iter_batches(self, batch_size: int, *, skip_first: bool = False, origin: int | None = None,
-                     collate: Collate | None = None) -> Iterator[tuple[int, Any, str, Delivered]]:
-        """Yield ``(worker, batch, reader_state_json, delivered)``: first one state-only item
+                     collate: Collate | None = None) -> Iterator[tuple[int, Any, Any, Delivered]]:
+        """Yield ``(worker, batch, reader_state, delivered)`` (the state as JSON text from a
+        DataLoader worker, as a fresh dict in the main process): first one state-only item
         (batch ``None``), one more placeholder when ``skip_first`` (round-robin alignment on
         resume), then the batches, each with this reader's state as of that batch and what
         it handed out (for the metrics, which the main process updates). ``collate`` turns a
@@ -194,12 +212,16 @@ class KafkaDatasetBase(IterableDataset[Any]):
             yield info.id, WorkerError.of(exc, info.id), "", Delivered()
 
     def _batches(self, batch_size: int, skip_first: bool, origin: int | None,
-                 collate: Collate | None) -> Iterator[tuple[int, Any, str, Delivered]]:
+                 collate: Collate | None) -> Iterator[tuple[int, Any, Any, Delivered]]:
         topo = self.topology()
+        # A worker's state crosses to the main process as JSON text; in the main process the
+        # stream's state_dict() is already a fresh snapshot (new containers every call), and
+        # serialising it per batch was a tenth of the trainer's data-wait (bench_data_wait.py).
+        snapshot: Callable[[dict[str, Any]], Any] = json.dumps if get_worker_info() is not None else _same
         stream = self._open_stream(topo, origin)
         try:
             state = stream.state_dict()
-            yield topo.worker, None, json.dumps(state), Delivered.of(({}, []), state)
+            yield topo.worker, None, snapshot(state), Delivered.of(({}, []), state)
             if skip_first:
                 yield topo.worker, None, "", Delivered()
             while True:
@@ -208,8 +230,8 @@ class KafkaDatasetBase(IterableDataset[Any]):
                     self._finished = True
                     return
                 state = stream.state_dict()
-                yield (topo.worker, self._convert(batch, collate), json.dumps(state),
-                       Delivered.of(stream.last_delivered, state))
+                yield (topo.worker, self._convert(batch, collate), snapshot(state),
+                       Delivered.of(stream.last_delivered, state, getattr(stream, "last_sources", None)))
         finally:
             stream.close()
 
@@ -218,8 +240,8 @@ class KafkaDatasetBase(IterableDataset[Any]):
         """This dataset's readers as of the last item it yielded (JSON data; see
         kafeed.loader.state). Before any iteration: the loaded state, or an empty one."""
         if self._stream is None or self._topology is None:
-            return copy.deepcopy(self._loaded) if self._loaded is not None else empty_state(self.settings)
-        state = empty_state(self.settings)
+            return copy.deepcopy(self._loaded) if self._loaded is not None else self.empty_state()
+        state = self.empty_state()
         state["num_readers"] = self._topology.count
         state["readers"] = {str(self._topology.index): self._stream.state_dict()}
         return state
@@ -229,7 +251,7 @@ class KafkaDatasetBase(IterableDataset[Any]):
         with other settings raises :class:`kafeed.ResumeMismatch` here (see
         kafeed.loader.state.check_state); one that does not fit the topic, when a reader
         opens, before anything is fetched."""
-        self._loaded = check_state(plain_copy(state), self.settings)
+        self._loaded = self.check_state(plain_copy(state))
         self._stream = None
         self._finished = False
 

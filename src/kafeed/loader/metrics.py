@@ -25,6 +25,7 @@ class LoaderMetrics:
         self._tokens = m.TOKENS.labels(stage=STAGE)
         self._records: dict[str, Any] = {}
         self._positions: dict[str, Any] = {}
+        self._sources: dict[str, Any] = {}
 
     def positions(self, delivered: Delivered) -> None:
         """Set ``kafeed_loader_position`` for every partition the batch's reader owns."""
@@ -44,6 +45,11 @@ class LoaderMetrics:
             counter = self._records.get(topic)
             if counter is None:
                 counter = self._records[topic] = m.RECORDS_IN.labels(stage=STAGE, topic=topic)
+            counter.inc(count)
+        for source, count in delivered.sources.items():
+            counter = self._sources.get(source)
+            if counter is None:
+                counter = self._sources[source] = m.SOURCE_TOKENS.labels(source=source)
             counter.inc(count)
         self.positions(delivered)
         stamps = delivered.timestamps

@@ -33,7 +33,7 @@ per-partition part and the carry's ``emitted`` counts; see :func:`partition_plan
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NoReturn
 
 from kafeed.errors import ResumeMismatch
@@ -58,10 +58,11 @@ def fingerprint(settings: LoaderSettings) -> dict[str, Any]:
     }
 
 
-def empty_state(settings: LoaderSettings) -> dict[str, Any]:
+def empty_state(settings: LoaderSettings, expected: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The state of a loader that has read nothing (``expected``: a mixture's fingerprint)."""
     return {
         "version": STATE_VERSION,
-        "fingerprint": fingerprint(settings),
+        "fingerprint": fingerprint(settings) if expected is None else expected,
         "mode": settings.mode,
         "num_readers": None,
         "readers": {},
@@ -191,7 +192,8 @@ def _check_ref(ref: Any, path: str, positions: dict[str, tuple[int, int]], width
         _fail(f"{path}[1]", f"({offset}) is outside [next, read) = [{nxt}, {read}) of {key}")
 
 
-def _check_reader(reader: Any, path: str, settings: LoaderSettings) -> None:
+def check_reader(reader: Any, path: str, settings: LoaderSettings) -> None:
+    """One reader's entry (a token or sample loader's; a mixture's entry holds one per source)."""
     require_keys(reader, READER_KEYS, path)
     _int(reader["index"], f"{path}.index")
     parts = reader["partitions"]
@@ -226,14 +228,19 @@ def _check_reader(reader: Any, path: str, settings: LoaderSettings) -> None:
         _int(stats[name], f"{path}.stats.{name}")
 
 
-def check_state(state: Any, settings: LoaderSettings) -> dict[str, Any]:
+ReaderCheck = Callable[[Any, str, LoaderSettings], None]
+
+
+def check_state(state: Any, settings: LoaderSettings, *, expected: dict[str, Any] | None = None,
+                reader_check: ReaderCheck = check_reader) -> dict[str, Any]:
     """Validate a saved state's structure and fit with the current settings; refuse anything
     else with :class:`ResumeMismatch` naming the field. Pure: the broker is not asked (the
     positions are checked against the topic when a reader opens, see
-    :func:`check_positions`)."""
+    :func:`check_positions`). A mixture passes its own fingerprint and reader check."""
     require_keys(state, STATE_KEYS, "top level")
     check_version(state["version"], STATE_VERSION, "Loader state")
-    expected = fingerprint(settings)
+    if expected is None:
+        expected = fingerprint(settings)
     saved = state["fingerprint"]
     if not isinstance(saved, dict):
         _fail("fingerprint", f"is not a mapping (got {type(saved).__name__})")
@@ -259,7 +266,7 @@ def check_state(state: Any, settings: LoaderSettings) -> dict[str, Any]:
         index = _index_key(key, "readers")
         if count is not None and index >= count:
             _fail("readers", f"has reader {index}, but num_readers is {count}")
-        _check_reader(reader, f"readers[{key!r}]", settings)
+        reader_check(reader, f"readers[{key!r}]", settings)
         if reader["index"] != index:
             _fail(f"readers[{key!r}].index", f"is {reader['index']}, not {index}")
     workers = state["next_worker"]
@@ -278,10 +285,23 @@ def next_epoch(state: dict[str, Any]) -> dict[str, Any]:
     reader's shuffle RNG and counts kept, so the next epoch is shuffled differently and a
     checkpoint taken in it resumes exactly."""
     out: dict[str, Any] = json.loads(json.dumps(state))
-    for reader in out["readers"].values():
+    for reader in reader_entries(out):
         reader.update(partitions={}, rr=0, buffer=[], carry=[])
+    for reader in out["readers"].values():
+        if "mix" in reader:  # a mixture's sources all flow again
+            reader["mix"]["dry"] = []
     out["next_worker"] = {}
     return out
+
+
+def reader_entries(state: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Every reader entry of a state with per-partition positions: a mixture reader's
+    per-source entries stand in its place."""
+    for reader in state.get("readers", {}).values():
+        if "sources" in reader:
+            yield from (reader["sources"][name] for name in sorted(reader["sources"]))
+        else:
+            yield reader
 
 
 def check_positions(key: str, nxt: int, read: int, low: int, high: int) -> None:
@@ -342,7 +362,7 @@ def partition_plan(state: dict[str, Any]) -> dict[str, dict[str, Any]]:
     ``emitted`` tokens, so no token is delivered twice.
     """
     plan: dict[str, dict[str, Any]] = {}
-    for reader in state["readers"].values():
+    for reader in reader_entries(state):
         for key, entry in reader["partitions"].items():
             if key in plan:
                 if state["mode"] == "replicated":

@@ -9,6 +9,7 @@ pieces' own states.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -36,12 +37,17 @@ class Delivered:
     per_topic: dict[str, int] = field(default_factory=dict)
     timestamps: npt.NDArray[np.int64] = field(default_factory=lambda: np.empty(0, dtype=np.int64))
     positions: dict[str, int] = field(default_factory=dict)
+    sources: dict[str, int] = field(default_factory=dict)  # a mixture's tokens per source
 
     @classmethod
-    def of(cls, drained: tuple[dict[str, int], list[int]], state: dict[str, Any]) -> Delivered:
+    def of(cls, drained: tuple[dict[str, int], list[int]], state: dict[str, Any],
+           sources: dict[str, int] | None = None) -> Delivered:
+        """From a reader entry (a mixture's: the positions of all its sources)."""
         per_topic, stamps = drained
+        entries = [state["sources"][n] for n in sorted(state["sources"])] if "sources" in state else [state]
         return cls(per_topic=per_topic, timestamps=np.array(stamps, dtype=np.int64),
-                   positions={key: int(p["next"]) for key, p in state["partitions"].items()})
+                   positions={key: int(p["next"]) for e in entries for key, p in e["partitions"].items()},
+                   sources=sources or {})
 
 
 READER_KEYS = ("index", "partitions", "rr", "buffer", "rng", "carry", "stats")
@@ -68,7 +74,8 @@ class _Stream:
         reader = self.reader.state_dict()
         shuffle: dict[str, Any] = {"rng": None, "items": []}
         if self.shuffle is not None:
-            shuffle = self.shuffle.state_dict(encode=lambda item: [item[0][0], item[0][1]])
+            # The (key, offset) reference as is: a tuple, a list once through JSON.
+            shuffle = self.shuffle.state_dict(encode=itemgetter(0))
         return {
             "index": self.reader.index,
             "partitions": reader["partitions"],

@@ -26,8 +26,9 @@ from kafeed.errors import ConfigError, invalid_settings, translate_kafka_error
 from kafeed.kafka import client_config
 from kafeed.loader.assignment import parse_key
 from kafeed.loader.dataset import Collate, KafkaDatasetBase, WorkerError, rank_and_world, token_batch
+from kafeed.loader.device_feed import DeviceFeed, resolve_device
 from kafeed.loader.metrics import LoaderMetrics, batch_tokens
-from kafeed.loader.state import check_state, empty_state, next_epoch, plain_copy
+from kafeed.loader.state import next_epoch, plain_copy, reader_entries
 from kafeed.loader.stream import Delivered
 
 log = logging.getLogger("kafeed")
@@ -45,7 +46,7 @@ class _BatchView(IterableDataset[Any]):
         self.collate = collate
         self.origin = os.getpid()  # taken in the main process, read in the workers
 
-    def __iter__(self) -> Iterator[tuple[int, Any, str, Delivered]]:
+    def __iter__(self) -> Iterator[tuple[int, Any, Any, Delivered]]:
         worker = self.dataset.topology().worker
         return self.dataset.iter_batches(self.batch_size, skip_first=worker < self.next_worker,
                                          origin=self.origin, collate=self.collate)
@@ -63,6 +64,7 @@ class LoaderOptions(BaseModel):
     sync_ranks: StrictBool | None = None
     multiprocessing_context: Literal["fork", "spawn", "forkserver"] | None = None
     timeout: float = Field(default=0.0, ge=0, allow_inf_nan=False)
+    device: str | None = None
 
     @model_validator(mode="after")
     def _check(self) -> LoaderOptions:
@@ -94,6 +96,12 @@ class StreamLoader:
     Under torch.distributed with a bounded dataset,
     ranks agree each step (all_reduce MIN of a have-a-batch flag) so that every rank yields
     the same number of batches and none hangs in a collective (``sync_ranks``).
+
+    ``device="cuda"`` hands out batches already on the accelerator: staged in a small pool
+    of host buffers (pinned with ``pin_memory=True``), copied with ``non_blocking=True`` on
+    a side stream one batch ahead, the caller's stream waiting on the copy's event
+    (kafeed.loader.device_feed). ``device="cpu"`` runs the same path without an accelerator.
+    The state still counts only the batches handed out.
     """
 
     def __init__(
@@ -101,14 +109,17 @@ class StreamLoader:
         pin_memory: bool = False, prefetch_factor: int | None = None, *,
         collate_fn: Collate | None = None, sync_ranks: bool | None = None,
         multiprocessing_context: str | None = None, timeout: float = 0.0,
+        device: str | torch.device | None = None,
     ) -> None:
         try:
             options = LoaderOptions.model_validate({
                 "batch_size": batch_size, "num_workers": num_workers, "pin_memory": pin_memory,
                 "prefetch_factor": prefetch_factor, "sync_ranks": sync_ranks,
-                "multiprocessing_context": multiprocessing_context, "timeout": timeout})
+                "multiprocessing_context": multiprocessing_context, "timeout": timeout,
+                "device": None if device is None else str(device)})
         except ValidationError as exc:
             raise invalid_settings(exc, what="StreamLoader arguments") from None
+        self.device = None if device is None else resolve_device(device)
         if not isinstance(dataset, KafkaDatasetBase):
             raise ConfigError(f"StreamLoader needs a KafkaTokenDataset or KafkaSampleDataset, "
                               f"not {type(dataset).__name__}.")
@@ -126,12 +137,13 @@ class StreamLoader:
         self.sync_ranks = options.sync_ranks
         self.multiprocessing_context = options.multiprocessing_context
         self.timeout = options.timeout
-        self._entries: dict[int, str] = {}
+        self._entries: dict[int, str | dict[str, Any]] = {}  # JSON text from a worker, or the dict
         self._next_worker = 0
         self._loaded: dict[str, Any] | None = None
         self._finished = False  # the last iteration ran a bounded dataset to its end
         self._batches = 0
         self._metrics = LoaderMetrics()
+        self._feed = None if self.device is None else DeviceFeed(self.device, pin=self.pin_memory)
 
     @property
     def workers(self) -> int:
@@ -154,11 +166,31 @@ class StreamLoader:
         return bool(flag.item())
 
     def __iter__(self) -> Iterator[Any]:
+        tokens_kind = self.dataset.settings.kind == "tokens"
+        for batch in self._handed_out():
+            yield token_batch(batch["tokens"], batch.get("doc_start")) if tokens_kind else batch
+        # Under sync_ranks an epoch ends for every rank when the first one runs out.
+        self._finished = self.dataset.settings.bounded
+
+    def _handed_out(self) -> Iterator[Any]:
+        """The host batches, through the device feed when there is one, each marked as
+        handed out just before the caller gets it."""
+        host = self._host_batches()
+        if self._feed is not None:
+            yield from self._feed.ahead(host)
+            return
+        for batch, mark in host:
+            mark()
+            yield batch
+
+    def _host_batches(self) -> Iterator[tuple[Any, Any]]:
+        """``(batch, mark)`` per batch from the workers; ``mark()`` records it as handed out
+        (state, round-robin, metrics) and is called when the caller receives it."""
         rank, _ = rank_and_world(self.dataset.settings)
         if self._entries or self._finished:
             # Iterating again continues after the last batch handed out, or starts a new epoch.
             state = self.state_dict()
-            self._loaded = check_state(next_epoch(state) if self._finished else state, self.dataset.settings)
+            self._loaded = self.dataset.check_state(next_epoch(state) if self._finished else state)
         self._finished = False
         if self._loaded is not None:
             self.dataset.load_state_dict(self._loaded)
@@ -170,7 +202,7 @@ class StreamLoader:
         view = _BatchView(self.dataset, self.batch_size, next_worker, self.collate_fn)
         loader = DataLoader(
             view, batch_size=None, num_workers=self.num_workers, collate_fn=_identity,
-            pin_memory=self.pin_memory, timeout=self.timeout,
+            pin_memory=self.pin_memory and self._feed is None, timeout=self.timeout,
             prefetch_factor=(self.prefetch_factor or 2) if self.num_workers else None,
             multiprocessing_context=self.multiprocessing_context if self.num_workers else None,
         )
@@ -190,17 +222,18 @@ class StreamLoader:
             if sync and not self._agree(True):
                 stopped = True
                 break
+            yield batch, self._marker(worker, state, delivered, batch_tokens(batch) if tokens_kind else 0)
+        if sync and not stopped:
+            self._agree(False)
+
+    def _marker(self, worker: int, state: str | dict[str, Any], delivered: Delivered, tokens: int) -> Any:
+        def mark() -> None:
             self._entries[worker] = state
             self._next_worker = (worker + 1) % self.workers
             self._batches += 1
-            if tokens_kind:
-                batch = token_batch(batch["tokens"], batch.get("doc_start"))
-            metrics.batch(delivered, batch_tokens(batch) if tokens_kind else 0)
-            yield batch
-        if sync and not stopped:
-            self._agree(False)
-        # Under sync_ranks an epoch ends for every rank when the first one runs out.
-        self._finished = self.dataset.settings.bounded
+            self._metrics.batch(delivered, tokens)
+
+        return mark
 
     def _count(self) -> int:
         _, world = rank_and_world(self.dataset.settings)
@@ -213,12 +246,13 @@ class StreamLoader:
             if self._loaded is not None:
                 loaded: dict[str, Any] = json.loads(json.dumps(self._loaded))
                 return loaded
-            return empty_state(self.dataset.settings)
+            return self.dataset.empty_state()
         rank, _ = rank_and_world(self.dataset.settings)
-        state = empty_state(self.dataset.settings)
+        state = self.dataset.empty_state()
         state["num_readers"] = self._count()
         state["readers"] = {
-            str(rank * self.workers + w): json.loads(entry) for w, entry in sorted(self._entries.items())
+            str(rank * self.workers + w): json.loads(entry if isinstance(entry, str) else json.dumps(entry))
+            for w, entry in sorted(self._entries.items())
         }
         state["next_worker"] = {str(rank): self._next_worker}
         return state
@@ -227,7 +261,7 @@ class StreamLoader:
         """Resume from ``state`` at the next iteration; a malformed state or one taken with
         other settings raises ResumeMismatch here, one that does not fit the topic when
         iteration starts (before anything is read)."""
-        self._loaded = check_state(plain_copy(state), self.dataset.settings)
+        self._loaded = self.dataset.check_state(plain_copy(state))
         self._entries = {}
         self._finished = False
 
@@ -242,7 +276,7 @@ class StreamLoader:
             raise ConfigError("commit_offsets needs a consumer group.",
                               hint="Pass group= here or to the dataset.")
         offsets: dict[str, int] = {}
-        for reader in self.state_dict()["readers"].values():
+        for reader in reader_entries(self.state_dict()):
             for key, entry in reader["partitions"].items():
                 offsets[key] = int(entry["next"])
         if not offsets:

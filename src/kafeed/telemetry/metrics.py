@@ -74,6 +74,8 @@ BATCHES = Counter("kafeed_batches_total", "Batches produced by the loader or con
 TOKENS = Counter("kafeed_tokens_total", "Tokens handed on.", ["stage"], registry=REGISTRY)
 DATA_WAIT = Counter("kafeed_data_wait_seconds_total", "Seconds the consumer of batches waited for data.",
                     ["stage"], registry=REGISTRY)
+SOURCE_TOKENS = Counter("kafeed_loader_source_tokens_total", "Tokens a mixture handed on, per source.",
+                       ["source"], registry=REGISTRY)
 LOADER_POSITION = Gauge("kafeed_loader_position", "Next offset the loader will read.",
                         ["topic", "partition"], registry=REGISTRY)
 TRAIN_LOSS = Gauge("kafeed_train_loss", "Latest training loss.", ["stage"], registry=REGISTRY)

@@ -15,6 +15,7 @@ DEFAULT_TOPIC: dict[str, str] = {"gpt": "tokens", "classifier": "raw"}
 TRAIN_DEFAULTS: dict[str, Any] = {
     "model": "gpt",
     "topic": DEFAULT_TOPIC["gpt"],
+    "mix": None,  # gpt: topic=weight pairs read as a mixture instead of topic
     "steps": 300,
     "batch_size": 8,
     "seq_len": 128,

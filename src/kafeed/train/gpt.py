@@ -27,7 +27,7 @@ def train_gpt(options: TrainOptions, connection: ConnectionSettings, *,
 
     ``startup``: what :func:`kafeed.train.startup.start` prepared before torch was imported
     (the CLI does that); made here when not given."""
-    from kafeed.loader import KafkaTokenDataset, StreamLoader
+    from kafeed.loader import KafkaTokenDataset, Mixture, StreamLoader
 
     startup = startup or start(options, connection)
     tok = startup.tokenizer
@@ -35,8 +35,9 @@ def train_gpt(options: TrainOptions, connection: ConnectionSettings, *,
         raise ConfigError("train_gpt needs a startup prepared for the gpt model.")
     rank, world = distributed_context()
     seed_everything(options.seed)
-    dataset = KafkaTokenDataset(settings=startup.settings, rank=rank if world > 1 else None,
-                                world_size=world if world > 1 else None)
+    ranks: dict[str, Any] = {"rank": rank if world > 1 else None, "world_size": world if world > 1 else None}
+    dataset = (Mixture(options.mix, settings=startup.settings, **ranks) if options.mix
+               else KafkaTokenDataset(settings=startup.settings, **ranks))
     startup.adopt_into(dataset)
     loader = StreamLoader(dataset, batch_size=options.batch_size, num_workers=options.num_workers)
     cfg = GPTConfig(vocab_size=tok.vocab_size, seq_len=options.seq_len, d_model=options.d_model,

@@ -28,4 +28,5 @@ def checkpoint_lineage(path: Path) -> dict[str, Any]:
         "documents": lineage["documents"],
         "documents_partly_trained": lineage["documents_partly_trained"],
         "partitions": lineage["partitions"],
+        **({"source_tokens": lineage["source_tokens"]} if "source_tokens" in lineage else {}),
     }

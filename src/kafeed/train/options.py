@@ -27,6 +27,8 @@ class TrainOptions(BaseModel):
 
     model: ModelKind = _D["model"]
     topic: str = Field(default=_D["topic"], min_length=1, max_length=249, pattern=r"^[A-Za-z0-9._-]+$")
+    # gpt only: read a mixture of these topics at these token proportions instead of --topic
+    mix: dict[str, float] | None = _D["mix"]
     steps: int = Field(default=_D["steps"], ge=1)
     batch_size: int = Field(default=_D["batch_size"], ge=1, le=65_536)
     seq_len: int = Field(default=_D["seq_len"], ge=2, le=MAX_SEQ_LEN)
@@ -65,6 +67,24 @@ class TrainOptions(BaseModel):
                 if data.get("topic") is None:
                     data = {**data, "topic": DEFAULT_TOPIC[model]}
         return data
+
+    @model_validator(mode="after")
+    def _mix_is_for_gpt(self) -> TrainOptions:
+        if self.mix is not None and self.model != "gpt":
+            raise ValueError("mix: --mix reads token topics, which only --model gpt trains on")
+        return self
+
+    @property
+    def topics(self) -> tuple[str, ...]:
+        """The topics this run reads: the mixture's, else ``topic``."""
+        return tuple(self.mix) if self.mix else (self.topic,)
+
+    @property
+    def source(self) -> str:
+        """What the run reads, for progress lines: ``topic T`` or ``mixture a=0.6,b=0.4``."""
+        if self.mix:
+            return "mixture " + ",".join(f"{name}={weight:g}" for name, weight in self.mix.items())
+        return f"topic {self.topic}"
 
     @field_validator("n_heads")
     @classmethod

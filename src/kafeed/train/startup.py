@@ -65,7 +65,8 @@ def preflight(connection: ConnectionSettings, options: TrainOptions) -> None:
 
     if os.environ.get("RANK", "0") == "0":
         check_writable(options.checkpoint_dir)
-    check_topic(connection, options.topic)
+    for topic in options.topics:
+        check_topic(connection, topic)
 
 
 @dataclass
@@ -89,7 +90,7 @@ def loader_settings(options: TrainOptions, connection: ConnectionSettings,
                     tokenizer: TokenizerInfo | None) -> LoaderSettings:
     """The loader settings of a run (one rank's; the trainer adds rank and world under DDP)."""
     fields: dict[str, Any] = {
-        "topics": (options.topic,), "connection": connection,
+        "topics": options.topics, "connection": connection,
         "end": None if options.stream else "latest",
         "shuffle_buffer": options.shuffle_buffer, "seed": options.seed,
     }
@@ -120,7 +121,8 @@ def start(options: TrainOptions, connection: ConnectionSettings) -> Startup:
     preflight(connection, options)
     tokenizer = tokenizer_info(options.tokenizer) if options.model == "gpt" else None
     startup = Startup(loader_settings(options, connection, tokenizer), tokenizer)
-    if options.num_workers == 0 and int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+    # A mixture opens one stream per source when iteration starts (not ahead).
+    if options.num_workers == 0 and int(os.environ.get("WORLD_SIZE", "1")) <= 1 and not options.mix:
         saved = _resume_state(options, startup.settings)
         startup.stream = open_stream(startup.settings, MAIN_PROCESS, saved, client_stats=True)
         startup.opened_from = saved

@@ -14,6 +14,8 @@ from typing import Any
 
 from kafeed.config import ConnectionSettings
 from kafeed.errors import KafeedError
+from kafeed.loader.mixing import tokens_delivered
+from kafeed.loader.state import reader_entries
 from kafeed.train.options import TrainOptions
 from kafeed.train.runner import Runner, RunResult
 
@@ -39,7 +41,7 @@ def lineage_of(state: dict[str, Any], starts: dict[str, int]) -> dict[str, Any]:
     documents = 0
     partial = 0
     tokens = 0
-    for reader in state.get("readers", {}).values():
+    for reader in reader_entries(state):
         for key, entry in reader["partitions"].items():
             start = starts.get(key, 0)
             partitions[key] = {"ranges": _ranges(start, int(entry["next"]), list(entry["delivered"])),
@@ -48,8 +50,12 @@ def lineage_of(state: dict[str, Any], starts: dict[str, int]) -> dict[str, Any]:
         documents += int(reader["stats"]["records"]) - in_flight
         partial += sum(1 for _k, _o, emitted in reader["carry"] if emitted)
         tokens += int(reader["stats"].get("tokens", 0))
-    return {"version": LINEAGE_VERSION, "partitions": dict(sorted(partitions.items())),
-            "documents": documents, "documents_partly_trained": partial, "starts": starts}
+    out = {"version": LINEAGE_VERSION, "partitions": dict(sorted(partitions.items())),
+           "documents": documents, "documents_partly_trained": partial, "starts": starts}
+    sources = tokens_delivered(state)
+    if sources:  # a mixture: window tokens each source delivered
+        out["source_tokens"] = sources
+    return out
 
 
 def resumed_manifest(checkpoint: str | None) -> dict[str, Any] | None:
@@ -89,7 +95,7 @@ class LoaderWiring:
         try:
             return self._offsets("earliest")
         except Exception as exc:
-            log.warning("could not read the start offsets of %s for lineage: %s", self.options.topic, exc)
+            log.warning("could not read the start offsets of %s for lineage: %s", self.options.source, exc)
             return {}
 
     def _offsets(self, which: str) -> dict[str, int]:
@@ -100,9 +106,11 @@ class LoaderWiring:
         from kafeed.kafka import admin_client
 
         admin = admin_client(self.connection)
-        meta = admin.list_topics(topic=self.options.topic, timeout=10).topics[self.options.topic]
         spec = OffsetSpec.earliest() if which == "earliest" else OffsetSpec.latest()
-        req = {TopicPartition(self.options.topic, p): spec for p in meta.partitions}
+        req: dict[Any, Any] = {}
+        for topic in self.options.topics:
+            meta = admin.list_topics(topic=topic, timeout=10).topics[topic]
+            req |= {TopicPartition(topic, p): spec for p in meta.partitions}
         res = admin.list_offsets(req, request_timeout=10)
         return {f"{tp.topic}:{tp.partition}": f.result(timeout=10).offset for tp, f in res.items()}
 
@@ -111,7 +119,7 @@ class LoaderWiring:
         try:
             low, high = self._offsets("earliest"), self._offsets("latest")
         except Exception as exc:
-            log.debug("could not read the watermarks of %s: %s", self.options.topic, exc)
+            log.debug("could not read the watermarks of %s: %s", self.options.source, exc)
             return None
         return sum(max(0, high[key] - low.get(key, 0)) for key in high)
 
@@ -154,7 +162,7 @@ class LoaderWiring:
             from kafeed.kafka import admin_client
 
             positions: dict[str, int] = {}
-            for reader in self.loader.state_dict()["readers"].values():
+            for reader in reader_entries(self.loader.state_dict()):
                 for key, entry in reader["partitions"].items():
                     positions[key] = int(entry["next"])
             if not positions:
@@ -174,7 +182,7 @@ class LoaderWiring:
 
     def stats(self) -> dict[str, int]:
         totals: dict[str, int] = {}
-        for reader in self.loader.state_dict()["readers"].values():
+        for reader in reader_entries(self.loader.state_dict()):
             for key, value in reader["stats"].items():
                 totals[key] = totals.get(key, 0) + int(value)
         return totals
@@ -197,7 +205,7 @@ def run_on_loader(
         gather_loader_state=wiring.gather if world > 1 else None,
         after_checkpoint=wiring.mirror_offsets, manifest_fn=wiring.manifest, lag_fn=wiring.lag,
         progress=progress, config={**options.model_dump(mode="json"), **config},
-        source=f"topic {options.topic}",
+        source=options.source,
     )
     resumed = runner.resume() if options.resume else None
     wiring.begin(resumed_manifest=resumed_manifest(resumed))

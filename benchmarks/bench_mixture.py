@@ -1,0 +1,96 @@
+"""Mixture throughput against a single topic holding the same tokens.
+
+Starts a LocalCluster on free ports in a temp dir, produces ``--tokens`` token ids split
+over three topics (web 60 %, code 30 %, books 10 %, 2 partitions each) and the same
+documents again into one 6-partition topic, then reads ``--read`` of the tokens with
+StreamLoader (num_workers=0, seq_len 2048, batch 8): once from the single topic, once as
+``Mixture({"web": 0.6, "code": 0.3, "books": 0.1})``, interleaved ``--repeat`` times; best
+of each is kept (the machine may be shared).
+
+    PYTHONPATH=src python benchmarks/bench_mixture.py --tokens 60e6 --read 40e6
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from confluent_kafka import Producer
+
+from kafeed.broker import LocalCluster, free_port_block
+from kafeed.config import ConnectionSettings
+from kafeed.schema import make_document
+from kafeed.topics import TopicAdmin, plan_topic
+
+SHARES = {"web": 0.6, "code": 0.3, "books": 0.1}
+
+
+def produce(conn: ConnectionSettings, tokens: int, doc_tokens: int) -> None:
+    rng = np.random.default_rng(0)
+    producer = Producer({**conn.client_config(), "linger.ms": 50, "batch.size": 1_000_000})
+    for name, share in SHARES.items():
+        for i in range(int(tokens * share) // doc_tokens):
+            ids = rng.integers(1, 50_000, size=doc_tokens, dtype=np.uint16)
+            doc = make_document(ids, id=f"{name}-{i}", vocab_size=65536, tokenizer="bench")
+            value = doc.SerializeToString()
+            for topic in (name, "all"):
+                while True:
+                    try:
+                        producer.produce(topic, value=value)
+                        break
+                    except BufferError:
+                        producer.poll(0.05)
+    producer.flush(120)
+
+
+def read(loader_of: object, tokens: int) -> float:
+    import kafeed
+
+    loader = kafeed.StreamLoader(loader_of, batch_size=8)  # type: ignore[arg-type]
+    seen = 0
+    t0 = time.perf_counter()
+    for batch in loader:
+        seen += batch["tokens"].numel()
+        if seen >= tokens:
+            break
+    return seen / (time.perf_counter() - t0)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tokens", type=float, default=60e6)
+    ap.add_argument("--read", type=float, default=40e6,
+                    help="tokens read per run (at most what the books share allows: --tokens)")
+    ap.add_argument("--doc-tokens", type=int, default=1024)
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="kafeed-mix-") as tmp:
+        cluster = LocalCluster(Path(tmp) / "kafka", nodes=1, port=free_port_block(2), heap_mb=1024)
+        cluster.start()
+        try:
+            conn = ConnectionSettings(bootstrap=cluster.bootstrap)
+            admin = TopicAdmin(conn)
+            for name in SHARES:
+                admin.create(plan_topic(name, brokers=1, partitions=2, compression="none"))
+            admin.create(plan_topic("all", brokers=1, partitions=6, compression="none"))
+            produce(conn, int(args.tokens), args.doc_tokens)
+            import kafeed
+
+            best = {"single": 0.0, "mixture": 0.0}
+            for _ in range(args.repeat):
+                single = kafeed.KafkaTokenDataset("all", seq_len=2048, eos_id=0, connection=conn)
+                best["single"] = max(best["single"], read(single, int(args.read)))
+                mix = kafeed.Mixture(SHARES, seq_len=2048, eos_id=0, connection=conn)
+                best["mixture"] = max(best["mixture"], read(mix, int(args.read)))
+                print({k: f"{v / 1e6:.1f}M tokens/s" for k, v in best.items()}, flush=True)
+            print(f"mixture / single topic: {best['mixture'] / best['single']:.2f}x")
+        finally:
+            cluster.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,99 @@
+"""The :class:`Mixture` dataset: several token sources interleaved at set token proportions."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, get_args
+
+from kafeed.config import ConnectionSettings
+from kafeed.errors import ConfigError, invalid_settings
+from kafeed.loader.dataset import KafkaTokenDataset, loader_settings
+from kafeed.loader.mixing import OnDry, check_entry, check_weights, mixture_fingerprint
+from kafeed.loader.mixture_stream import MixtureStream
+from kafeed.loader.opening import Topology
+from kafeed.loader.parent import ParentWatch
+from kafeed.loader.settings import LoaderSettings
+from kafeed.loader.state import check_state, empty_state
+
+
+def _own(spec: Any, topics: Sequence[str]) -> Any:
+    """An explicit offset mapping cut to one source's topics ("topic:partition" keys)."""
+    if not isinstance(spec, Mapping):
+        return spec
+    return {k: v for k, v in spec.items() if isinstance(k, int) or k.rpartition(":")[0] in ("", *topics)}
+
+
+class Mixture(KafkaTokenDataset):
+    """Windows from several token topics at set token proportions, resumable exactly.
+
+    ``Mixture({"web": 0.6, "code": 0.3, "books": 0.1}, seq_len=2048, eos_id=50256,
+    bootstrap=...)``: each key names a source, by default the topic of that name
+    (``sources={"web": ["web-en", "web-de"]}`` makes a source of several topics); every
+    other keyword is a :class:`LoaderSettings` field, as for :class:`KafkaTokenDataset`,
+    and applies to every source. Each reader (rank x DataLoader worker) reads its share
+    of every source's partitions and interleaves whole windows by a deterministic,
+    seeded schedule (kafeed.loader.mixing), so the tokens each source delivers follow
+    the weights within a window or two. ``on_dry``: when a bounded source runs out,
+    ``"end"`` ends the mixture, ``"drop"`` goes on with the others (weights
+    renormalised). A state saved from a mixture resumes under new weights: the
+    positions are kept and the new proportions hold from there. Tokens delivered per
+    source are in the state (``mix.tokens``, see :func:`kafeed.loader.mixing.tokens_delivered`)
+    and the ``kafeed_loader_source_tokens_total`` metric.
+    """
+
+    def __init__(self, weights: Mapping[str, float], *,
+                 sources: Mapping[str, str | Sequence[str]] | None = None, on_dry: OnDry = "end",
+                 settings: LoaderSettings | None = None, bootstrap: str | None = None,
+                 connection: ConnectionSettings | None = None, **options: Any) -> None:
+        self.weights = check_weights(weights)
+        if on_dry not in get_args(OnDry):
+            raise ConfigError(f"on_dry is {on_dry!r}; pass 'end' (a dry source ends the mixture) or "
+                              "'drop' (it is dropped and the other weights renormalised).")
+        named = dict(sources or {})
+        unknown = sorted(set(named) - set(self.weights))
+        if unknown:
+            raise ConfigError(f"sources= names {unknown[0]!r}, which has no weight in the mixture.")
+        self.sources: dict[str, tuple[str, ...]] = {}
+        for name in sorted(self.weights):
+            given = named.get(name, name)
+            self.sources[name] = (given,) if isinstance(given, str) else tuple(given)
+        owners: dict[str, str] = {}
+        for name, topics in self.sources.items():
+            for topic in topics:
+                if topic in owners:
+                    raise ConfigError(f"Topic {topic!r} is in mixture sources {owners[topic]!r} and "
+                                      f"{name!r}; give each topic to one source.")
+                owners[topic] = name
+        self.on_dry: OnDry = on_dry
+        base = loader_settings("tokens", sorted(owners), settings, bootstrap, connection, options)
+        if base.mode == "group":
+            raise ConfigError("A Mixture reads with mode 'static' or 'replicated', not 'group': each source "
+                              "needs its own share of partitions per reader.")
+        fields = {name: getattr(base, name) for name in LoaderSettings.model_fields}
+        try:
+            self.source_settings = {
+                name: LoaderSettings.model_validate(
+                    {**fields, "topics": topics, "start": _own(base.start, topics),
+                     "end": _own(base.end, topics)})
+                for name, topics in self.sources.items()
+            }
+        except ValueError as exc:
+            raise invalid_settings(exc, what="mixture settings") from None
+        super().__init__(settings=base)
+
+    def fingerprint(self) -> dict[str, Any]:
+        return mixture_fingerprint(self.settings, self.sources)
+
+    def empty_state(self) -> dict[str, Any]:
+        return empty_state(self.settings, self.fingerprint())
+
+    def check_state(self, state: Any) -> dict[str, Any]:
+        def reader_check(reader: Any, path: str, _settings: LoaderSettings) -> None:
+            check_entry(reader, path, self.source_settings)
+
+        return check_state(state, self.settings, expected=self.fingerprint(), reader_check=reader_check)
+
+    def _make_stream(self, topo: Topology, saved: dict[str, Any] | None, *, client_stats: bool,
+                     parent: ParentWatch | None) -> Any:
+        return MixtureStream(self.source_settings, self.weights, on_dry=self.on_dry, topo=topo, saved=saved,
+                             client_stats=client_stats, parent=parent)

@@ -1,0 +1,147 @@
+"""Mixtures on the real broker: token proportions, exact resume (weights changed too), dry sources."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+import numpy as np
+import pytest
+
+import kafeed
+from kafeed.config import ConnectionSettings
+from kafeed.loader.mixing import tokens_delivered
+from kafeed.topics import TopicAdmin, plan_topic
+from tests.integration.loader_data import EOS, counts, produce_docs
+from tests.stateful_harness import Stateful, check_save_resume
+
+FIRST = {"web": 0, "code": 3000, "books": 6000}  # token value = document number + 1
+WINDOW = 16
+
+
+@pytest.fixture(scope="module")
+def sources(kafka: ConnectionSettings, admin: TopicAdmin) -> dict[str, tuple[str, np.ndarray]]:
+    """web / code / books, 2 partitions each (fresh for this module; the tests only read);
+    books small enough to run dry first."""
+    made: dict[str, tuple[str, np.ndarray]] = {}
+    sizes = {"web": 1500, "code": 800, "books": 120}
+    for i, (name, count) in enumerate(sizes.items()):
+        topic = f"mix-{name}-{uuid.uuid4().hex[:8]}"
+        admin.create(plan_topic(topic, brokers=1, partitions=2))
+        made[name] = (topic, produce_docs(kafka.bootstrap, topic, count, seed=i, first=FIRST[name]))
+    return made
+
+
+def _mixture(kafka: ConnectionSettings, sources: dict[str, tuple[str, np.ndarray]],
+             weights: dict[str, float], **kw: Any) -> kafeed.Mixture:
+    return kafeed.Mixture({sources[n][0]: w for n, w in weights.items()}, seq_len=WINDOW - 1, eos_id=EOS,
+                          connection=kafka, **kw)
+
+
+def _source_of(window: np.ndarray) -> str:
+    value = int(window[window != EOS][0])
+    return "books" if value > FIRST["books"] else "code" if value > FIRST["code"] else "web"
+
+
+def _windows(batches: list[Any]) -> list[str]:
+    return [_source_of(w) for b in batches if b is not None for w in np.asarray(b["tokens"])]
+
+
+def _share(names: list[str]) -> dict[str, float]:
+    return {n: names.count(n) / len(names) for n in ("web", "code", "books")}
+
+
+def test_token_proportions_follow_the_weights(kafka: ConnectionSettings,
+                                              sources: dict[str, tuple[str, np.ndarray]]) -> None:
+    weights = {"web": 0.6, "code": 0.3, "books": 0.1}
+    loader = kafeed.StreamLoader(_mixture(kafka, sources, weights), batch_size=8, num_workers=2)
+    batches = []
+    for batch in loader:  # 160 batches: 1,280 windows, within what every source holds
+        batches.append(batch)
+        if len(batches) == 160:
+            break
+    got = _share(_windows(batches))
+    for name, weight in weights.items():
+        assert abs(got[name] - weight) <= 0.01, (name, got)
+    # Per source tokens in the state (both workers), in the same proportions.
+    delivered = tokens_delivered(loader.state_dict())
+    assert sum(delivered.values()) == 160 * 8 * WINDOW
+    assert abs(delivered[sources["web"][0]] / sum(delivered.values()) - 0.6) <= 0.01
+
+
+def _loader_case(make: Any) -> Stateful[Any]:
+    class Node:
+        def __init__(self) -> None:
+            self.obj = make()
+            self.it: Any = None
+
+    def step(node: Node) -> Any:
+        if node.it is None:
+            node.it = iter(node.obj)
+        return next(node.it, None)
+
+    return Stateful(make=Node, step=step, state=lambda node: node.obj.state_dict(),
+                    load=lambda node, state: node.obj.load_state_dict(state))
+
+
+def test_exact_resume_and_a_weight_change(kafka: ConnectionSettings,
+                                          sources: dict[str, tuple[str, np.ndarray]]) -> None:
+    first_w = {"web": 0.5, "code": 0.3, "books": 0.2}
+    check_save_resume(_loader_case(lambda: kafeed.StreamLoader(
+        _mixture(kafka, sources, first_w, shuffle_buffer=20, seed=3), batch_size=4)), 9, 12)
+
+    # Phase 1 under the first weights, phase 2 resumed from its state under new ones.
+    phase1 = kafeed.StreamLoader(_mixture(kafka, sources, first_w, on_dry="drop"), batch_size=8)
+    it = iter(phase1)
+    before = [next(it) for _ in range(10)]
+    saved = json.loads(json.dumps(phase1.state_dict()))
+    new_w = {"web": 0.2, "code": 0.8, "books": 0.0}
+
+    def resumed() -> kafeed.StreamLoader:
+        loader = kafeed.StreamLoader(_mixture(kafka, sources, new_w, on_dry="drop"), batch_size=8)
+        loader.load_state_dict(saved)
+        return loader
+
+    # The resumed run is itself exactly resumable, and follows the new weights from there.
+    _, after = check_save_resume(_loader_case(resumed), 5, 20)
+    got = _share(_windows(after))
+    assert got["books"] == 0 and abs(got["code"] - 0.8) <= 0.02, got
+    # Nothing delivered twice or lost across the change: phase 2 to the end (books never
+    # read again) plus phase 1 hold every web and code document exactly once.
+    rest = list(resumed())
+    web, code, books = (sources[n][1] for n in ("web", "code", "books"))
+    got_tokens = counts([b["tokens"] for b in before + rest], len(books))
+    assert np.array_equal(got_tokens[: len(web)], web)
+    assert np.array_equal(got_tokens[FIRST["code"] + 1: len(code)], code[FIRST["code"] + 1:])
+    books_seen = counts([b["tokens"] for b in before], len(books))[FIRST["books"] + 1:]
+    assert 0 < books_seen.sum() < books.sum()
+
+
+def test_a_dry_source_ends_the_mixture_or_is_dropped(kafka: ConnectionSettings,
+                                                     sources: dict[str, tuple[str, np.ndarray]]) -> None:
+    weights = {"web": 0.3, "code": 0.3, "books": 0.4}
+    ended = list(kafeed.StreamLoader(_mixture(kafka, sources, weights, on_dry="end"), batch_size=8))
+    names = _windows(ended)
+    books_windows = names.count("books")
+    # Books (120 short documents) runs out first; the mixture stops there, web barely read.
+    assert ended and books_windows > 0 and names.count("web") < 2 * books_windows
+    books = sources["books"][1]
+    assert counts([b["tokens"] for b in ended], len(books))[FIRST["books"] + 1:].sum() == books.sum()
+
+    dropped = kafeed.StreamLoader(_mixture(kafka, sources, weights, on_dry="drop"), batch_size=8)
+    batches = list(dropped)
+    every = {n: counts([b["tokens"] for b in batches], len(sources[n][1]))[FIRST[n] + 1:] for n in sources}
+    for name, (_, expected) in sources.items():  # every source read to its end, each token once
+        assert np.array_equal(every[name], expected[FIRST[name] + 1:]), name
+    dry = dropped.state_dict()["readers"]["0"]["mix"]["dry"]
+    assert sorted(dry) == sorted(t for t, _ in sources.values())
+
+
+def test_an_unknown_topic_is_one_sentence(kafka: ConnectionSettings,
+                                          sources: dict[str, tuple[str, np.ndarray]]) -> None:
+    mix = kafeed.Mixture({sources["web"][0]: 0.5, "no-such-topic-mix": 0.5}, seq_len=15, eos_id=EOS,
+                         connection=kafka, broker_timeout_s=5)
+    with pytest.raises(kafeed.KafeedError, match="no-such-topic-mix") as err:
+        next(iter(kafeed.StreamLoader(mix, batch_size=2)))
+    assert str(err.value.message).count(". ") == 0

@@ -1,0 +1,112 @@
+"""Mixture logic without Kafka: weights, the schedule, its state, bad input."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kafeed.errors import ConfigError, ResumeMismatch
+from kafeed.loader.mixing import (
+    MixSchedule,
+    check_entry,
+    check_weights,
+    normalised,
+    parse_mix,
+    tokens_delivered,
+)
+from kafeed.loader.settings import LoaderSettings
+from tests.stateful_harness import Stateful, check_save_resume
+
+
+@pytest.mark.parametrize(("weights", "words"), [
+    ({"web": -0.1, "code": 1.0}, "must not be negative"),
+    ({"web": 0.0, "code": 0}, "Every mixture weight is zero"),
+    ({"web": math.nan}, "finite"),
+    ({"web": math.inf, "code": 1}, "finite"),
+    ({"web": "0.5"}, "not a number"),
+    ({"web": True}, "not a number"),
+    ({}, "mapping of source to weight"),
+])
+def test_bad_weights_are_one_sentence(weights: Any, words: str) -> None:
+    with pytest.raises(ConfigError, match=words) as err:
+        check_weights(weights)
+    assert err.value.message.count(". ") == 0 and err.value.message.endswith(".")
+
+
+def test_parse_mix() -> None:
+    assert parse_mix("web=0.6, code=0.3,books=0.1") == {"web": 0.6, "code": 0.3, "books": 0.1}
+    for text, words in [("web", "not TOPIC=WEIGHT"), ("web=x", "not a number"), ("a=1,a=2", "twice"),
+                        ("web=-1", "negative"), ("web=nan", "finite"), ("web=0,code=0", "zero")]:
+        with pytest.raises(ConfigError, match=words):
+            parse_mix(text)
+
+
+@settings(max_examples=60, deadline=None)
+@given(weights=st.lists(st.integers(0, 50), min_size=1, max_size=6).filter(lambda w: sum(w) > 0),
+       count=st.integers(1, 3000), seed=st.integers(0, 2**32 - 1))
+def test_schedule_keeps_every_prefix_within_two_windows(weights: list[int], count: int, seed: int) -> None:
+    named = {f"s{i}": float(w) for i, w in enumerate(weights)}
+    schedule = MixSchedule(named, seed=seed, index=3)
+    total = sum(named.values())
+    seen: Counter[str] = Counter()
+    for n, name in enumerate(schedule.pick(count), start=1):
+        seen[name] += 1
+        assert named[name] > 0  # a zero weight is never picked
+        if n % 97 == 0 or n == count:
+            for source, weight in named.items():
+                assert abs(seen[source] - n * weight / total) < 2, (source, n)
+
+
+def test_dry_sources_share_out_their_weight() -> None:
+    schedule = MixSchedule({"a": 0.5, "b": 0.3, "c": 0.2}, seed=1, index=0)
+    picks = Counter(schedule.pick(8000, dry=["a"]))
+    assert set(picks) == {"b", "c"}
+    assert abs(picks["b"] / 8000 - normalised(schedule.weights, ["b", "c"])["b"]) < 0.001
+    assert schedule.pick(5, dry=["a", "b", "c"]) == []
+
+
+def test_schedule_save_resume_and_a_weight_change() -> None:
+    case = Stateful(make=lambda: MixSchedule({"a": 0.6, "b": 0.3, "c": 0.1}, seed=9, index=2),
+                    step=lambda s: s.pick(7), state=lambda s: s.state_dict(),
+                    load=lambda s, state: s.load_state_dict(state))
+    check_save_resume(case, 13, 40)
+    old = MixSchedule({"a": 0.6, "b": 0.4}, seed=9, index=2)
+    old.pick(11)
+    new = MixSchedule({"a": 0.1, "b": 0.9}, seed=9, index=2)
+    new.load_state_dict(json.loads(json.dumps(old.state_dict())))
+    picks = Counter(new.pick(1000))
+    assert abs(picks["b"] - 900) <= 2
+    # Different readers start from different, seeded credits.
+    assert MixSchedule({"a": 1, "b": 1}, seed=0, index=0).credits != MixSchedule({"a": 1, "b": 1}, seed=0,
+                                                                                 index=1).credits
+
+
+def _entry() -> dict[str, Any]:
+    reader = {"index": 1, "partitions": {}, "rr": 0, "buffer": [], "rng": None, "carry": [],
+              "stats": {"records": 0, "bad": 0, "tokens": 0}}
+    return {"index": 1, "sources": {"a": dict(reader), "b": dict(reader)},
+            "mix": {"weights": {"a": 0.5, "b": 0.5}, "credits": {"a": 0.1, "b": -0.1},
+                    "tokens": {"a": 32, "b": 16}, "dry": ["b"]}}
+
+
+def test_entry_checks() -> None:
+    sources = {n: LoaderSettings(topics=(n,), seq_len=7, eos_id=0) for n in ("a", "b")}
+    check_entry(_entry(), "readers['1']", sources)
+    bad: list[tuple[str, Any]] = [("tokens", {"a": -1, "b": 0}), ("dry", ["c"]), ("dry", ["a", "a"]),
+                                  ("credits", {"a": "x", "b": 0.0}), ("weights", {"a": 1.0})]
+    for key, value in bad:
+        entry = _entry()
+        entry["mix"][key] = value
+        with pytest.raises(ResumeMismatch, match=f"mix.{key}"):
+            check_entry(entry, "readers['1']", sources)
+    entry = _entry()
+    entry["sources"]["b"]["index"] = 0
+    with pytest.raises(ResumeMismatch, match="index"):
+        check_entry(entry, "readers['1']", sources)
+    assert tokens_delivered({"readers": {"0": _entry(), "1": _entry()}}) == {"a": 64, "b": 32}
