@@ -26,7 +26,7 @@ LAYERS: list[set[str]] = [
     {"config", "schema"},
     {"connect", "jars", "kafka"},
     {"topics", "broker"},
-    {"stream"},
+    {"stream", "archive"},
     {"ingest", "prepare", "loader"},
     {"train", "monitor"},
     {"demo"},

@@ -55,7 +55,10 @@ def open_catalog(settings: CatalogSettings) -> Any:
             wh = settings.warehouse.expanduser().resolve()
             props = {"uri": f"sqlite:///{wh / 'catalog.db'}", "warehouse": wh.as_uri(),
                      **settings.properties}
-            return SqlCatalog("kafeed", **props)
+            try:
+                return SqlCatalog("kafeed", **props)
+            except Exception:  # two sinks creating the catalog's own tables at once: once more
+                return SqlCatalog("kafeed", **props)
         from pyiceberg.catalog import load_catalog
 
         return load_catalog(settings.name, **settings.properties)
@@ -104,37 +107,45 @@ def load_table(catalog: Any, identifier: str) -> Any:
 def open_table(catalog: Any, identifier: str, *, topic: str, cluster_id: str, kind: Kind,
                target_file_bytes: int) -> Any:
     """``identifier``, created for ``topic`` on ``cluster_id`` if absent; checked if present."""
-    from pyiceberg.exceptions import NamespaceAlreadyExistsError, NoSuchTableError, TableAlreadyExistsError
+    from pyiceberg.exceptions import NoSuchTableError
 
-    try:
+    table = None
+    for attempt in range(3):
         try:
             table = catalog.load_table(identifier)
+            break
         except NoSuchTableError:
-            namespace, _ = _split(identifier)
-            try:
-                catalog.create_namespace(namespace)
-            except NamespaceAlreadyExistsError:
-                pass
-            schema = iceberg_schema()
-            try:
-                table = catalog.create_table(
-                    identifier, schema=schema, partition_spec=partition_spec(schema),
-                    sort_order=sort_order(schema),
-                    properties={PROP_TOPIC: topic, PROP_CLUSTER: cluster_id, PROP_KIND: kind,
-                                PROP_SCHEMA: SCHEMA_VERSION,
-                                "write.target-file-size-bytes": str(target_file_bytes),
-                                **NO_LIBRARY_RETRY})
-                log.info("kafeed archive: created table %s for %s", identifier, topic)
-            except TableAlreadyExistsError:  # another sink created it first
-                table = catalog.load_table(identifier)
-    except Exception as exc:
-        raise CatalogUnavailable(f"Could not open table {identifier!r}: {_one_line(exc)}.",
-                                 hint="Check that the catalog is reachable and writable.") from exc
+            pass
+        except Exception as exc:
+            raise CatalogUnavailable(f"Could not load table {identifier!r}: {_one_line(exc)}.",
+                                     hint="Check that the catalog is reachable.") from exc
+        try:
+            table = _create(catalog, identifier, topic=topic, cluster_id=cluster_id, kind=kind,
+                            target_file_bytes=target_file_bytes)
+            break
+        except Exception as exc:  # another sink created the namespace or table first: load it
+            if attempt == 2:
+                raise CatalogUnavailable(f"Could not create table {identifier!r}: {_one_line(exc)}.",
+                                         hint="Check that the catalog is reachable and writable.") from exc
     check_table(table, identifier, topic=topic, cluster_id=cluster_id, kind=kind)
     return table
 
 
-def check_table(table: Any, identifier: str, *, topic: str, cluster_id: str | None, kind: Kind | None) -> None:
+def _create(catalog: Any, identifier: str, *, topic: str, cluster_id: str, kind: Kind,
+            target_file_bytes: int) -> Any:
+    namespace, _ = _split(identifier)
+    catalog.create_namespace_if_not_exists(namespace)
+    schema = iceberg_schema()
+    table = catalog.create_table(
+        identifier, schema=schema, partition_spec=partition_spec(schema), sort_order=sort_order(schema),
+        properties={PROP_TOPIC: topic, PROP_CLUSTER: cluster_id, PROP_KIND: kind, PROP_SCHEMA: SCHEMA_VERSION,
+                    "write.target-file-size-bytes": str(target_file_bytes), **NO_LIBRARY_RETRY})
+    log.info("kafeed archive: created table %s for %s", identifier, topic)
+    return table
+
+
+def check_table(table: Any, identifier: str, *, topic: str, cluster_id: str | None,
+                kind: Kind | None) -> None:
     """Refuse a table that is not an archive of ``topic`` on ``cluster_id`` with this schema."""
     props = table.properties
     if PROP_TOPIC not in props:

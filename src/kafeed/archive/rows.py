@@ -117,13 +117,12 @@ class RowMapper:
     def _decode(self, rec: ArchivedRecord) -> dict[str, Any] | None:
         if self.kind == "raw" or rec.value is None:
             return None
-        where = {"topic": rec.topic, "partition": rec.partition, "offset": rec.offset}
         try:
             if self.kind == "tokens":
-                doc = decode_document(rec.value, **where)
+                doc = decode_document(rec.value, topic=rec.topic, partition=rec.partition, offset=rec.offset)
                 row = _document_row(doc)
             else:
-                sample = decode_sample(rec.value, **where)
+                sample = decode_sample(rec.value, topic=rec.topic, partition=rec.partition, offset=rec.offset)
                 row = _sample_row(sample)
         except SchemaError:
             return None

@@ -105,7 +105,7 @@ def arrow_schema() -> pa.Schema:
     (field ids are the table's business: the catalog renumbers them on create)."""
     from pyiceberg.io.pyarrow import schema_to_pyarrow
 
-    return schema_to_pyarrow(iceberg_schema(), include_field_ids=False)  # type: ignore[no-any-return]
+    return schema_to_pyarrow(iceberg_schema(), include_field_ids=False)
 
 
 def partition_spec(schema: Any) -> Any:

@@ -46,6 +46,9 @@ class ArchiveSettings(BaseModel):
     kind: Kind = "tokens"
     catalog: CatalogSettings = Field(default_factory=CatalogSettings)
     group: str | None = Field(default=None, min_length=1)
+    # Static group membership (group.instance.id): a restarted sink with the same instance
+    # takes its partitions back at once instead of after the dead one's session times out.
+    instance: str | None = Field(default=None, min_length=1, max_length=200)
     # A commit when the buffered values reach this size or the oldest buffered record is this old.
     target_file_bytes: int = Field(default=128 * 1024 * 1024, ge=1024)
     flush_interval_s: float = Field(default=60.0, gt=0, le=86_400, allow_inf_nan=False)

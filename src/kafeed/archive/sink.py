@@ -15,6 +15,8 @@ orphans no snapshot references, and the next start rereads from the table's posi
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -33,6 +35,8 @@ from kafeed.kafka import read_committed_consumer
 
 log = logging.getLogger("kafeed")
 COMMIT_ATTEMPTS = 20
+#: Snapshot summary key naming the sink process that made the commit (for audits).
+WRITER_PROPERTY = "kafeed.archive.writer"
 
 
 @dataclass
@@ -94,15 +98,18 @@ class ArchiveSink:
         self._buffer_bytes = 0
         self._buffer_since = 0.0
         self._assigned = False
+        self._writer = f"{socket.gethostname()}-{os.getpid()}"
 
     # -- start -----------------------------------------------------------------------------
     def open(self) -> None:
         """Connect, and open (or create) the table; every bad-input error comes from here."""
         s = self.settings
-        self._consumer = read_committed_consumer(self.connection, {
+        extra: dict[str, Any] = {
             "group.id": s.group_id, "auto.offset.reset": "earliest", "enable.partition.eof": True,
-            "fetch.max.bytes": 32 * 1024 * 1024, "max.partition.fetch.bytes": 8 * 1024 * 1024,
-        }, stage="archive")
+            "fetch.max.bytes": 32 * 1024 * 1024, "max.partition.fetch.bytes": 8 * 1024 * 1024}
+        if s.instance is not None:
+            extra["group.instance.id"] = s.instance
+        self._consumer = read_committed_consumer(self.connection, extra, stage="archive")
         try:
             cluster_id = cluster_id_of(self._consumer, s.topic)
             catalog = open_catalog(s.catalog)
@@ -248,7 +255,8 @@ class ArchiveSink:
                 mask = cond if mask is None else pc.or_(mask, cond)
             kept = rows.filter(mask)
             try:
-                self._table.append(kept, snapshot_properties={self._key: encode_positions(plan.positions)})
+                self._table.append(kept, snapshot_properties={
+                    self._key: encode_positions(plan.positions), WRITER_PROPERTY: self._writer})
             except CommitFailedException:
                 return False
             except (OSError, DBAPIError) as exc:
@@ -258,6 +266,7 @@ class ArchiveSink:
                 return False
             self.stats.commits += 1
             self.stats.rows_written += kept.num_rows
+            log.debug("kafeed archive: committed %d rows, positions %s", kept.num_rows, plan.positions)
         self.stats.already_archived += n_records - (kept.num_rows if plan.adds_rows else 0)
         self._after_commit(plan)
         return True

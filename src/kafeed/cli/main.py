@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from kafeed import __version__
-from kafeed.cli import broker, demo, monitor, prepare, report, topic, train
+from kafeed.cli import archive, broker, demo, monitor, prepare, report, topic, train
 from kafeed.cli.common import console, report_error, setup_logging
 from kafeed.cli.ingest import ingest_command
 from kafeed.errors import ConfigError, KafeedError
@@ -30,6 +30,7 @@ app = typer.Typer(
 )
 app.add_typer(broker.app, name="broker")
 app.add_typer(topic.app, name="topic")
+app.add_typer(archive.app, name="archive")
 app.command()(demo.demo)
 app.command("ingest")(ingest_command)
 app.command("prepare")(prepare.prepare)
