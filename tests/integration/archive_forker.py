@@ -1,9 +1,10 @@
 """Starts archive sinks cheaply: imports the archive's libraries once, then forks a sink per
-line read on stdin (the line is its static group instance name) and prints the child's pid.
+line ``INSTANCE TOPIC WAREHOUSE`` read on stdin (INSTANCE: its static group member name)
+and prints the child's pid.
 No Kafka client exists in this process when it forks, so each child builds its own. Used by
 the SIGKILL tests.
 
-Usage: python -m tests.integration.archive_forker BOOTSTRAP TOPIC WAREHOUSE FLUSH_S
+Usage: python -m tests.integration.archive_forker BOOTSTRAP FLUSH_S
 """
 
 from __future__ import annotations
@@ -46,9 +47,7 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(process)d %(message)s")
     logging.getLogger("kafeed.librdkafka").setLevel(logging.CRITICAL)
 
-    bootstrap, topic, warehouse, flush = sys.argv[1:5]
-    settings = ArchiveSettings(topic=topic, table="arch.t", flush_interval_s=float(flush),
-                               catalog=CatalogSettings(warehouse=Path(warehouse)))
+    bootstrap, flush = sys.argv[1:3]
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped automatically
     print("ready", flush=True)
     for line in sys.stdin:
@@ -56,8 +55,11 @@ def main() -> None:
         if pid == 0:
             code = 0
             try:
-                run_archive(settings.model_copy(update={"instance": line.strip()}),
-                            ConnectionSettings(bootstrap=bootstrap))
+                instance, topic, warehouse = line.split()
+                catalog = CatalogSettings(warehouse=Path(warehouse))
+                settings = ArchiveSettings(topic=topic, table="arch.t", flush_interval_s=float(flush),
+                                           instance=instance, catalog=catalog)
+                run_archive(settings, ConnectionSettings(bootstrap=bootstrap))
             except BaseException:
                 traceback.print_exc()
                 code = 1

@@ -36,20 +36,19 @@ DEADLINE_S = 90
 class Forker:
     """The helper process; :meth:`start` forks one sink and returns its pid."""
 
-    def __init__(self, kafka: ConnectionSettings, topic: str, warehouse: Path) -> None:
-        self.log = warehouse.parent / f"{warehouse.name}-sinks.log"
-        with self.log.open("w") as log:
+    def __init__(self, kafka: ConnectionSettings, log: Path) -> None:
+        self.log = log
+        with self.log.open("w") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "tests.integration.archive_forker", kafka.bootstrap, topic,
-                 str(warehouse), "0.15"],
-                cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True)
+                [sys.executable, "-m", "tests.integration.archive_forker", kafka.bootstrap, "0.15"],
+                cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=out, text=True)
         assert self.proc.stdout is not None and self.proc.stdout.readline().strip() == "ready"
 
-    def start(self, instance: str = "sink-0") -> int:
+    def start(self, topic: str, warehouse: Path, instance: str = "sink-0") -> int:
         """A sink with static membership ``instance``: a restart with the same name takes the
         partitions back at once, without waiting for the killed one's session to time out."""
         assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write(f"{instance}\n")
+        self.proc.stdin.write(f"{instance} {topic} {warehouse}\n")
         self.proc.stdin.flush()
         return int(self.proc.stdout.readline())
 
@@ -61,12 +60,11 @@ class Forker:
                 stream.close()
 
 
-@pytest.fixture
-def forker_factory() -> Iterator[list[Forker]]:
-    made: list[Forker] = []
+@pytest.fixture(scope="module")
+def forker(kafka: ConnectionSettings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Forker]:
+    made = Forker(kafka, tmp_path_factory.mktemp("sinks") / "sinks.log")
     yield made
-    for f in made:
-        f.close()
+    made.close()
 
 
 class Snapshots:
@@ -116,16 +114,14 @@ class Producing:
         return self.count
 
 
-def _kill_run(kafka: ConnectionSettings, topic: str, tmp_path: Path, forkers: list[Forker], kills: int,
+def _kill_run(kafka: ConnectionSettings, topic: str, tmp_path: Path, forker: Forker, kills: int,
               seed: int) -> None:
     rng = random.Random(seed)
-    forker = Forker(kafka, topic, tmp_path)
-    forkers.append(forker)
     producing = Producing(kafka, topic)
     snapshots = Snapshots(tmp_path)
     for _ in range(kills):
         before = len(snapshots())
-        pid = forker.start()
+        pid = forker.start(topic, tmp_path)
         # A kill at a random moment after the sink has committed at least once: mid-batch,
         # mid-write of data files, or mid-commit.
         _wait(lambda: len(snapshots()) > before, "a commit by the new sink", forker.log)  # noqa: B023
@@ -142,23 +138,21 @@ def _kill_run(kafka: ConnectionSettings, topic: str, tmp_path: Path, forkers: li
 
 
 def test_sigkilled_sink_loses_and_repeats_nothing(kafka: ConnectionSettings, make_topic: TopicFactory,
-                                                  tmp_path: Path, forker_factory: list[Forker]) -> None:
-    _kill_run(kafka, make_topic(partitions=3), tmp_path, forker_factory, kills=5, seed=12)
+                                                  tmp_path: Path, forker: Forker) -> None:
+    _kill_run(kafka, make_topic(partitions=3), tmp_path, forker, kills=5, seed=12)
 
 
 @pytest.mark.slow
 def test_sigkilled_sink_many_times(kafka: ConnectionSettings, make_topic: TopicFactory, tmp_path: Path,
-                                   forker_factory: list[Forker]) -> None:
-    _kill_run(kafka, make_topic(partitions=4), tmp_path, forker_factory, kills=25, seed=1212)
+                                   forker: Forker) -> None:
+    _kill_run(kafka, make_topic(partitions=4), tmp_path, forker, kills=25, seed=1212)
 
 
 def test_two_sinks_in_one_group(kafka: ConnectionSettings, make_topic: TopicFactory, tmp_path: Path,
-                                forker_factory: list[Forker]) -> None:
+                                forker: Forker) -> None:
     topic = make_topic(partitions=4)
-    forker = Forker(kafka, topic, tmp_path)
-    forker_factory.append(forker)
     producing = Producing(kafka, topic)
-    pids = [forker.start("sink-a"), forker.start("sink-b")]
+    pids = [forker.start(topic, tmp_path, "sink-a"), forker.start(topic, tmp_path, "sink-b")]
     snapshots = Snapshots(tmp_path)
     _wait(lambda: len({s.get(WRITER_PROPERTY) for s in snapshots()} - {None}) >= 2,
           "commits from both sinks", forker.log)
