@@ -34,7 +34,7 @@ def test_building_the_command_line_imports_nothing_heavy() -> None:
 
 
 @pytest.mark.parametrize("group", ["topic", "broker", "ingest", "prepare", "train", "monitor", "demo",
-                                   "report", "lineage", "archive"])
+                                   "report", "lineage", "archive", "replay"])
 def test_help_of_each_command_imports_nothing_heavy(group: str) -> None:
     loaded = _modules_after(
         "from kafeed.cli.main import main\n"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -202,3 +203,41 @@ def compact_command(
     else:
         out.print(f"Compacted {result.days} day(s): {result.files_before} files → {result.files_after} "
                   f"({result.rows:,} rows rewritten).", highlight=False)
+
+
+def replay(
+    table: TableOpt = None,
+    topic: Annotated[str | None, typer.Option("--topic", "-t", help="Existing topic to produce into.",
+                                              show_default=False)] = None,
+    since: Annotated[datetime | None, typer.Option(help="Only records at or after this time (ISO 8601).",
+                                                   show_default=False)] = None,
+    until: Annotated[datetime | None, typer.Option(help="Only records before this time (ISO 8601).",
+                                                   show_default=False)] = None,
+    source: Annotated[str | None, typer.Option(help="Only records of this source.", show_default=False)]
+    = None,
+    warehouse: WarehouseOpt = None,
+    catalog: CatalogOpt = None,
+    bootstrap: BootstrapOpt = None,
+    config: ConfigOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Produce an archive table's records (or a filtered part) into a topic, byte for byte,
+    in one transaction."""
+    from kafeed.archive.replay import replay as run_replay
+
+    if not topic:
+        raise ConfigError("Missing --topic.", hint="Name the topic to replay into.")
+    result = run_replay(_need_table(table), _catalog(warehouse, catalog), connection(bootstrap, config),
+                        topic=topic, since=_aware(since), until=_aware(until), source=source)
+    if json_out:
+        print_json({"records": result.records, "partitions": result.partitions})
+    else:
+        out.print(f"Replayed {result.records:,} records from {result.partitions} partition(s) into {topic}.",
+                  highlight=False)
+
+
+def _aware(moment: datetime | None) -> datetime | None:
+    """A time without a zone is UTC (the table's timestamps are)."""
+    if moment is None or moment.tzinfo is not None:
+        return moment
+    return moment.replace(tzinfo=UTC)

@@ -38,6 +38,7 @@ app.command("monitor")(monitor.monitor)
 app.command("report")(report.report)
 app.command("train")(train.train)
 app.command("lineage")(train.lineage)
+app.command("replay")(archive.replay)
 
 
 def _version(value: bool) -> None:
