@@ -52,7 +52,7 @@ def test_archive_round_trip_and_resume(kafka: ConnectionSettings, make_topic: To
     status = archive_status("arch.t", CatalogSettings(warehouse=tmp_path), kafka)
     assert status.rows == 350 and sum(p.rows for p in status.partitions) == 350
     assert all(p.archived_up_to == p.high_watermark and p.lag == 0 for p in status.partitions)
-    assert status.files >= 3  # one commit per run at least
+    assert status.files >= 2  # the first run and the third wrote one file each
     # Compaction: one file per day, the same rows, and the positions survive it.
     result = compact("arch.t", CatalogSettings(warehouse=tmp_path))
     assert result.files_after < result.files_before and result.rows == 350

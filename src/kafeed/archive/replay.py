@@ -32,7 +32,7 @@ class ReplayResult:
     partitions: int
 
 
-def _filter(since: datetime | None, until: datetime | None, source: str | None) -> str:
+def _filter(since: datetime | None, until: datetime | None, source: str | None) -> list[str]:
     terms = []
     if since is not None:
         terms.append(f"timestamp >= '{since.isoformat()}'")
@@ -40,7 +40,7 @@ def _filter(since: datetime | None, until: datetime | None, source: str | None) 
         terms.append(f"timestamp < '{until.isoformat()}'")
     if source is not None:
         terms.append("source = '{}'".format(source.replace("'", "''")))
-    return " AND ".join(terms) or "true"
+    return terms
 
 
 def replay(table_name: str, catalog: CatalogSettings, connection: ConnectionSettings, *, topic: str,
@@ -58,8 +58,9 @@ def replay(table_name: str, catalog: CatalogSettings, connection: ConnectionSett
         raise TopicError(f"Topic {topic!r} does not exist.",
                          hint="Create it first with `kafeed topic create`.")
     target_partitions = len(info.partitions)
-    where = _filter(since, until, source)
-    parts = table.scan(row_filter=where, selected_fields=("partition",)).to_arrow()["partition"].unique()
+    terms = _filter(since, until, source)
+    parts = table.scan(row_filter=" AND ".join(terms) or "partition >= 0",
+                       selected_fields=("partition",)).to_arrow()["partition"].unique()
     producer = TransactionalProducer(
         connection, transactional_id=f"kafeed-replay.{topic}.{socket.gethostname()}-{os.getpid()}",
         stage="replay", config={"transaction.timeout.ms": TRANSACTION_TIMEOUT_MS, "linger.ms": 20})
@@ -68,7 +69,7 @@ def replay(table_name: str, catalog: CatalogSettings, connection: ConnectionSett
         producer.init()
         producer.begin()
         for p in sorted(parts.to_pylist()):
-            rows = table.scan(row_filter=f"({where}) AND partition = {int(p)}").to_arrow()
+            rows = table.scan(row_filter=" AND ".join([*terms, f"partition = {int(p)}"])).to_arrow()
             rows = rows.sort_by([("offset", "ascending")])
             target = p if p < target_partitions else -1
             for row in rows.to_pylist():
