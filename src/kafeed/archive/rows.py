@@ -117,17 +117,21 @@ class RowMapper:
     def _decode(self, rec: ArchivedRecord) -> dict[str, Any] | None:
         if self.kind == "raw" or rec.value is None:
             return None
+        record: TokenizedDocument | TrainingSample
         try:
             if self.kind == "tokens":
-                doc = decode_document(rec.value, topic=rec.topic, partition=rec.partition, offset=rec.offset)
-                row = _document_row(doc)
+                record = decode_document(rec.value, topic=rec.topic, partition=rec.partition,
+                                         offset=rec.offset)
+                row = _document_row(record)
             else:
-                sample = decode_sample(rec.value, topic=rec.topic, partition=rec.partition, offset=rec.offset)
-                row = _sample_row(sample)
+                record = decode_sample(rec.value, topic=rec.topic, partition=rec.partition, offset=rec.offset)
+                row = _sample_row(record)
         except SchemaError:
             return None
         # Bytes that re-encode exactly need not be stored twice; any others are kept as they came.
-        rebuilt = _message(row).SerializeToString(deterministic=True)
+        # The row holds every field of the parsed record, so re-encoding the record is re-encoding
+        # the row (record_value does the latter; the unit tests check both agree).
+        rebuilt = record.SerializeToString(deterministic=True)
         row["value"] = None if rebuilt == rec.value else rec.value
         return row
 
