@@ -143,6 +143,7 @@ class ArchiveSink:
         from confluent_kafka import OFFSET_BEGINNING
 
         table = self._refresh()
+        self.stats.positions = dict(table)
         for tp in partitions:
             pos = table.get(tp.partition)
             tp.offset = OFFSET_BEGINNING if pos is None else pos
