@@ -58,7 +58,7 @@ def main() -> None:
                 instance, topic, warehouse = line.split()
                 catalog = CatalogSettings(warehouse=Path(warehouse))
                 settings = ArchiveSettings(topic=topic, table="arch.t", flush_interval_s=float(flush),
-                                           instance=instance, catalog=catalog)
+                                           group=f"g-{topic}", instance=instance, catalog=catalog)
                 run_archive(settings, ConnectionSettings(bootstrap=bootstrap))
             except BaseException:
                 traceback.print_exc()

@@ -14,6 +14,8 @@ from kafeed.config import ConnectionSettings
 
 def settings(topic: str, warehouse: Path, **kwargs: Any) -> ArchiveSettings:
     kwargs.setdefault("flush_interval_s", 0.3)
+    # A group per topic: a static member left by one test must not hold up the next one's.
+    kwargs.setdefault("group", f"g-{topic}")
     return ArchiveSettings(topic=topic, table=kwargs.pop("table", "arch.t"),
                            catalog=CatalogSettings(warehouse=warehouse), **kwargs)
 
