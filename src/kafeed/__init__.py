@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from kafeed.errors import (
     BrokerError,
     BrokerUnavailable,
+    CatalogUnavailable,
     ConfigError,
     IngestError,
     KafeedError,
@@ -25,6 +26,8 @@ from kafeed.errors import (
 )
 
 if TYPE_CHECKING:
+    from kafeed.archive import ArchiveSettings, CatalogSettings
+    from kafeed.archive.sink import run_archive
     from kafeed.config import ConnectionSettings, load_connection
     from kafeed.ingest import IngestOptions, IngestSummary
     from kafeed.loader.dataset import KafkaSampleDataset, KafkaTokenDataset
@@ -42,6 +45,8 @@ __version__ = "0.1.0"
 # `ingest` the function stays at kafeed.ingest.ingest: exporting it here would shadow the
 # kafeed.ingest subpackage attribute and break `kafeed.ingest.ingest(...)`.
 _LAZY = {
+    "ArchiveSettings": "kafeed.archive",
+    "CatalogSettings": "kafeed.archive",
     "ClusterMonitor": "kafeed.monitor",
     "ConnectionSettings": "kafeed.config",
     "IngestOptions": "kafeed.ingest",
@@ -57,6 +62,7 @@ _LAZY = {
     "load_connection": "kafeed.config",
     "load_prepare_settings": "kafeed.prepare",
     "merge_states": "kafeed.loader.state",
+    "run_archive": "kafeed.archive.sink",
     "run_prepare": "kafeed.prepare",
     "serve_metrics": "kafeed.telemetry",
 }
@@ -76,8 +82,11 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "ArchiveSettings",
     "BrokerError",
     "BrokerUnavailable",
+    "CatalogSettings",
+    "CatalogUnavailable",
     "ClusterMonitor",
     "ConfigError",
     "ConnectionSettings",
@@ -102,6 +111,7 @@ __all__ = [
     "load_connection",
     "load_prepare_settings",
     "merge_states",
+    "run_archive",
     "run_prepare",
     "serve_metrics",
 ]

@@ -7,6 +7,7 @@
     ├── ToolMissing          java / mvn absent or too old for the local broker
     ├── BrokerError          a local broker failed to start, stop or answer
     ├── BrokerUnavailable    no Kafka cluster answers at the bootstrap servers
+    ├── CatalogUnavailable   the Iceberg catalog of an archive could not be opened or written
     ├── KafkaOperationError  the cluster refused an operation (kept: librdkafka ``code``)
     │   └── TopicError       topic create / describe / delete failed
     ├── SchemaError          a record could not be decoded (names topic/partition/offset)
@@ -54,6 +55,10 @@ class BrokerError(KafeedError):
 
 class BrokerUnavailable(KafeedError):
     """No Kafka cluster answered at the configured bootstrap servers."""
+
+
+class CatalogUnavailable(KafeedError):
+    """The Iceberg catalog of an archive could not be opened, read or committed to."""
 
 
 class KafkaOperationError(KafeedError):

@@ -13,7 +13,7 @@ import sys
 import pytest
 
 HEAVY = ("torch", "tokenizers", "pyarrow", "confluent_kafka", "numpy", "pydantic", "fastavro",
-         "prometheus_client")
+         "prometheus_client", "pyiceberg", "sqlalchemy")
 
 
 def _modules_after(statement: str) -> set[str]:
@@ -34,7 +34,7 @@ def test_building_the_command_line_imports_nothing_heavy() -> None:
 
 
 @pytest.mark.parametrize("group", ["topic", "broker", "ingest", "prepare", "train", "monitor", "demo",
-                                   "report", "lineage"])
+                                   "report", "lineage", "archive", "replay"])
 def test_help_of_each_command_imports_nothing_heavy(group: str) -> None:
     loaded = _modules_after(
         "from kafeed.cli.main import main\n"

@@ -27,7 +27,7 @@ LAYERS: list[set[str]] = [
     {"connect", "jars", "kafka"},
     {"topics", "acl"},
     {"broker"},
-    {"stream"},
+    {"stream", "archive"},
     {"ingest", "prepare", "route", "loader", "tasks"},
     {"train", "monitor"},
     {"demo", "infer", "scale"},

@@ -11,6 +11,7 @@ import typer
 from kafeed import __version__
 from kafeed.cli import (
     acl,
+    archive,
     broker,
     demo,
     infer,
@@ -45,6 +46,7 @@ app.add_typer(broker.app, name="broker")
 app.add_typer(topic.app, name="topic")
 app.add_typer(tasks.app, name="tasks")
 app.add_typer(acl.app, name="acl")
+app.add_typer(archive.app, name="archive")
 app.command()(demo.demo)
 app.command("ingest")(ingest_command)
 app.command("prepare")(prepare.prepare)
@@ -55,6 +57,7 @@ app.command("report")(report.report)
 app.command("train")(train.train)
 app.command("lineage")(train.lineage)
 app.command("plan")(plan.plan)
+app.command("replay")(archive.replay)
 
 
 def _version(value: bool) -> None:

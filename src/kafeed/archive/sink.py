@@ -1,0 +1,306 @@
+"""The archive sink: a topic's records into an Iceberg table, exactly once.
+
+The table is the only truth about progress. On every assignment the sink reads the
+positions from the table's snapshot summaries (kafeed.archive.position) and seeks there;
+each commit appends the batch's rows and the new positions in one catalog commit, decided
+against the table as it is at that moment (kafeed.archive.commit). A commit that lost a
+race, or whose outcome is unknown, is decided again on the refreshed table, so a retry can
+never add a row twice. The consumer group only divides partitions between sinks; its
+offsets are committed after each table commit as a mirror for lag monitoring.
+
+A crash anywhere loses nothing: data files written for a commit that did not land are
+orphans no snapshot references, and the next start rereads from the table's positions.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kafeed.archive.catalog import open_catalog, open_table
+from kafeed.archive.commit import CommitPlan, plan_commit
+from kafeed.archive.position import encode_positions, read_positions
+from kafeed.archive.rows import ArchivedRecord, RowMapper, from_message
+from kafeed.archive.schema import offsets_key
+from kafeed.archive.settings import ArchiveSettings
+from kafeed.config import ConnectionSettings
+from kafeed.errors import CatalogUnavailable, TopicError, translate_kafka_error
+from kafeed.kafka import read_committed_consumer
+
+log = logging.getLogger("kafeed")
+COMMIT_ATTEMPTS = 20
+#: Snapshot summary key naming the sink process that made the commit (for audits).
+WRITER_PROPERTY = "kafeed.archive.writer"
+
+
+@dataclass
+class ArchiveStats:
+    """Counts over one run of the sink."""
+
+    records_in: int = 0
+    rows_written: int = 0
+    already_archived: int = 0
+    commits: int = 0
+    lost_races: int = 0
+    value_bytes: int = 0
+    started: float = field(default_factory=time.monotonic)
+    positions: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def elapsed_s(self) -> float:
+        return time.monotonic() - self.started
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"records_in": self.records_in, "rows_written": self.rows_written,
+                "already_archived": self.already_archived, "commits": self.commits,
+                "lost_races": self.lost_races, "value_bytes": self.value_bytes,
+                "elapsed_s": round(self.elapsed_s, 3),
+                "positions": {str(p): o for p, o in sorted(self.positions.items())}}
+
+
+def cluster_id_of(consumer: Any, topic: str) -> str:
+    """The Kafka cluster's id, checking on the way that ``topic`` exists."""
+    try:
+        meta = consumer.list_topics(topic, timeout=15)
+    except Exception as exc:
+        raise translate_kafka_error(exc, action=f"read the metadata of topic {topic!r}") from exc
+    info = meta.topics.get(topic)
+    if info is None or info.error is not None or not info.partitions:
+        raise TopicError(f"Topic {topic!r} does not exist.",
+                         hint="Create it, or check --topic and --bootstrap.")
+    return str(meta.cluster_id)
+
+
+class ArchiveSink:
+    """One sink process's loop; several with the same group divide the partitions."""
+
+    def __init__(self, settings: ArchiveSettings, connection: ConnectionSettings, *,
+                 stop_event: threading.Event | None = None,
+                 on_commit: Callable[[ArchiveStats], None] | None = None) -> None:
+        self.settings = settings
+        self.connection = connection
+        self.stop_event = stop_event or threading.Event()
+        self.on_commit = on_commit
+        self.stats = ArchiveStats()
+        self.mapper = RowMapper(settings.kind)
+        self._consumer: Any = None
+        self._table: Any = None
+        self._key = ""
+        self._expected: dict[int, int | None] = {}  # assigned partition -> table position
+        self._eof: dict[int, bool] = {}
+        self._buffer: list[ArchivedRecord] = []
+        self._buffer_bytes = 0
+        self._buffer_since = 0.0
+        self._assigned = False
+        self._writer = f"{socket.gethostname()}-{os.getpid()}"
+
+    # -- start -----------------------------------------------------------------------------
+    def open(self) -> None:
+        """Connect, and open (or create) the table; every bad-input error comes from here."""
+        s = self.settings
+        extra: dict[str, Any] = {
+            "group.id": s.group_id, "auto.offset.reset": "earliest", "enable.partition.eof": True,
+            "fetch.max.bytes": 32 * 1024 * 1024, "max.partition.fetch.bytes": 8 * 1024 * 1024}
+        if s.instance is not None:
+            extra["group.instance.id"] = s.instance
+        self._consumer = read_committed_consumer(self.connection, extra, stage="archive")
+        try:
+            cluster_id = cluster_id_of(self._consumer, s.topic)
+            catalog = open_catalog(s.catalog)
+            self._table = open_table(catalog, s.table, topic=s.topic, cluster_id=cluster_id, kind=s.kind,
+                                     target_file_bytes=s.target_file_bytes)
+        except BaseException:
+            self.close()
+            raise
+        self._key = offsets_key(cluster_id, s.topic)
+        self._consumer.subscribe([s.topic], on_assign=self._on_assign, on_revoke=self._on_revoke,
+                                 on_lost=self._on_lost)
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            try:
+                self._consumer.close()
+            except Exception as exc:  # closing must not mask the outcome
+                log.debug("kafeed archive: consumer close failed: %s", exc)
+            self._consumer = None
+
+    # -- assignment ------------------------------------------------------------------------
+    def _refresh(self) -> dict[int, int]:
+        try:
+            self._table.refresh()
+        except Exception as exc:
+            raise CatalogUnavailable(f"Could not read table {self.settings.table!r}: {exc}.",
+                                     hint="Check that the catalog is reachable.") from exc
+        return read_positions(self._table, self._key)
+
+    def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
+        from confluent_kafka import OFFSET_BEGINNING
+
+        table = self._refresh()
+        self.stats.positions = dict(table)
+        for tp in partitions:
+            pos = table.get(tp.partition)
+            tp.offset = OFFSET_BEGINNING if pos is None else pos
+            self._expected[tp.partition] = pos
+            self._eof[tp.partition] = False
+        consumer.assign(partitions)
+        self._assigned = True
+        log.info("kafeed archive: assigned %s from the table's positions",
+                 ", ".join(f"{tp.partition}@{tp.offset}" for tp in partitions))
+
+    def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
+        self.flush()  # what was read is committed now; the next owner reads the table
+        self._forget(consumer, partitions)
+
+    def _on_lost(self, consumer: Any, partitions: list[Any]) -> None:
+        lost = {tp.partition for tp in partitions}
+        self._buffer = [r for r in self._buffer if r.partition not in lost]
+        self._buffer_bytes = sum(len(r.value or b"") for r in self._buffer)
+        self._forget(consumer, partitions)
+
+    def _forget(self, consumer: Any, partitions: list[Any]) -> None:
+        for tp in partitions:
+            self._expected.pop(tp.partition, None)
+            self._eof.pop(tp.partition, None)
+        try:
+            consumer.unassign()
+        except Exception as exc:
+            log.debug("kafeed archive: unassign failed: %s", exc)
+
+    # -- the loop --------------------------------------------------------------------------
+    def run(self, *, until_caught_up: bool = False) -> ArchiveStats:
+        """Archive until stopped (or, with ``until_caught_up``, until every assigned partition
+        is at its end with nothing buffered). Commits what is buffered before returning."""
+        from confluent_kafka import KafkaError
+
+        if self._consumer is None:
+            self.open()
+        s = self.settings
+        try:
+            while not self.stop_event.is_set():
+                msgs = self._consumer.consume(num_messages=s.consume_batch, timeout=0.2)
+                for msg in msgs:
+                    err = msg.error()
+                    if err is not None:
+                        if err.code() == KafkaError._PARTITION_EOF:
+                            if msg.partition() in self._eof:
+                                self._eof[msg.partition()] = True
+                        else:
+                            log.warning("kafeed archive: Kafka error (%s); retrying.", err.str())
+                        continue
+                    if msg.partition() not in self._expected:
+                        continue
+                    rec = from_message(msg)
+                    if not self._buffer:
+                        self._buffer_since = time.monotonic()
+                    self._buffer.append(rec)
+                    self._buffer_bytes += len(rec.value or b"")
+                    self._eof[rec.partition] = False
+                    self.stats.records_in += 1
+                caught_up = self._assigned and all(self._eof.values())
+                if self._buffer and (caught_up or self._buffer_bytes >= s.target_file_bytes
+                                     or time.monotonic() - self._buffer_since >= s.flush_interval_s):
+                    self.flush()
+                if until_caught_up and caught_up and not self._buffer:
+                    break
+            self.flush()
+        finally:
+            self.close()
+        return self.stats
+
+    # -- committing ------------------------------------------------------------------------
+    def flush(self) -> None:
+        """Commit the buffered records to the table (decided against its current state)."""
+        if not self._buffer:
+            return
+        records, self._buffer, self._buffer_bytes = self._buffer, [], 0
+        batch: dict[int, tuple[int, int]] = {}
+        for r in records:
+            first, end = batch.get(r.partition, (r.offset, r.offset + 1))
+            batch[r.partition] = (min(first, r.offset), max(end, r.offset + 1))
+        rows = self.mapper.rows(records)
+        self.stats.value_bytes += sum(len(r.value or b"") for r in records)
+        for attempt in range(COMMIT_ATTEMPTS):
+            table = self._refresh()
+            plan = plan_commit(table, self._expected, batch)
+            if self._commit(plan, rows, len(records)):
+                return
+            self.stats.lost_races += 1
+            log.info("kafeed archive: commit lost a race (attempt %d); deciding again on the new "
+                     "table state", attempt + 1)
+            time.sleep(min(0.05 * 2 ** attempt, 2.0))
+        raise CatalogUnavailable(
+            f"Could not commit to table {self.settings.table!r} after {COMMIT_ATTEMPTS} attempts: "
+            "other writers keep committing first.",
+            hint="Nothing was lost; restart the sink (it resumes from the table).")
+
+    def _commit(self, plan: CommitPlan, rows: Any, n_records: int) -> bool:
+        """Apply ``plan``; False when the commit lost a race (or its outcome is unknown)."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        from pyiceberg.exceptions import CommitFailedException
+        from sqlalchemy.exc import DBAPIError
+
+        kept = rows
+        if plan.adds_rows:
+            mask = None
+            for p, first in plan.keep_from.items():
+                cond = pc.and_(pc.equal(rows["partition"], pa.scalar(p, pa.int32())),
+                               pc.greater_equal(rows["offset"], pa.scalar(first, pa.int64())))
+                mask = cond if mask is None else pc.or_(mask, cond)
+            kept = rows.filter(mask)
+            try:
+                self._table.append(kept, snapshot_properties={
+                    self._key: encode_positions(plan.positions), WRITER_PROPERTY: self._writer})
+            except CommitFailedException:
+                return False
+            except (OSError, DBAPIError) as exc:
+                # SQLite "database is locked", a dropped connection: the outcome is unknown,
+                # and deciding again on the refreshed table is safe either way.
+                log.warning("kafeed archive: commit failed (%s); deciding again.", exc)
+                return False
+            self.stats.commits += 1
+            self.stats.rows_written += kept.num_rows
+            log.debug("kafeed archive: committed %d rows, positions %s", kept.num_rows, plan.positions)
+        self.stats.already_archived += n_records - (kept.num_rows if plan.adds_rows else 0)
+        self._after_commit(plan)
+        return True
+
+    def _after_commit(self, plan: CommitPlan) -> None:
+        from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+
+        for p in plan.keep_from:
+            self._expected[p] = plan.positions[p]
+        for p, pos in plan.resync.items():
+            if p in self._expected:
+                self._expected[p] = pos
+                try:
+                    self._consumer.seek(TopicPartition(self.settings.topic, p,
+                                                       OFFSET_BEGINNING if pos is None else pos))
+                except Exception as exc:
+                    log.debug("kafeed archive: seek of partition %d failed: %s", p, exc)
+        self.stats.positions = dict(plan.positions)
+        mirror = [TopicPartition(self.settings.topic, p, pos) for p, pos in plan.positions.items()
+                  if p in self._expected]
+        if mirror:
+            try:
+                self._consumer.commit(offsets=mirror, asynchronous=True)
+            except Exception as exc:  # the mirror is for lag monitoring only
+                log.debug("kafeed archive: mirroring offsets to the group failed: %s", exc)
+        if self.on_commit is not None:
+            self.on_commit(self.stats)
+
+
+def run_archive(settings: ArchiveSettings, connection: ConnectionSettings, *, until_caught_up: bool = False,
+                stop_event: threading.Event | None = None,
+                on_commit: Callable[[ArchiveStats], None] | None = None) -> ArchiveStats:
+    """Open a sink and run it (see :class:`ArchiveSink`)."""
+    sink = ArchiveSink(settings, connection, stop_event=stop_event, on_commit=on_commit)
+    sink.open()
+    return sink.run(until_caught_up=until_caught_up)

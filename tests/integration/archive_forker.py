@@ -1,0 +1,71 @@
+"""Starts archive sinks cheaply: imports the archive's libraries once, then forks a sink per
+line ``INSTANCE TOPIC WAREHOUSE`` read on stdin (INSTANCE: its static group member name)
+and prints the child's pid.
+No Kafka client exists in this process when it forks, so each child builds its own. Used by
+the SIGKILL tests.
+
+Usage: python -m tests.integration.archive_forker BOOTSTRAP FLUSH_S
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import tempfile
+import traceback
+from pathlib import Path
+
+from kafeed.archive import ArchiveSettings, CatalogSettings
+
+
+def _warm_up() -> None:
+    """Everything a sink loads lazily (SQL dialect, Parquet and Avro writers, transforms), by
+    writing one row to a throwaway table; its engine is closed before any fork."""
+    from kafeed.archive.catalog import open_catalog, open_table
+    from kafeed.archive.rows import ArchivedRecord, RowMapper
+    from kafeed.schema import make_document
+
+    with tempfile.TemporaryDirectory() as tmp:
+        catalog = open_catalog(CatalogSettings(warehouse=Path(tmp)))
+        table = open_table(catalog, "warm.t", topic="warm", cluster_id="warm", kind="tokens",
+                           target_file_bytes=1 << 20)
+        doc = make_document([1, 2], id="w", vocab_size=10).SerializeToString()
+        table.append(RowMapper("tokens").rows([ArchivedRecord("warm", 0, 0, 1, None, doc)]))
+        table.refresh()
+        catalog.engine.dispose()
+
+
+def main() -> None:
+    import confluent_kafka  # noqa: F401  the client library, loaded once
+
+    from kafeed.archive.sink import run_archive
+    from kafeed.config import ConnectionSettings
+
+    _warm_up()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(process)d %(message)s")
+    logging.getLogger("kafeed.librdkafka").setLevel(logging.CRITICAL)
+
+    bootstrap, flush = sys.argv[1:3]
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped automatically
+    print("ready", flush=True)
+    for line in sys.stdin:
+        pid = os.fork()
+        if pid == 0:
+            code = 0
+            try:
+                instance, topic, warehouse = line.split()
+                catalog = CatalogSettings(warehouse=Path(warehouse))
+                settings = ArchiveSettings(topic=topic, table="arch.t", flush_interval_s=float(flush),
+                                           group=f"g-{topic}", instance=instance, catalog=catalog)
+                run_archive(settings, ConnectionSettings(bootstrap=bootstrap))
+            except BaseException:
+                traceback.print_exc()
+                code = 1
+            os._exit(code)
+        print(pid, flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,89 @@
+"""The archive's pure parts: records to rows and back, and which rows a commit may add."""
+
+from __future__ import annotations
+
+import pytest
+
+from kafeed.archive import ArchiveSettings
+from kafeed.archive.commit import plan_commit
+from kafeed.archive.position import decode_positions, encode_positions
+from kafeed.archive.rows import ArchivedRecord, RowMapper, record_headers, record_value
+from kafeed.errors import ConfigError
+from kafeed.schema import make_document, make_sample
+
+
+def _doc(n: int) -> bytes:
+    return make_document(list(range(n)), id=f"d{n}", vocab_size=70000, tokenizer="tok", source="s",
+                         input_topic="raw", input_partition=1, input_offset=n, metadata={"b": "2", "a": "1"},
+                         targets=[0.5]).SerializeToString()
+
+
+def test_documents_map_to_columns_and_back_to_the_same_bytes() -> None:
+    records = [ArchivedRecord("t", 1, 9, 1_700_000_000_000, b"k9", _doc(3), (("h", b"v"), ("n", None))),
+               ArchivedRecord("t", 0, 4, 1_700_000_000_001, None, _doc(0)),
+               ArchivedRecord("t", 0, 5, 1_700_000_000_002, b"bad", b"\xff\xfe not protobuf"),
+               ArchivedRecord("t", 0, 6, 1_700_000_000_003, b"gone", None)]
+    mapper = RowMapper("tokens")
+    table = mapper.rows(records)
+    rows = table.to_pylist()
+    assert [(r["partition"], r["offset"]) for r in rows] == [(0, 4), (0, 5), (0, 6), (1, 9)]
+    by_offset = {r["offset"]: r for r in rows}
+    doc = by_offset[9]
+    assert doc["kind"] == "TokenizedDocument" and doc["tokens"] == [0, 1, 2] and doc["dtype"] == "uint32"
+    assert doc["num_tokens"] == 3 and doc["input_offset"] == 3 and doc["tokenizer"] == "tok"
+    assert dict(doc["metadata"]) == {"a": "1", "b": "2"} and doc["targets"] == [0.5]
+    assert doc["timestamp"].timestamp() == 1_700_000_000.0
+    assert by_offset[4]["tokens"] == []
+    assert by_offset[5]["kind"] == by_offset[6]["kind"] == "raw"
+    for rec in records:
+        row = by_offset[rec.offset]
+        assert record_value(row) == rec.value
+        assert record_headers(row) == rec.headers
+    assert (mapper.stats.rows, mapper.stats.decoded, mapper.stats.kept_raw) == (4, 2, 2)
+
+
+def test_samples_and_raw_tables() -> None:
+    sample = make_sample("héllo", id="s1", source="f.txt", targets=[1.0, 2.0], metadata={"x": "y"},
+                         timestamp_ms=5).SerializeToString()
+    row = RowMapper("samples").rows([ArchivedRecord("t", 0, 0, 0, None, sample)]).to_pylist()[0]
+    assert row["input_data"] == "héllo".encode() and row["source"] == "f.txt" and row["event_time_ms"] == 5
+    assert record_value(row) == sample
+    raw = RowMapper("raw").rows([ArchivedRecord("t", 0, 0, 0, None, sample)]).to_pylist()[0]
+    assert raw["kind"] == "raw" and raw["value"] == sample and raw["input_data"] is None
+
+
+def test_bytes_that_do_not_re_encode_are_kept() -> None:
+    # A field written twice parses fine but re-encodes shorter: the original bytes are stored.
+    doc = make_document([1], id="x", vocab_size=10)
+    odd = doc.SerializeToString() + make_document([1], id="x", vocab_size=10).SerializeToString()[:3]
+    row = RowMapper("tokens").rows([ArchivedRecord("t", 0, 0, 0, None, odd)]).to_pylist()[0]
+    assert row["value"] == odd and record_value(row) == odd
+
+
+def test_commit_plan_adds_only_what_the_table_lacks() -> None:
+    batch = {0: (10, 20), 1: (5, 8), 2: (0, 4), 3: (30, 40)}
+    expected: dict[int, int | None] = {0: 10, 1: 5, 2: None, 3: 30}
+    # 0 unchanged; 1 archived by someone else up to 6; 2 archived past the batch; 3 rolled back.
+    plan = plan_commit({0: 10, 1: 6, 2: 4, 3: 25, 7: 100}, expected, batch)
+    assert plan.keep_from == {0: 10, 1: 6}
+    assert plan.positions == {0: 20, 1: 8, 2: 4, 3: 25, 7: 100}
+    assert plan.resync == {2: 4, 3: 25}
+    # After our own commit landed but was reported failed, deciding again adds nothing.
+    again = plan_commit(plan.positions, expected, batch)
+    assert not again.adds_rows and again.positions == plan.positions
+
+
+def test_positions_round_trip_and_refuse_garbage() -> None:
+    assert decode_positions(encode_positions({2: 7, 0: 3}), "k") == {0: 3, 2: 7}
+    with pytest.raises(ConfigError, match="position map"):
+        decode_positions("[1, 2]", "k")
+
+
+@pytest.mark.parametrize(("fields", "words"), [
+    ({"topic": "bad topic", "table": "a.b"}, "not a Kafka topic"),
+    ({"topic": "t", "table": "nodot"}, "NAMESPACE.TABLE"),
+    ({"topic": "t", "table": "a.b", "flush_interval_s": 0}, "greater than 0"),
+])
+def test_settings_refuse_bad_values(fields: dict[str, object], words: str) -> None:
+    with pytest.raises(ValueError, match=words):
+        ArchiveSettings(**fields)  # type: ignore[arg-type]
