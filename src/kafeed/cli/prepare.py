@@ -82,6 +82,19 @@ def prepare(
     batch_size: Annotated[int | None, typer.Option(help="Records per transaction (default: 2000).",
                                                    show_default=False)] = None,
     no_dedup: Annotated[bool, typer.Option("--no-dedup", help="Switch exact dedup off.")] = False,
+    dedup_scope: Annotated[str | None, typer.Option(
+        "--dedup-scope", help="'global': re-key by content hash so copies meet across ids and "
+        "partitions; 'partition': within each input partition only [default: global].",
+        show_default=False)] = None,
+    dedup_max_entries: Annotated[int | None, typer.Option(
+        "--dedup-max-entries", help="Remember at most about this many hashes per state partition "
+        "(the oldest half goes first) [default: no limit].", show_default=False)] = None,
+    dedup_max_memory_mb: Annotated[float | None, typer.Option(
+        "--dedup-max-memory-mb", help="Memory budget of the dedup state per state partition, in MiB "
+        "[default: no limit].", show_default=False)] = None,
+    dedup_horizon: Annotated[str | None, typer.Option(
+        "--dedup-horizon", help="Forget hashes older than this, e.g. 90d, 12h [default: never].",
+        show_default=False)] = None,
     no_filters: Annotated[bool, typer.Option("--no-filters", help="Switch quality filters off.")] = False,
     until_caught_up: Annotated[bool, typer.Option(
         "--until-caught-up", help="Stop when the assigned partitions have no lag and input is idle.",
@@ -110,8 +123,10 @@ def prepare(
         "tokenizer": {"name": tokenizer}, "kafka": {"batch_size": batch_size},
         "max_dlq_ratio": max_dlq_ratio,
     }
+    overrides["dedup"] = {"scope": dedup_scope, "max_entries": dedup_max_entries,
+                          "max_memory_mb": dedup_max_memory_mb, "horizon": dedup_horizon}
     if no_dedup:
-        overrides["dedup"] = {"enabled": False}
+        overrides["dedup"]["enabled"] = False
     if no_filters:
         overrides["filters"] = {"enabled": False}
     settings = load_prepare_settings(config, **overrides)

@@ -25,6 +25,9 @@ class Stage(ABC, Generic[ReportT]):
 
     #: Metrics label, transactional-id prefix and instance-slot directory.
     name: str = "stage"
+    #: The changelog holds snapshots (:mod:`kafeed.stream.snapshots`): on assignment the core
+    #: hands :meth:`restore` the newest snapshot and what follows it, not the whole history.
+    snapshots: bool = False
 
     @abstractmethod
     def process(self, records: Sequence[Record]) -> BatchResult:
