@@ -112,6 +112,9 @@ class DedupStage(_Counting):
         d = settings.dedup
         self.state = GlobalDedupState(max_entries=d.effective_max_entries, horizon_ms=d.horizon_ms,
                                       snapshot_every=d.snapshot_every)
+        # A snapshot (two chunks or more and its marker) and up to snapshot_every - 1 tail
+        # records, each tail record followed by its transaction's commit marker.
+        self.snapshot_window = 2 * d.snapshot_every + 4
 
     def bind(self, max_message_bytes: Mapping[str, int]) -> None:
         self.pipeline.max_message_bytes = max_message_bytes[self.settings.output] - RECORD_OVERHEAD

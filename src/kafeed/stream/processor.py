@@ -111,7 +111,8 @@ class StreamProcessor(Generic[ReportT]):
         if changelog is not None and parts:
             timeout_s = self.settings.state_rebuild_timeout_s
             if self.stage.snapshots:
-                entries, read = read_from_snapshot(self.connection, changelog, parts, timeout_s=timeout_s)
+                entries, read = read_from_snapshot(self.connection, changelog, parts, timeout_s=timeout_s,
+                                                   first_window=self.stage.snapshot_window)
             else:
                 entries = read_changelog(self.connection, changelog, parts, timeout_s=timeout_s)
                 read = sum(len(e) for e in entries.values())

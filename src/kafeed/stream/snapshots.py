@@ -5,7 +5,8 @@ a batch's transaction, its whole state of a partition as ``chunks`` changelog re
 followed by one end marker (:func:`snapshot_end`). The records of one transaction
 in one partition have consecutive offsets, so the marker at offset ``E`` with
 ``chunks`` = C says the snapshot starts at ``E - C``. :func:`read_from_snapshot`
-reads the changelog partition backwards in growing windows from its end until it
+reads the changelog partition backwards in growing windows from its end (the first
+one as many offsets as the stage expects a snapshot and its tail to span) until it
 meets the newest marker, and returns the records from the snapshot's first chunk
 on: restart cost follows the state's size plus the tail since the snapshot, not the
 history. Compaction shrinks the rest once the stage reuses its keys (it does).
@@ -24,7 +25,6 @@ from kafeed.kafka import read_committed_consumer
 
 SNAPSHOT_END = b"\x00kafeed.snapshot-end"
 _COUNT = struct.Struct(">iI")  # partition, chunk count
-FIRST_WINDOW = 256
 
 Entry = tuple[bytes, bytes | None]
 
@@ -74,6 +74,7 @@ def _read_range(consumer: object, topic: str, partition: int, start: int, end: i
 
 def read_from_snapshot(
     connection: ConnectionSettings, topic: str, partitions: Iterable[int], *, timeout_s: float,
+    first_window: int = 256,
 ) -> tuple[dict[int, list[Entry]], int]:
     """Per partition the records from its newest snapshot on (all of them if none), and how many were read."""
     from confluent_kafka import TopicPartition
@@ -92,7 +93,7 @@ def read_from_snapshot(
     try:
         for p in wanted:
             low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s)
-            window, start = FIRST_WINDOW, max(low, high - FIRST_WINDOW)
+            window, start = first_window, max(low, high - first_window)
             records = _read_range(consumer, topic, p, start, high, deadline)
             read += len(records)
             while True:
