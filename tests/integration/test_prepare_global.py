@@ -57,3 +57,25 @@ def test_copies_under_new_ids_meet_and_restart_reads_snapshot_plus_tail(
     assert forgetful.records_in == 581
     assert 0 < forgetful.duplicates < 180  # the first run's 150 + the late 30, minus forgotten
     assert forgetful.documents_out > 401
+
+
+def test_near_duplicates_across_partitions(kafka: ConnectionSettings, make_topic) -> None:  # type: ignore[no-untyped-def]
+    import random
+
+    from tests.unit.test_prepare_minhash import _corpus, _edit
+
+    rng = random.Random(5)
+    raw = make_topic(partitions=3)
+    originals = _corpus(40, words_per_doc=250)
+    variants = [_edit(t, 2, rng) for t in originals[:15]]       # small edits, new ids
+    produce(kafka, raw, [_copy(t) for t in originals + variants + originals[20:25]])
+    settings = PrepareSettings(input=raw, output=f"{raw}.tokens", group=f"g-{raw}", idle_s=1.0,
+                               dedup={"near": True},  # type: ignore[arg-type]
+                               kafka={"batch_size": 20, "transaction_timeout_ms": 10_000})  # type: ignore[arg-type]
+    stats = run_prepare(settings, kafka, until_caught_up=True)
+    assert stats.balanced, stats
+    assert stats.documents_out == 40
+    # Arrival order decides which of a pair is kept; an exact copy of a dropped text counts as near.
+    assert stats.near_duplicates >= 15 and stats.near_duplicates + stats.duplicates == 20
+    assert stats.as_dict()["near_duplicates"] == stats.near_duplicates
+    assert len(set(document_ids(read_topic(kafka, settings.output)))) == 40

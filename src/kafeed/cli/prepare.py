@@ -53,10 +53,12 @@ def _summary(stats: PrepareStats) -> Table:
     for name, n in sorted(stats.filtered.items()):
         table.add_row(f"filtered: {name}", f"{n:,}")
     table.add_row("duplicates", f"{stats.duplicates:,}")
+    if stats.near_duplicates:
+        table.add_row("near-duplicates", f"{stats.near_duplicates:,}")
     for kind, n in sorted(stats.dead_letter_kinds.items()):
         table.add_row(f"dead-lettered: {kind}", f"{n:,}")
     balance = "[green]balanced[/green]" if stats.balanced else "[red]UNBALANCED[/red]"
-    table.add_row("in = out + filtered + dup + dlq", balance)
+    table.add_row("in = out + filtered + dup + near-dup + dlq", balance)
     table.add_row("batches (aborted)", f"{stats.batches:,} ({stats.aborted_batches})")
     table.add_row("throughput", f"{stats.records_per_s:,.0f} records/s, {stats.tokens_per_s:,.0f} tokens/s "
                   f"over {stats.busy_s:.1f}s busy ({stats.elapsed_s:.1f}s total)")
@@ -95,6 +97,9 @@ def prepare(
     dedup_horizon: Annotated[str | None, typer.Option(
         "--dedup-horizon", help="Forget hashes older than this, e.g. 90d, 12h [default: never].",
         show_default=False)] = None,
+    near_dedup: Annotated[bool, typer.Option(
+        "--near-dedup", help="Also drop near-duplicates (MinHash-LSH over word shingles; see "
+        "docs/prepare.md).")] = False,
     no_filters: Annotated[bool, typer.Option("--no-filters", help="Switch quality filters off.")] = False,
     until_caught_up: Annotated[bool, typer.Option(
         "--until-caught-up", help="Stop when the assigned partitions have no lag and input is idle.",
@@ -124,7 +129,8 @@ def prepare(
         "max_dlq_ratio": max_dlq_ratio,
     }
     overrides["dedup"] = {"scope": dedup_scope, "max_entries": dedup_max_entries,
-                          "max_memory_mb": dedup_max_memory_mb, "horizon": dedup_horizon}
+                          "max_memory_mb": dedup_max_memory_mb, "horizon": dedup_horizon,
+                          "near": True if near_dedup else None}
     if no_dedup:
         overrides["dedup"]["enabled"] = False
     if no_filters:

@@ -74,27 +74,35 @@ class GlobalDedupState:
 
     def check_batch(self, partitions: Sequence[int], keys: U64, timestamps: Sequence[int]) -> list[bool]:
         """Per record: is its key new? New keys become pending in a fresh layer."""
+        return [hit < 0 for hit in self.check_groups(partitions, keys.reshape(-1, 1), timestamps)]
+
+    def check_groups(self, partitions: Sequence[int], groups: U64, timestamps: Sequence[int]) -> list[int]:
+        """Per record (a row of keys): -1 when none of its keys is known, else the first known one's column.
+
+        A record with no known key is new: all its keys become pending in a fresh layer. Known
+        means committed, pending in an earlier layer, or added by an earlier record of the batch.
+        """
         layer: dict[int, tuple[set[int], int, int]] = {}
         self._layers.append(layer)
-        known = np.zeros(len(keys), dtype=bool)
+        known = np.zeros(groups.shape, dtype=bool)
+        parts = np.asarray(partitions, dtype=np.int64)
         for p in set(partitions):
-            rows = np.flatnonzero(np.asarray(partitions) == p)
-            known[rows] = self._gens(p).contains(keys[rows])
-        new: list[bool] = []
-        for p, key, seen, ts in zip(partitions, keys.tolist(), known.tolist(), timestamps, strict=True):
-            if seen or any(key in older[p][0] for older in self._layers[:-1] if p in older):
-                new.append(False)
+            rows = np.flatnonzero(parts == p)
+            known[rows] = self._gens(p).contains(groups[rows].ravel()).reshape(len(rows), -1)
+        out: list[int] = []
+        for p, row, seen, ts in zip(partitions, groups.tolist(), known.tolist(), timestamps, strict=True):
+            pending = [older[p][0] for older in self._layers if p in older]
+            hit = next((j for j, key in enumerate(row) if seen[j] or any(key in s for s in pending)), -1)
+            out.append(hit)
+            if hit >= 0:
                 continue
             entry = layer.get(p)
             if entry is None:
-                entry = layer[p] = (set(), ts, 0)
-            elif key in entry[0]:
-                new.append(False)
-                continue
-            entry[0].add(key)
-            layer[p] = (entry[0], max(entry[1], ts), 0)
-            new.append(True)
-        return new
+                layer[p] = (set(row), ts, 0)
+            else:
+                entry[0].update(row)
+                layer[p] = (entry[0], max(entry[1], ts), 0)
+        return out
 
     def changelog(self) -> list[StateChange]:
         """The newest layer as changelog records: a tail record, or a snapshot every ``snapshot_every``."""

@@ -22,12 +22,14 @@ import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 from google.protobuf.message import DecodeError
 
 from kafeed.kafka import RECORD_OVERHEAD
 from kafeed.prepare.decode import Decoded, decode_batch
 from kafeed.prepare.dedup import content_hash
 from kafeed.prepare.global_dedup import GlobalDedupState
+from kafeed.prepare.minhash import MinHasher
 from kafeed.prepare.pipeline import BatchPipeline, BatchResult, Kept, clean_text, document_id
 from kafeed.prepare.settings import PrepareSettings
 from kafeed.prepare.stats import BatchCounts
@@ -77,6 +79,8 @@ class RouteStage(_Counting):
         super().__init__()
         self.settings = settings
         self.topic = settings.repartition_topic
+        # Near-duplicates can have any exact hash: they must all meet one state, in partition 0.
+        self.partition = 0 if settings.dedup.near else -1
 
     def process(self, records: Sequence[Record]) -> BatchResult:
         result = BatchResult()
@@ -93,7 +97,8 @@ class RouteStage(_Counting):
             sample.input_data = text.encode("utf-8", "surrogatepass")
             rec = item.record
             result.outputs.append(Output(self.topic, digest, sample.SerializeToString(),
-                                         ((LINEAGE_HEADER, _LINEAGE.pack(rec.partition, rec.offset)),)))
+                                         ((LINEAGE_HEADER, _LINEAGE.pack(rec.partition, rec.offset)),),
+                                         self.partition))
         for rejection in result.dead_letters:
             result.counts.dead_letter_kinds[rejection.kind] += 1
         return result
@@ -115,6 +120,8 @@ class DedupStage(_Counting):
         # A snapshot (two chunks or more and its marker) and up to snapshot_every - 1 tail
         # records, each tail record followed by its transaction's commit marker.
         self.snapshot_window = 2 * d.snapshot_every + 4
+        self.minhash = (MinHasher(shingle=d.near_shingle, bands=d.near_bands, rows=d.near_rows)
+                        if d.near else None)
 
     def bind(self, max_message_bytes: Mapping[str, int]) -> None:
         self.pipeline.max_message_bytes = max_message_bytes[self.settings.output] - RECORD_OVERHEAD
@@ -143,15 +150,19 @@ class DedupStage(_Counting):
                 result.dead_letters.append(DeadLetter(source, "decode", f"re-keyed record: {exc}"))
                 continue
             items.append((r, Decoded(source, sample, text)))
-        new = self.state.check_batch([r.partition for r, _ in items],
-                                     as_keys([r.key or b"" for r, _ in items]),
-                                     [r.timestamp_ms for r, _ in items])
+        keys = as_keys([r.key or b"" for r, _ in items]).reshape(-1, 1)
+        if self.minhash is not None:
+            keys = np.hstack([keys, self.minhash.band_keys([item.text for _, item in items])])
+        hits = self.state.check_groups([r.partition for r, _ in items], keys,
+                                       [r.timestamp_ms for r, _ in items])
         kept: list[Kept] = []
-        for (r, item), is_new in zip(items, new, strict=True):
-            if is_new:
+        for (r, item), hit in zip(items, hits, strict=True):
+            if hit < 0:
                 kept.append((item, item.text, r.key or b""))
-            else:
+            elif hit == 0:  # the exact hash
                 counts.duplicates += 1
+            else:  # a band key: a near-duplicate of a document already kept
+                counts.near_duplicates += 1
         self.pipeline.tokenize(kept, result)
         result.changelog.extend(self.state.changelog())
         for rejection in result.dead_letters:

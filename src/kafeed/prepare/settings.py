@@ -80,6 +80,17 @@ class DedupSettings(_Frozen):
     max_memory_mb: float | None = Field(default=None, gt=0)
     horizon: str | None = Field(default=None, pattern=r"^[0-9]+(\.[0-9]+)?[smhd]$")  # e.g. "90d"
     snapshot_every: int = Field(default=200, ge=1)  # batches per partition between state snapshots
+    # Near-duplicates (scope "global"): MinHash over word shingles, LSH with bands x rows.
+    near: bool = False
+    near_shingle: int = Field(default=5, ge=1, le=64)
+    near_bands: int = Field(default=14, ge=1, le=256)
+    near_rows: int = Field(default=8, ge=1, le=64)
+
+    @model_validator(mode="after")
+    def _check(self) -> DedupSettings:
+        if self.near and self.scope != "global":
+            raise ValueError("near-duplicate removal needs dedup scope 'global'")
+        return self
 
     def topic(self, group: str) -> str:
         return self.changelog_topic or f"__kafeed_dedup_{group}"
