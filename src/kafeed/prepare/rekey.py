@@ -1,6 +1,6 @@
 """Global exact dedup as two stages on :mod:`kafeed.stream`: route by content hash, then dedup + tokenize.
 
-**Route** (stage ``prepare-route``, the user's group, reads the input topic):
+**Route** (the user's group, reads the input topic):
 decode → normalize → filter, then write each surviving sample, its text replaced by
 the normalized text and its id resolved, to the repartition topic
 ``__kafeed_repartition_<group>`` keyed by the 16-byte hash of that text (so the
@@ -8,7 +8,7 @@ producer's key partitioner puts every copy in one partition), with the input
 position in the ``kafeed.lineage`` header. Outputs, dead letters and input offsets
 commit in one transaction, as for every stage.
 
-**Dedup** (stage ``prepare``, group ``<group>.dedup``, reads the repartition topic):
+**Dedup** (group ``<group>.dedup``, reads the repartition topic):
 compact per-partition hash tables (:mod:`kafeed.prepare.global_dedup`), snapshotted
 in the changelog, then tokenize and write documents with the original lineage.
 
@@ -73,7 +73,8 @@ class _Counting(Stage[StageReport]):
 class RouteStage(_Counting):
     """Decode, normalize and filter; key each survivor by its text's hash into the repartition topic."""
 
-    name = "prepare-route"
+    # Both steps are stage "prepare": one set of metrics; the groups tell the transactional ids apart.
+    name = "prepare"
 
     def __init__(self, settings: PrepareSettings) -> None:
         super().__init__()
