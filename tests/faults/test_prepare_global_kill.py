@@ -69,7 +69,7 @@ def _two_workers_killed(kafka: ConnectionSettings, make_topic, tmp_path: Path,  
     finish = [subprocess.Popen([*base, "--until-caught-up", "--json"], env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True) for _ in range(2)]
     for p in finish:
-        stdout, stderr = p.communicate(timeout=240)
+        stdout, stderr = p.communicate(timeout=150)
         assert p.returncode == 0, stderr
         assert json.loads(stdout)["balanced"]
     out = read_topic(kafka, output)

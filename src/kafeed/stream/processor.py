@@ -245,11 +245,11 @@ class StreamProcessor(Generic[ReportT]):
     def snapshot(self) -> ReportT:
         return self.stage.report(self.counters.snapshot(time.monotonic() - self._started))
 
-    def run(self, *, until_caught_up: bool = False, upstream: threading.Event | None = None) -> ReportT:
+    def run(self, *, until_caught_up: bool = False, upstream: Callable[[], bool] | None = None) -> ReportT:
         """Process until ``stop_event`` is set (or, with ``until_caught_up``, until idle at the end).
 
-        ``upstream``: the input is written by another stage of this process; being caught up
-        counts only once that event is set (that stage finished and committed).
+        ``upstream``: the input is written by another stage; being caught up counts only
+        once this returns True (that stage finished and committed everything, in every process).
         """
         s = self.settings
         self._started = time.monotonic()
@@ -300,7 +300,7 @@ class StreamProcessor(Generic[ReportT]):
             ))
         return records
 
-    def _loop(self, until_caught_up: bool, upstream: threading.Event | None) -> None:
+    def _loop(self, until_caught_up: bool, upstream: Callable[[], bool] | None) -> None:
         s = self.settings
         last_data = time.monotonic()
         while not self.stop_event.is_set():
@@ -317,8 +317,8 @@ class StreamProcessor(Generic[ReportT]):
                 continue
             if result is not None:
                 self._submit(records, result)
-            elif (until_caught_up and (upstream is None or upstream.is_set())
-                  and time.monotonic() - last_data >= s.idle_s and self.caught_up()):
+            elif (until_caught_up and time.monotonic() - last_data >= s.idle_s
+                  and (upstream is None or upstream()) and self.caught_up()):
                 break
             if self.on_progress is not None:
                 self.on_progress(self.snapshot())
