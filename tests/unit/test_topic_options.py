@@ -10,7 +10,7 @@ import pytest
 
 from kafeed.cli.main import main
 from kafeed.ingest.progress import PROGRESS_TOPIC
-from kafeed.prepare.settings import DedupSettings
+from kafeed.prepare.settings import DedupSettings, PrepareSettings
 from kafeed.topics import KAFKA_OWN_TOPICS, deletion_cost
 from tests.cli_support import usage_error
 
@@ -50,6 +50,7 @@ def test_bad_topic_names_print_literally(name: str, nowhere: str,
 @pytest.mark.parametrize(("name", "says"), [
     (PROGRESS_TOPIC, "re-send every record"),
     (DedupSettings().topic("g1"), "dedup changelog of the `kafeed prepare` group 'g1'"),
+    (PrepareSettings(group="g1").repartition_topic, "the `kafeed prepare` group 'g1' from its route step"),
     ("__kafeed_something_new", "kafeed's internal topics"),
     ("__other_tool_state", "starts with '__'"),
 ])

@@ -54,10 +54,12 @@ def _summary(stats: PrepareStats) -> Table:
     for name, n in sorted(stats.filtered.items()):
         table.add_row(f"filtered: {name}", f"{n:,}")
     table.add_row("duplicates", f"{stats.duplicates:,}")
+    if stats.near_duplicates:
+        table.add_row("near-duplicates", f"{stats.near_duplicates:,}")
     for kind, n in sorted(stats.dead_letter_kinds.items()):
         table.add_row(f"dead-lettered: {kind}", f"{n:,}")
     balance = "[green]balanced[/green]" if stats.balanced else "[red]UNBALANCED[/red]"
-    table.add_row("in = out + filtered + dup + dlq", balance)
+    table.add_row("in = out + filtered + dup + near-dup + dlq", balance)
     table.add_row("batches (aborted)", f"{stats.batches:,} ({stats.aborted_batches})")
     table.add_row("throughput", f"{stats.records_per_s:,.0f} records/s, {stats.tokens_per_s:,.0f} tokens/s "
                   f"over {stats.busy_s:.1f}s busy ({stats.elapsed_s:.1f}s total)")
@@ -83,6 +85,22 @@ def prepare(
     batch_size: Annotated[int | None, typer.Option(help="Records per transaction (default: 2000).",
                                                    show_default=False)] = None,
     no_dedup: Annotated[bool, typer.Option("--no-dedup", help="Switch exact dedup off.")] = False,
+    dedup_scope: Annotated[str | None, typer.Option(
+        "--dedup-scope", help="'global': re-key by content hash so copies meet across ids and "
+        "partitions; 'partition': within each input partition only [default: global].",
+        show_default=False)] = None,
+    dedup_max_entries: Annotated[int | None, typer.Option(
+        "--dedup-max-entries", help="Remember at most about this many hashes per state partition "
+        "(the oldest half goes first) [default: no limit].", show_default=False)] = None,
+    dedup_max_memory_mb: Annotated[float | None, typer.Option(
+        "--dedup-max-memory-mb", help="Memory budget of the dedup state per state partition, in MiB "
+        "[default: no limit].", show_default=False)] = None,
+    dedup_horizon: Annotated[str | None, typer.Option(
+        "--dedup-horizon", help="Forget hashes older than this, e.g. 90d, 12h [default: never].",
+        show_default=False)] = None,
+    near_dedup: Annotated[bool, typer.Option(
+        "--near-dedup", help="Also drop near-duplicates (MinHash-LSH over word shingles; see "
+        "docs/prepare.md).")] = False,
     no_filters: Annotated[bool, typer.Option("--no-filters", help="Switch quality filters off.")] = False,
     until_caught_up: Annotated[bool, typer.Option(
         "--until-caught-up", help="Stop when the assigned partitions have no lag and input is idle.",
@@ -115,8 +133,11 @@ def prepare(
         "tokenizer": {"name": tokenizer}, "kafka": {"batch_size": batch_size},
         "max_dlq_ratio": max_dlq_ratio,
     }
+    overrides["dedup"] = {"scope": dedup_scope, "max_entries": dedup_max_entries,
+                          "max_memory_mb": dedup_max_memory_mb, "horizon": dedup_horizon,
+                          "near": True if near_dedup else None}
     if no_dedup:
-        overrides["dedup"] = {"enabled": False}
+        overrides["dedup"]["enabled"] = False
     if no_filters:
         overrides["filters"] = {"enabled": False}
     settings = load_prepare_settings(config, **overrides)

@@ -1,8 +1,9 @@
-"""Exact dedup: a 16-byte BLAKE2b of the normalized text, remembered per input partition.
+"""Exact dedup within each input partition (``dedup.scope = "partition"``): a 16-byte BLAKE2b
+of the normalized text, remembered per input partition.
 
-Raw records are keyed by document id or content hash, so every copy of one text
-lands in one input partition, and a per-partition seen-set catches them all
-without any cross-worker coordination. The set is persisted as a compacted
+This catches every copy of a text only when copies share a record key (so they land
+in one input partition); the default global scope (:mod:`kafeed.prepare.rekey`)
+does not need that. The per-partition seen-set is persisted as a compacted
 changelog topic (one changelog partition per input partition) written in the
 same Kafka transaction as the outputs and the input offsets, so after a crash,
 restart or rebalance the new owner rebuilds exactly the set that matches the

@@ -36,7 +36,7 @@ class BatchResult(StreamBatchResult):
         return self.outputs
 
 
-def _document_id(item: Decoded, digest: bytes) -> str:
+def document_id(item: Decoded, digest: bytes) -> str:
     if item.sample.id:
         return item.sample.id
     if item.record.key:
@@ -48,6 +48,20 @@ def _document_id(item: Decoded, digest: bytes) -> str:
 
 
 Kept = tuple[Decoded, str, bytes]  # decoded record, normalized text, content hash
+
+
+def clean_text(item: Decoded, settings: PrepareSettings, result: BatchResult) -> str | None:
+    """The normalized text, or None when a filter dropped it (counted) or a stage raised (dead letter)."""
+    try:
+        text = normalize_text(item.text, settings.normalize)
+        failed = first_failed_filter(text, settings.filters)
+    except Exception as exc:  # never crash on data
+        result.dead_letters.append(DeadLetter(item.record, "normalize", f"{type(exc).__name__}: {exc}"))
+        return None
+    if failed is not None:
+        result.counts.filtered[failed] += 1
+        return None
+    return text
 
 
 class BatchPipeline:
@@ -75,15 +89,8 @@ class BatchPipeline:
         chunks: list[tuple[list[Kept], Future[TokenBatch]]] = []
         current: list[Kept] = []
         for item in decoded.decoded:
-            try:
-                text = normalize_text(item.text, s.normalize)
-                failed = first_failed_filter(text, s.filters)
-            except Exception as exc:  # never crash on data
-                result.dead_letters.append(
-                    DeadLetter(item.record, "normalize", f"{type(exc).__name__}: {exc}"))
-                continue
-            if failed is not None:
-                counts.filtered[failed] += 1
+            text = clean_text(item, s, result)
+            if text is None:
                 continue
             digest = content_hash(text)
             if s.dedup.enabled and not dedup.check_and_add(item.record.partition, digest):
@@ -96,13 +103,23 @@ class BatchPipeline:
         if current:
             chunks.append((current, self._submit(current)))
 
-        for entries, future in chunks:
-            self._emit(self._collect(entries, future, result), result)
+        self._finish(chunks, result)
         if s.dedup.enabled:
             self._changelog(records, dedup, result)
         for rejection in result.dead_letters:
             counts.dead_letter_kinds[rejection.kind] += 1
         return result
+
+    def tokenize(self, kept: Sequence[Kept], result: BatchResult) -> None:
+        """Tokenize ``kept`` in chunks (overlapped with serializing the previous one) into ``result``."""
+        size = self.settings.tokenizer.chunk_size
+        chunks = [(list(kept[i:i + size]), self._submit(list(kept[i:i + size])))
+                  for i in range(0, len(kept), size)]
+        self._finish(chunks, result)
+
+    def _finish(self, chunks: list[tuple[list[Kept], Future[TokenBatch]]], result: BatchResult) -> None:
+        for entries, future in chunks:
+            self._emit(self._collect(entries, future, result), result)
 
     def _changelog(self, records: Sequence[Record], dedup: DedupState, result: BatchResult) -> None:
         """The batch's new hashes as changelog records (value: the input offset, or all hashes)."""
@@ -157,7 +174,7 @@ class BatchPipeline:
         for (item, _, digest), packed, n in tokenized:
             rec, sample = item.record, item.sample
             doc = TokenizedDocument(
-                id=_document_id(item, digest), source=sample.source, tokens=packed,
+                id=document_id(item, digest), source=sample.source, tokens=packed,
                 dtype=self.tokenizer.dtype,  # type: ignore[arg-type]
                 num_tokens=n, tokenizer=self.tokenizer.fingerprint, input_topic=rec.topic,
                 input_partition=rec.partition, input_offset=rec.offset, timestamp=sample.timestamp,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 
 from kafeed.config import ConnectionSettings
@@ -94,11 +95,105 @@ class PrepareProcessor(StreamProcessor[PrepareStats]):
                          on_progress=on_progress)
 
 
+class GlobalPrepare:
+    """Global dedup: the route and the dedup step, each a :class:`StreamProcessor`, in one process.
+
+    The route runs on the calling thread, the dedup step on a helper thread (tokenizing
+    releases the GIL). With ``until_caught_up`` the dedup step finishes only after the
+    route did and the whole dedup group committed the repartition topic to its end; the
+    route finishes only when the whole route group committed the input to its end. An error in either
+    stops both and is raised.
+    """
+
+    def __init__(
+        self, settings: PrepareSettings, connection: ConnectionSettings, *,
+        tokenizer: BatchTokenizer | None = None, stop_event: threading.Event | None = None,
+        on_progress: ProgressFn | None = None,
+    ) -> None:
+        from kafeed.prepare.rekey import DedupStage, RouteStage
+
+        self.settings = settings
+        self.connection = connection
+        self.stop_event = stop_event or threading.Event()
+        self.on_progress = on_progress
+        self.route = StreamProcessor(RouteStage(settings), settings.route_settings(), connection,
+                                     stop_event=self.stop_event, on_progress=self._progress)
+        self.dedup = StreamProcessor(DedupStage(settings, tokenizer or load_tokenizer(settings.tokenizer)),
+                                     settings.dedup_settings(), connection, stop_event=self.stop_event,
+                                     on_progress=self._progress)
+        self._route_done = threading.Event()
+        self._last_check: dict[str, float] = {}
+        self._error: BaseException | None = None
+
+    def snapshot(self) -> PrepareStats:
+        r, d = self.route.snapshot(), self.dedup.snapshot()
+        return PrepareStats.of_steps((r.counts, r.stream), (d.counts, d.stream))
+
+    def _progress(self, _: object) -> None:
+        if self.on_progress is not None:
+            self.on_progress(self.snapshot())
+
+    def _drained(self, topic: str, group: str) -> bool:
+        """``group`` committed all of ``topic`` (checked at most once per ``idle_s``).
+
+        Finishing on this process's partitions alone is not enough: after a crash the dead
+        members hold partitions until their session times out, and other processes' routes
+        keep writing to the repartition topic after ours is done.
+        """
+        from kafeed.stream.topics import group_drained
+
+        now = time.monotonic()
+        if now - self._last_check.get(group, 0.0) < self.settings.idle_s:
+            return False
+        self._last_check[group] = now
+        return group_drained(self.connection, topic, group)
+
+    def _route_finished(self) -> bool:
+        return self._drained(self.settings.input, self.settings.group)
+
+    def _upstream_done(self) -> bool:
+        """Every process's route committed all input, and the dedup group all of the repartition topic."""
+        if not self._route_done.is_set():
+            return False
+        s = self.dedup.settings
+        return self._drained(s.input, s.group)
+
+    def _run_dedup(self, until_caught_up: bool) -> None:
+        try:
+            self.dedup.run(until_caught_up=until_caught_up, upstream=self._upstream_done)
+        except BaseException as exc:
+            self._error = exc
+            self.stop_event.set()
+
+    def run(self, *, until_caught_up: bool = False) -> PrepareStats:
+        from kafeed.stream.topics import ensure_topics
+        from kafeed.topics import TopicAdmin
+
+        ensure_topics(TopicAdmin(self.connection), self.route.settings)  # the dedup step reads its output
+        helper = threading.Thread(target=self._run_dedup, args=(until_caught_up,),
+                                  name="kafeed-prepare-dedup", daemon=True)
+        helper.start()
+        try:
+            self.route.run(until_caught_up=until_caught_up, upstream=self._route_finished)
+            self._route_done.set()
+        except BaseException:
+            self.stop_event.set()
+            raise
+        finally:
+            helper.join()
+        if self._error is not None:
+            raise self._error
+        return self.snapshot()
+
+
 def run_prepare(
     settings: PrepareSettings, connection: ConnectionSettings, *, until_caught_up: bool = False,
     stop_event: threading.Event | None = None, on_progress: ProgressFn | None = None,
     tokenizer: BatchTokenizer | None = None,
 ) -> PrepareStats:
     """Run prepare until ``stop_event`` is set (or, with ``until_caught_up``, until idle at the end)."""
+    if settings.global_dedup:
+        return GlobalPrepare(settings, connection, tokenizer=tokenizer, stop_event=stop_event,
+                             on_progress=on_progress).run(until_caught_up=until_caught_up)
     return PrepareProcessor(settings, connection, tokenizer=tokenizer, stop_event=stop_event,
                             on_progress=on_progress).run(until_caught_up=until_caught_up)

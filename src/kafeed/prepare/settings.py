@@ -53,18 +53,61 @@ class FilterSettings(_Frozen):
         return self
 
 
+#: Worst-case bytes of dedup state per remembered document (docs/prepare.md, "Dedup state").
+BYTES_PER_ENTRY = 24
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400}
+
+
 class DedupSettings(_Frozen):
-    """Exact dedup of normalized text, per input partition, remembered in a compacted changelog."""
+    """Exact dedup of normalized text, remembered in a compacted changelog.
+
+    ``scope = "global"`` (default) re-keys records by content hash first, so copies meet
+    whatever their ids and input partitions; ``"partition"`` dedups within each input
+    partition only (copies must share a key), in one step.
+    """
 
     enabled: bool = True
+    scope: Literal["global", "partition"] = "global"
     changelog_topic: str | None = None  # default: __kafeed_dedup_<group>
-    # "hash": one record per new hash, keyed by partition + hash; "batch": one record per batch
-    # and partition carrying all its new hashes (fewer produce calls; see docs/prepare.md).
+    # default: __kafeed_repartition_<group>
+    repartition_topic: str | None = Field(default=None, pattern=_TOPIC)
+    # scope "partition" only. "hash": one record per new hash, keyed by partition + hash;
+    # "batch": one record per batch and partition carrying all its new hashes.
     changelog_format: Literal["hash", "batch"] = "hash"
     rebuild_timeout_s: float = Field(default=120.0, gt=0)
+    # scope "global" only: bounds on the state of each partition of the repartition topic.
+    max_entries: int | None = Field(default=None, ge=2)
+    max_memory_mb: float | None = Field(default=None, gt=0)
+    horizon: str | None = Field(default=None, pattern=r"^[0-9]+(\.[0-9]+)?[smhd]$")  # e.g. "90d"
+    snapshot_every: int = Field(default=200, ge=1)  # batches per partition between state snapshots
+    # Near-duplicates (scope "global"): MinHash over word shingles, LSH with bands x rows.
+    near: bool = False
+    near_shingle: int = Field(default=5, ge=1, le=64)
+    near_bands: int = Field(default=14, ge=1, le=256)
+    near_rows: int = Field(default=8, ge=1, le=64)
+
+    @model_validator(mode="after")
+    def _check(self) -> DedupSettings:
+        if self.near and self.scope != "global":
+            raise ValueError("near-duplicate removal needs dedup scope 'global'")
+        return self
 
     def topic(self, group: str) -> str:
         return self.changelog_topic or f"__kafeed_dedup_{group}"
+
+    @property
+    def horizon_ms(self) -> int | None:
+        if self.horizon is None:
+            return None
+        return int(float(self.horizon[:-1]) * _UNITS[self.horizon[-1]] * 1000)
+
+    @property
+    def effective_max_entries(self) -> int | None:
+        """``max_entries``, lowered to what ``max_memory_mb`` holds at the worst-case bytes per entry."""
+        caps = [c for c in (self.max_entries,) if c is not None]
+        if self.max_memory_mb is not None:
+            caps.append(max(2, int(self.max_memory_mb * 2**20 / BYTES_PER_ENTRY)))
+        return min(caps) if caps else None
 
 
 class TokenizerSettings(_Frozen):
@@ -105,6 +148,29 @@ class PrepareSettings(_Frozen):
     def changelog_topic(self) -> str:
         return self.dedup.topic(self.group)
 
+    @property
+    def global_dedup(self) -> bool:
+        return self.dedup.enabled and self.dedup.scope == "global"
+
+    @property
+    def repartition_topic(self) -> str:
+        return self.dedup.repartition_topic or f"__kafeed_repartition_{self.group}"
+
+    def route_settings(self) -> StreamSettings:
+        """The route step of global dedup: input → repartition topic, in the user's group."""
+        return StreamSettings(
+            input=self.input, outputs=(self.repartition_topic,), group=self.group,
+            dlq_topic=self.dlq_topic, changelog_topic=None, instance=self.instance,
+            create_topics=self.create_topics, idle_s=self.idle_s, kafka=self.kafka)
+
+    def dedup_settings(self) -> StreamSettings:
+        """The dedup + tokenize step of global dedup: repartition topic → output, group ``<group>.dedup``."""
+        return StreamSettings(
+            input=self.repartition_topic, outputs=(self.output,), group=f"{self.group}.dedup",
+            dlq_topic=self.dlq_topic, changelog_topic=self.changelog_topic, instance=self.instance,
+            create_topics=self.create_topics, idle_s=self.idle_s,
+            state_rebuild_timeout_s=self.dedup.rebuild_timeout_s, kafka=self.kafka)
+
     def stream_settings(self) -> StreamSettings:
         """What the exactly-once core needs of these settings."""
         return StreamSettings(
@@ -115,9 +181,9 @@ class PrepareSettings(_Frozen):
 
     @model_validator(mode="after")
     def _check(self) -> PrepareSettings:
-        names = {self.input, self.output, self.dlq_topic, self.changelog_topic}
-        if len(names) != 4:
-            raise ValueError("input, output, dlq and changelog topics must all differ")
+        names = {self.input, self.output, self.dlq_topic, self.changelog_topic, self.repartition_topic}
+        if len(names) != 5:
+            raise ValueError("input, output, dlq, changelog and repartition topics must all differ")
         return self
 
 

@@ -17,6 +17,34 @@ class PrepareStats(StreamStats):
     tokens_out: int = 0
     filtered: dict[str, int] = field(default_factory=dict)
     duplicates: int = 0
+    near_duplicates: int = 0
+    # Global dedup (two steps): records the route step committed to the repartition topic,
+    # records the dedup step read from it, and dead letters of the route step.
+    global_dedup: bool = False
+    routed_out: int = 0
+    routed_in: int = 0
+    route_dead_lettered: int = 0
+
+    @classmethod
+    def of_steps(cls, route: tuple[BatchCounts, StreamStats],
+                 dedup: tuple[BatchCounts, StreamStats]) -> PrepareStats:
+        """The two steps of global dedup as one summary: input counts from the route, output from dedup."""
+        (rc, rs), (dc, ds) = route, dedup
+        kinds = Counter(rs.dead_letter_kinds)
+        kinds.update(ds.dead_letter_kinds)
+        outs = Counter(rs.records_out)
+        outs.update(ds.records_out)
+        return cls(
+            records_in=rs.records_in, records_out=dict(outs), dead_letter_kinds=dict(kinds),
+            batches=rs.batches + ds.batches, aborted_batches=rs.aborted_batches + ds.aborted_batches,
+            rebalances=rs.rebalances + ds.rebalances,
+            producer_rebuilds=rs.producer_rebuilds + ds.producer_rebuilds,
+            state_records_read=ds.state_records_read, elapsed_s=max(rs.elapsed_s, ds.elapsed_s),
+            busy_s=max(rs.busy_s, ds.busy_s), documents_out=dc.documents_out,
+            tokens_out=dc.tokens_out, filtered=dict(rc.filtered), duplicates=dc.duplicates,
+            near_duplicates=dc.near_duplicates,
+            global_dedup=True, routed_out=sum(rs.records_out.values()), routed_in=ds.records_in,
+            route_dead_lettered=rs.dead_lettered)
 
     @classmethod
     def of(cls, totals: BatchCounts, stream: StreamStats) -> PrepareStats:
@@ -33,7 +61,11 @@ class PrepareStats(StreamStats):
 
     @property
     def balanced(self) -> bool:
-        """in = out + filtered + duplicates + dead-lettered."""
+        """in = out + filtered + duplicates + dead-lettered (per step with global dedup)."""
+        if self.global_dedup:
+            return (self.records_in == self.routed_out + self.filtered_total + self.route_dead_lettered
+                    and self.routed_in == self.documents_out + self.duplicates + self.near_duplicates
+                    + self.dead_lettered - self.route_dead_lettered)
         return self.records_in == (
             self.documents_out + self.filtered_total + self.duplicates + self.dead_lettered)
 
@@ -47,8 +79,10 @@ class PrepareStats(StreamStats):
         return out | {
             "documents_out": self.documents_out, "tokens_out": self.tokens_out,
             "filtered": dict(self.filtered), "filtered_total": self.filtered_total,
-            "duplicates": self.duplicates, "tokens_per_s": round(self.tokens_per_s, 1),
-            "balanced": self.balanced,
+            "duplicates": self.duplicates, "near_duplicates": self.near_duplicates,
+            "tokens_per_s": round(self.tokens_per_s, 1),
+            "balanced": self.balanced, "global_dedup": self.global_dedup,
+            "routed_out": self.routed_out, "routed_in": self.routed_in,
         }
 
 
@@ -61,6 +95,7 @@ class BatchCounts:
     tokens_out: int = 0
     filtered: Counter[str] = field(default_factory=Counter)
     duplicates: int = 0
+    near_duplicates: int = 0
     dead_letter_kinds: Counter[str] = field(default_factory=Counter)
 
     @property
@@ -73,4 +108,5 @@ class BatchCounts:
         self.tokens_out += counts.tokens_out
         self.filtered.update(counts.filtered)
         self.duplicates += counts.duplicates
+        self.near_duplicates += counts.near_duplicates
         self.dead_letter_kinds.update(counts.dead_letter_kinds)

@@ -34,6 +34,7 @@ from kafeed.kafka.producer import MAX_ATTEMPTS
 from kafeed.stream.identity import claim_instance
 from kafeed.stream.records import BatchResult, DeadLetter, Record, positions
 from kafeed.stream.settings import StreamSettings
+from kafeed.stream.snapshots import read_from_snapshot
 from kafeed.stream.stage import ReportT, Stage
 from kafeed.stream.stats import StreamCounters
 from kafeed.stream.topics import ensure_topics, read_changelog
@@ -108,12 +109,17 @@ class StreamProcessor(Generic[ReportT]):
         self.counters.rebalances += 1
         changelog = self.settings.changelog_topic
         if changelog is not None and parts:
-            entries = read_changelog(self.connection, changelog, parts,
-                                     timeout_s=self.settings.state_rebuild_timeout_s)
+            timeout_s = self.settings.state_rebuild_timeout_s
+            if self.stage.snapshots:
+                entries, read = read_from_snapshot(self.connection, changelog, parts, timeout_s=timeout_s,
+                                                   first_window=self.stage.snapshot_window)
+            else:
+                entries = read_changelog(self.connection, changelog, parts, timeout_s=timeout_s)
+                read = sum(len(e) for e in entries.values())
             for p in parts:
                 self.stage.restore(p, entries.get(p, []))
-            log.info("assigned %s; state rebuilt from %d changelog records", parts,
-                     sum(len(e) for e in entries.values()))
+            self.counters.state_records_read += read
+            log.info("assigned %s; state rebuilt from %d changelog records", parts, read)
         self._assigned.update(parts)
 
     def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
@@ -239,8 +245,12 @@ class StreamProcessor(Generic[ReportT]):
     def snapshot(self) -> ReportT:
         return self.stage.report(self.counters.snapshot(time.monotonic() - self._started))
 
-    def run(self, *, until_caught_up: bool = False) -> ReportT:
-        """Process until ``stop_event`` is set (or, with ``until_caught_up``, until idle at the end)."""
+    def run(self, *, until_caught_up: bool = False, upstream: Callable[[], bool] | None = None) -> ReportT:
+        """Process until ``stop_event`` is set (or, with ``until_caught_up``, until idle at the end).
+
+        ``upstream``: the input is written by another stage; being caught up counts only
+        once this returns True (that stage finished and committed everything, in every process).
+        """
         s = self.settings
         self._started = time.monotonic()
         admin = TopicAdmin(self.connection)
@@ -256,7 +266,7 @@ class StreamProcessor(Generic[ReportT]):
             self._consumer = self._make_consumer()
             self._consumer.subscribe([s.input], on_assign=self._on_assign, on_revoke=self._on_revoke,
                                      on_lost=self._on_revoke)
-            self._loop(until_caught_up)
+            self._loop(until_caught_up, upstream)
         finally:
             if self._consumer is not None:
                 try:
@@ -290,7 +300,7 @@ class StreamProcessor(Generic[ReportT]):
             ))
         return records
 
-    def _loop(self, until_caught_up: bool) -> None:
+    def _loop(self, until_caught_up: bool, upstream: Callable[[], bool] | None) -> None:
         s = self.settings
         last_data = time.monotonic()
         while not self.stop_event.is_set():
@@ -307,7 +317,8 @@ class StreamProcessor(Generic[ReportT]):
                 continue
             if result is not None:
                 self._submit(records, result)
-            elif until_caught_up and time.monotonic() - last_data >= s.idle_s and self.caught_up():
+            elif (until_caught_up and time.monotonic() - last_data >= s.idle_s
+                  and (upstream is None or upstream()) and self.caught_up()):
                 break
             if self.on_progress is not None:
                 self.on_progress(self.snapshot())

@@ -25,6 +25,12 @@ class Stage(ABC, Generic[ReportT]):
 
     #: Metrics label, transactional-id prefix and instance-slot directory.
     name: str = "stage"
+    #: The changelog holds snapshots (:mod:`kafeed.stream.snapshots`): on assignment the core
+    #: hands :meth:`restore` the newest snapshot and what follows it, not the whole history.
+    snapshots: bool = False
+    #: Offsets back from the end where the newest snapshot is expected to start (transaction
+    #: markers count: one per transaction and partition); the search widens when it is not.
+    snapshot_window: int = 256
 
     @abstractmethod
     def process(self, records: Sequence[Record]) -> BatchResult:

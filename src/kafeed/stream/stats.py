@@ -27,6 +27,7 @@ class StreamStats:
     aborted_batches: int = 0
     rebalances: int = 0
     producer_rebuilds: int = 0
+    state_records_read: int = 0  # changelog records read to rebuild state on assignment
     elapsed_s: float = 0.0
     busy_s: float = 0.0
 
@@ -45,6 +46,7 @@ class StreamStats:
             "dead_lettered": self.dead_lettered, "dead_letter_kinds": dict(self.dead_letter_kinds),
             "batches": self.batches, "aborted_batches": self.aborted_batches,
             "rebalances": self.rebalances, "producer_rebuilds": self.producer_rebuilds,
+            "state_records_read": self.state_records_read,
             "elapsed_s": round(self.elapsed_s, 3), "busy_s": round(self.busy_s, 3),
             "records_per_s": round(self.records_per_s, 1),
         }
@@ -64,6 +66,7 @@ class StreamCounters:
         self.aborted_batches = 0
         self.rebalances = 0
         self.producer_rebuilds = 0
+        self.state_records_read = 0
         self.first_data: float | None = None  # monotonic time the first batch arrived
         self.last_commit: float | None = None
 
@@ -98,4 +101,5 @@ class StreamCounters:
             records_in=self.records_in, records_out=dict(self.records_out),
             dead_letter_kinds=dict(self.dead_letter_kinds), batches=self.batches,
             aborted_batches=self.aborted_batches, rebalances=self.rebalances,
-            producer_rebuilds=self.producer_rebuilds, elapsed_s=elapsed_s, busy_s=busy)
+            producer_rebuilds=self.producer_rebuilds, state_records_read=self.state_records_read,
+            elapsed_s=elapsed_s, busy_s=busy)

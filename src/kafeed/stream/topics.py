@@ -119,3 +119,42 @@ def read_changelog(
         consumer.close()
     log.debug("read changelog %s: %s", topic, {p: len(e) for p, e in entries.items()})
     return entries
+
+
+def group_drained(connection: ConnectionSettings, topic: str, group: str, *, timeout_s: float = 10.0) -> bool:
+    """True when ``group`` has committed past every committed record of ``topic`` (only markers left).
+
+    A group's committed offset can sit below the high watermark by a trailing transaction
+    marker, so each partition with a gap is read from the committed offset, read_committed:
+    drained means end of partition before any record.
+    """
+    from confluent_kafka import KafkaError, TopicPartition
+
+    consumer = read_committed_consumer(connection, {
+        "group.id": group, "enable.auto.commit": False, "enable.partition.eof": True})
+    try:
+        meta = consumer.list_topics(topic, timeout=timeout_s).topics[topic]
+        tps = [TopicPartition(topic, p) for p in sorted(meta.partitions)]
+        committed = {tp.partition: tp.offset for tp in consumer.committed(tps, timeout=timeout_s)}
+        gaps: dict[int, int] = {}
+        for tp in tps:
+            low, high = consumer.get_watermark_offsets(tp, timeout=timeout_s, cached=False)
+            start = committed.get(tp.partition, -1)
+            start = low if start < 0 else start
+            if start < high:
+                gaps[tp.partition] = high
+        if not gaps:
+            return True
+        consumer.assign([TopicPartition(topic, p, committed[p] if committed.get(p, -1) >= 0 else 0)
+                         for p in gaps])
+        deadline = time.monotonic() + timeout_s
+        while gaps and time.monotonic() < deadline:
+            for msg in consumer.consume(num_messages=100, timeout=0.5):
+                err = msg.error()
+                if err is None:
+                    return False  # a committed record the group has not processed
+                if err.code() == KafkaError._PARTITION_EOF and msg.offset() >= gaps.get(msg.partition(), 0):
+                    gaps.pop(msg.partition(), None)
+        return not gaps
+    finally:
+        consumer.close()

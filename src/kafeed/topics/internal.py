@@ -23,6 +23,8 @@ KAFKA_OWN_TOPICS = {
 INGEST_PROGRESS_TOPIC = "__kafeed_ingest_progress"
 #: Prefix of the dedup changelogs of ``kafeed prepare`` (``__kafeed_dedup_<group>``).
 DEDUP_CHANGELOG_PREFIX = "__kafeed_dedup_"
+#: Prefix of the repartition topics of ``kafeed prepare`` (``__kafeed_repartition_<group>``).
+REPARTITION_PREFIX = "__kafeed_repartition_"
 
 
 def is_internal(name: str) -> bool:
@@ -41,6 +43,10 @@ def deletion_cost(name: str) -> str | None:
         group = name.removeprefix(DEDUP_CHANGELOG_PREFIX)
         return (f"it is the dedup changelog of the `kafeed prepare` group {group!r}, so its dedup "
                 "state would be lost and documents it has already seen would pass again as new")
+    if name.startswith(REPARTITION_PREFIX):
+        group = name.removeprefix(REPARTITION_PREFIX)
+        return (f"it carries the records of the `kafeed prepare` group {group!r} from its route step "
+                "to its dedup step, so records routed but not yet deduplicated would be lost")
     if name.startswith("__kafeed"):
         return "it is one of kafeed's internal topics, so the state kept in it would be lost"
     if is_internal(name):
