@@ -70,6 +70,9 @@ def _kill_and_restart(kafka: ConnectionSettings, make_topic, tmp_path: Path, kil
     assert len(read_topic(kafka, output)) == n_docs + 1
 
 
+# The default run kills prepare in tests/faults/test_prepare_global_kill.py (two workers,
+# global dedup); this one-worker run of the same kind is kept for -m slow.
+@pytest.mark.slow
 def test_prepare_survives_kills(kafka: ConnectionSettings, make_topic, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     _kill_and_restart(kafka, make_topic, tmp_path, kills=2, n_docs=1200)
 
