@@ -52,6 +52,10 @@ def report_error(message: str, hint: str | None = None) -> None:
         console.print(Text(" ".join(hint.split()), style="dim"), soft_wrap=True)
 
 
+# How a stopped stage in a consumer group goes on (prepare, route, infer).
+GROUP_RESUME = "Re-run the same command: the group resumes from its committed offsets."
+
+
 def exit_stopped(stop: StopRequest, resume: str) -> None:
     """After a long command returned because of SIGINT/SIGTERM: say so, exit 130 or 143."""
     from rich.text import Text

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from kafeed.cli.common import (
+    GROUP_RESUME,
     BootstrapOpt,
     ConfigOpt,
     JsonOpt,
@@ -30,7 +31,6 @@ if TYPE_CHECKING:
 
     from kafeed.infer import InferStats
 
-_RESUME = "Re-run the same command: the group resumes from its committed offsets."
 
 
 def _progress_line(stats: InferStats) -> Text:
@@ -128,6 +128,6 @@ def infer(
         print_json(stats.as_dict())
     else:
         out.print(_summary(stats))
-    exit_stopped(stop, _RESUME)
+    exit_stopped(stop, GROUP_RESUME)
     TooManyDeadLetters.check(stage="infer", records_in=stats.records_in, dead_lettered=stats.dead_lettered,
                              max_ratio=None, dlq_topic=settings.dlq_topic)

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from kafeed.cli.common import (
+    GROUP_RESUME,
     BootstrapOpt,
     ConfigOpt,
     JsonOpt,
@@ -30,7 +31,6 @@ if TYPE_CHECKING:
 
     from kafeed.prepare import PrepareStats
 
-_RESUME = "Re-run the same command: the group resumes from its committed offsets."
 
 
 def _progress_line(stats: PrepareStats) -> Text:
@@ -165,7 +165,7 @@ def prepare(
         print_json(stats.as_dict())
     else:
         out.print(_summary(stats))
-    exit_stopped(stop, _RESUME)
+    exit_stopped(stop, GROUP_RESUME)
     TooManyDeadLetters.check(stage="prepare", records_in=stats.records_in,
                              dead_lettered=stats.dead_lettered, max_ratio=settings.max_dlq_ratio,
                              dlq_topic=settings.dlq_topic)
