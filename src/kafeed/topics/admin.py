@@ -162,11 +162,18 @@ class TopicAdmin:
         if not self.exists(name):
             raise self._missing(name)
         res = ConfigResource(ConfigResource.Type.TOPIC, name)
-        try:
-            entries = self._admin.describe_configs([res], request_timeout=self.timeout)[res].result(
-                timeout=self.timeout)
-        except Exception as exc:
-            raise translate_kafka_error(exc, action=f"describe topic {name!r}", kind=TopicError) from exc
+        for attempt in range(6):
+            try:
+                entries = self._admin.describe_configs([res], request_timeout=self.timeout)[res].result(
+                    timeout=self.timeout)
+                break
+            except Exception as exc:
+                # On several nodes a topic just created is not yet known to every broker.
+                if attempt < 5 and _transient(exc):
+                    time.sleep(0.2 * 2**attempt)
+                    continue
+                raise translate_kafka_error(
+                    exc, action=f"describe topic {name!r}", kind=TopicError) from exc
         entry = entries.get("max.message.bytes")
         return int(entry.value) if entry is not None and entry.value else DEFAULT_MAX_MESSAGE_BYTES
 
