@@ -315,6 +315,9 @@ class _StopHandling:
         batch: Any = _END
         try:
             self._waiting = True
+            if self.stop.requested:  # a signal that came just before this wait: do not block
+                self._waiting = False
+                return _END, True
             batch = next(batches, _END)
             self._waiting = False
         except _Interrupted:  # _leave_wait cleared ``_waiting``: it cannot raise twice
