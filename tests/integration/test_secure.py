@@ -29,6 +29,10 @@ from kafeed.errors import KafeedError
 from kafeed.kafka import TransactionalProducer, client_config, read_committed_consumer
 from kafeed.topics import TopicAdmin, plan_topic
 
+# Under pytest-xdist the secured cluster starts once, in one worker.
+pytestmark = pytest.mark.xdist_group("secure")
+
+
 WORDS = ["the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "while", "seven", "bold",
          "wizards", "quietly", "hum"]
 

@@ -23,6 +23,9 @@ from kafeed.monitor.watch import ClusterMonitor, MonitorOptions
 from kafeed.topics import TopicAdmin, plan_topic
 from tests.cluster_support import ingest_through_leader_kills, produce_numbered, read_all
 
+# Under pytest-xdist the three-node cluster starts once, in one worker.
+pytestmark = pytest.mark.xdist_group("three-nodes")
+
 
 def _commit_when_coordinated(consumer: Consumer, offsets: list[TopicPartition]) -> None:
     """Commit once the group has a coordinator: on a fresh cluster __consumer_offsets is still
