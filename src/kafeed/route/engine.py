@@ -36,7 +36,7 @@ class RouteBatch(BatchResult):
     dropped: int = 0
 
 
-def _unreadable(record: Record) -> DeadLetter | TrainingSample:
+def _decode_checked(record: Record) -> DeadLetter | TrainingSample:
     """The slow path: the sample by its format header, or why it is no sample."""
     try:
         return decode_raw(record.value, list(record.headers), topic=record.topic,
@@ -56,12 +56,12 @@ def decode_texts(records: Sequence[Record]) -> tuple[list[Record], Columns, list
         value = record.value
         sample: TrainingSample | DeadLetter
         if record.headers or value is None:  # a format header, or a tombstone: the full check
-            sample = _unreadable(record)
+            sample = _decode_checked(record)
         else:  # no headers: Protobuf, the common case
             try:
                 sample = parse(value)
             except DecodeError:
-                sample = _unreadable(record)
+                sample = _decode_checked(record)
         if isinstance(sample, DeadLetter):
             rejected.append(sample)
             continue
