@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from kafeed.config import ConnectionSettings
@@ -184,6 +184,19 @@ class TransactionalProducer:
                     produce(topic, value, key)
             except BufferError:
                 self.produce(topic, value, key, headers=headers)
+
+    def produce_many(self, records: Iterable[tuple[str, bytes | None, bytes | None,
+                                                  Sequence[tuple[str, bytes]], int]]) -> None:
+        """Produce ``(topic, key, value, headers, partition)`` tuples (partition -1: by key) in one loop."""
+        produce = self._p.produce
+        for topic, key, value, headers, partition in records:
+            try:
+                if headers:
+                    produce(topic, value, key, partition, headers=list(headers))
+                else:
+                    produce(topic, value, key, partition)
+            except BufferError:
+                self.produce(topic, value, key, partition=partition, headers=list(headers) or None)
 
     def poll(self, timeout: float = 0.0) -> None:
         self._p.poll(timeout)
