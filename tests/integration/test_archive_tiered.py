@@ -11,6 +11,7 @@ from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import kafeed
+import kafeed.loader.reader
 from kafeed.archive import CatalogSettings
 from kafeed.archive.sink import run_archive
 from kafeed.config import ConnectionSettings
@@ -52,11 +53,19 @@ def windows(topic: str, **kw: Any) -> list[list[int]]:
 
 
 @pytest.fixture
+def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Read the table a few dozen offsets at a time (as queue_records=40 bounds the queues),
+    so a read crosses many scans and the switch to Kafka lands mid-stream."""
+    monkeypatch.setattr(kafeed.loader.reader, "COLD_CHUNK", 1)
+
+
+@pytest.fixture
 def topic(kafka: ConnectionSettings, request: pytest.FixtureRequest) -> str:
     name = f"tiered-{request.node.name[:30]}-{id(request) % 10**8}".replace("[", "-").replace("]", "")
     return small_segment_topic(kafka, name)
 
 
+@pytest.mark.usefixtures("small_chunks")
 def test_tiered_read_gives_the_windows_of_the_unexpired_topic(kafka: ConnectionSettings, topic: str,
                                                                 tmp_path: Path) -> None:
     produce_docs(kafka.bootstrap, topic, 400, bad=[3, 250])
@@ -72,6 +81,7 @@ def test_tiered_read_gives_the_windows_of_the_unexpired_topic(kafka: ConnectionS
         assert windows(topic, **options(kafka, tmp_path, rank=rank, world_size=2)) == before[rank]
 
 
+@pytest.mark.usefixtures("small_chunks")
 def test_tiered_resume_is_exact_while_the_boundary_moves(kafka: ConnectionSettings, topic: str,
                                                          tmp_path: Path) -> None:
     produce_docs(kafka.bootstrap, topic, 400, seed=1)
@@ -154,3 +164,22 @@ def test_tiered_bad_input_is_one_sentence(kafka: ConnectionSettings, topic: str,
         windows(topic, **options(kafka, tmp_path))
     with pytest.raises(kafeed.ConfigError, match="archive= reads with mode=\"static\" or \"replicated\""):
         kafeed.KafkaTokenDataset(topic, **options(kafka, tmp_path, mode="group", group="g"))
+
+
+def test_tiered_read_goes_back_to_the_table_when_retention_overtakes_it(
+        kafka: ConnectionSettings, topic: str, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    for round_ in range(8):  # one record batch per round and partition
+        produce_docs(kafka.bootstrap, topic, 50, first=50 * round_)
+    everything = windows(topic, **options(kafka, None))
+    run_archive(archive_settings(topic, tmp_path), kafka, until_caught_up=True)
+    # The consumer fetches about one batch ahead, so retention can overtake it.
+    tiered = options(kafka, tmp_path, consumer_config={
+        "queued.min.messages": 1, "queued.max.messages.kbytes": 1, "fetch.max.bytes": 1000,
+        "message.max.bytes": 1000, "max.partition.fetch.bytes": 1000})
+    it = iter(kafeed.KafkaTokenDataset(topic, **tiered))
+    got = [next(it)["tokens"].tolist() for _ in range(10)]
+    delete_below(kafka, topic, {0: 150, 1: 150})
+    with caplog.at_level("INFO", logger="kafeed"):
+        got += [w["tokens"].tolist() for w in it]
+    assert got == everything
+    assert "retention overtook" in caplog.text

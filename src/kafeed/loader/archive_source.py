@@ -21,6 +21,7 @@ source opens: it is the ``archive`` extra.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -193,26 +194,37 @@ class ArchiveSource:
                                        "`kafeed archive` ahead of the topic's retention.")
 
     # -- records ---------------------------------------------------------------------------
-    def read(self, partition: int, first: int, stop: int) -> list[ColdRecord]:
-        """The archived records of ``partition`` with offsets in [first, stop), in offset order."""
-        fields = _TOKEN_FIELDS if self.settings.kind == "tokens" else _SAMPLE_FIELDS
-        data = self._table.scan(
-            row_filter=f"partition = {int(partition)} AND offset >= {int(first)} AND offset < {int(stop)}",
-            selected_fields=fields).to_arrow()
+    def read(self, ranges: Mapping[int, tuple[int, int]]) -> dict[int, list[ColdRecord]]:
+        """The archived records of each partition with offsets in its ``[first, stop)``, in
+        offset order: one scan for them all (a data file holds every Kafka partition's rows)."""
+        fields = ("partition", *(_TOKEN_FIELDS if self.settings.kind == "tokens" else _SAMPLE_FIELDS))
+        terms = [f"(partition = {int(p)} AND offset >= {int(a)} AND offset < {int(b)})"
+                 for p, (a, b) in sorted(ranges.items()) if b > a]
+        out: dict[int, list[ColdRecord]] = {p: [] for p in ranges}
+        if not terms:
+            return out
+        data = self._table.scan(row_filter=" OR ".join(terms), selected_fields=fields).to_arrow()
         if not data.num_rows:
-            return []
-        data = data.sort_by("offset")
+            return out
+        data = data.sort_by([("partition", "ascending"), ("offset", "ascending")])
+        parts = data["partition"].to_numpy()
         offsets = data["offset"].to_numpy()
-        if data.num_rows > 1 and not bool(np.all(offsets[1:] > offsets[:-1])):
-            keep = np.concatenate([[True], offsets[1:] != offsets[:-1]])  # never twice
-            data = data.filter(keep)
-            offsets = data["offset"].to_numpy()
-        stamps = data["timestamp"].cast("int64").to_numpy() // 1000
+        if data.num_rows > 1:
+            keep = np.concatenate([[True], (offsets[1:] != offsets[:-1]) | (parts[1:] != parts[:-1])])
+            if not bool(np.all(keep)):  # never twice, whatever wrote the table
+                data = data.filter(keep)
+                parts, offsets = parts[keep], offsets[keep]
+        stamps = (data["timestamp"].cast("int64").to_numpy() // 1000).tolist()
         tokens = self.settings.kind == "tokens"
         payloads = self._token_payloads(data) if tokens else self._sample_payloads(data)
         topic = self.topic
-        return [ColdRecord(self, topic, partition, int(o), int(s), p)
-                for o, s, p in zip(offsets.tolist(), stamps.tolist(), payloads, strict=True)]
+        offs = offsets.tolist()
+        cuts = np.flatnonzero(parts[1:] != parts[:-1]) + 1
+        for lo, hi in zip([0, *cuts.tolist()], [*cuts.tolist(), len(offs)], strict=True):
+            p = int(parts[lo])
+            out[p] = [ColdRecord(self, topic, p, o, st, pl)
+                      for o, st, pl in zip(offs[lo:hi], stamps[lo:hi], payloads[lo:hi], strict=True)]
+        return out
 
     def _token_payloads(self, data: pa.Table) -> list[Any]:
         """Token arrays (views of one int64 buffer); None for rows to decode from their bytes."""

@@ -50,6 +50,9 @@ Ref = tuple[str, int]
 Item = tuple[Ref, Any, int]  # (partition key, offset), payload, tokens already emitted
 STATE_VERSION = 1
 STATE_KEYS = ("version", "partitions", "rr", "stats")
+# Offsets per partition read from an archive table at once: every scan reads whole data files
+# (or row groups), so small ranges would read the same file again and again.
+COLD_CHUNK = 65536
 
 
 @dataclass
@@ -331,34 +334,43 @@ class KafkaReader:
 
     # -- the cold tier ---------------------------------------------------------------------
     def _fetch_cold(self) -> int:
-        """Fill the queues of cold partitions from their archive tables; returns how many
-        records were queued or restored."""
+        """Fill the queues of cold partitions from their archive tables (one scan per table);
+        returns how many records were queued or restored."""
         queued = 0
         limit = self.settings.queue_records
-        for part in list(self._cold):
-            if len(part.queue) >= limit or part.cold_until is None:
+        wanted: dict[str, dict[int, tuple[int, int]]] = {}
+        for part in self._cold:
+            if len(part.queue) < limit and part.cold_until is not None:
+                stop = min(part.cold_until, part.cold_pos + max(limit, COLD_CHUNK))
+                if part.end is not None:
+                    stop = min(stop, part.end)
+                wanted.setdefault(part.topic, {})[part.partition] = (part.cold_pos, stop)
+        for topic, ranges in wanted.items():
+            for partition, records in self._archive[topic].read(ranges).items():
+                part = self._by_tp[(topic, partition)]
+                queued += self._queue_cold(part, records)
+                part.cold_pos = stop = ranges[partition][1]
+                if part.end is not None and stop >= part.end:
+                    part.fetch_done = True
+                    part.cold_until = None
+                    self._cold.remove(part)
+                elif part.cold_until is not None and stop >= part.cold_until:
+                    self._warm(part)
+        return queued
+
+    def _queue_cold(self, part: _Partition, records: list[ColdRecord]) -> int:
+        queued = 0
+        for rec in records:
+            offset = rec.offset()
+            if offset < part.read:
+                if offset in part.restore:
+                    part.restore.discard(offset)
+                    self._restored[(part.key, offset)] = self._decode(rec)
+                    part.stamps[offset] = rec.timestamp()[1]
+                    queued += 1
                 continue
-            stop = min(part.cold_until, part.cold_pos + limit)
-            if part.end is not None:
-                stop = min(stop, part.end)
-            records = self._archive[part.topic].read(part.partition, part.cold_pos, stop)
-            part.cold_pos = stop
-            for rec in records:
-                offset = rec.offset()
-                if offset < part.read:
-                    if offset in part.restore:
-                        part.restore.discard(offset)
-                        self._restored[(part.key, offset)] = self._decode(rec)
-                        part.stamps[offset] = rec.timestamp()[1]
-                        queued += 1
-                    continue
-                part.queue.append(rec)
-                queued += 1
-            if part.end is not None and stop >= part.end:
-                part.fetch_done = True
-                self._cold.remove(part)
-            elif stop >= part.cold_until:
-                self._warm(part)
+            part.queue.append(rec)
+            queued += 1
         return queued
 
     def _warm(self, part: _Partition) -> None:
