@@ -3,6 +3,7 @@ as if they were still there (the real broker, a local SQLite catalog)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -14,11 +15,16 @@ import kafeed
 import kafeed.loader.reader
 from kafeed.archive import CatalogSettings
 from kafeed.archive.sink import run_archive
+from kafeed.cli.main import main
 from kafeed.config import ConnectionSettings
 from kafeed.loader.reader import KafkaReader
 from kafeed.loader.settings import LoaderSettings
 from kafeed.loader.stream import TokenStream
+from kafeed.schema.codec import decode_document
+from kafeed.train.checkpoint import CheckpointManager
+from kafeed.train.wiring import lineage_of
 from tests.integration.archive_support import settings as archive_settings
+from tests.integration.archive_support import topic_records
 from tests.integration.loader_data import EOS, produce_docs, produce_samples
 from tests.stateful_harness import Stateful, check_save_resume
 
@@ -183,3 +189,36 @@ def test_tiered_read_goes_back_to_the_table_when_retention_overtakes_it(
         got += [w["tokens"].tolist() for w in it]
     assert got == everything
     assert "retention overtook" in caplog.text
+
+
+def test_lineage_lists_the_documents_a_checkpoint_trained_on(
+        kafka: ConnectionSettings, topic: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    produce_docs(kafka.bootstrap, topic, 200, bad=[7])
+    ids = {po: decode_document(v).id for po, v in topic_records(kafka, topic).items()
+           if v is not None and not v.startswith(b"\xff")}  # the bad record has no id
+    run_archive(archive_settings(topic, tmp_path), kafka, until_caught_up=True)
+    delete_below(kafka, topic, {0: 60, 1: 60})
+    # Train (here: read) on the expired topic through its archive, and checkpoint the state.
+    ds = kafeed.KafkaTokenDataset(topic, **options(kafka, tmp_path))
+    it = iter(ds)
+    for _ in range(120):
+        next(it)
+    state = ds.state_dict()
+    lineage = lineage_of(state, {key: 0 for key in state["readers"]["0"]["partitions"]})
+    CheckpointManager(tmp_path / "ck").save(1, {}, manifest={"lineage": lineage, "config": {"topic": topic}})
+    capsys.readouterr()
+    assert main(["lineage", str(tmp_path / "ck"), "--archive", "arch.t", "--warehouse", str(tmp_path),
+                 "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    trained = [(int(key.rpartition(":")[2]), o) for key, entry in lineage["partitions"].items()
+               for a, b in entry["ranges"] for o in range(a, b)]
+    expected = [ids[po] for po in sorted(trained) if po in ids]
+    assert report["archive"]["document_ids"] == expected
+    assert len(expected) == lineage["documents"] > 0
+    # A table of another topic: one sentence.
+    other = small_segment_topic(kafka, topic + "-other", partitions=1)
+    produce_docs(kafka.bootstrap, other, 5)
+    run_archive(archive_settings(other, tmp_path, table="arch.other"), kafka, until_caught_up=True)
+    assert main(["lineage", str(tmp_path / "ck"), "--archive", "arch.other",
+                 "--warehouse", str(tmp_path)]) == 2
+    assert "which checkpoint" in capsys.readouterr().err
