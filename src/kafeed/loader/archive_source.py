@@ -46,6 +46,12 @@ _SAMPLE_FIELDS = ("offset", "timestamp", "kind", "id", "input_data", "targets", 
 INSTALL_HINT = "Install the archive extra: pip install 'kafeed[archive]'."
 
 
+def _ordered(parts: Any, offsets: Any) -> bool:
+    """Rows in (partition, offset) order."""
+    step = parts[1:] - parts[:-1]
+    return bool(np.all((step > 0) | ((step == 0) & (offsets[1:] >= offsets[:-1]))))
+
+
 class ColdRecord:
     """One archived record, shaped like a consumed message for the reader."""
 
@@ -111,7 +117,7 @@ class ArchiveSource:
         self._table: Any = None
         self._cluster_id = ""
         self._positions: dict[int, int] = {}
-        self._lows: dict[int, int | None] = {}
+        self._lows: dict[int, int] | None = None
         self._tokenizer = settings.tokenizer
 
     def open(self, cluster_id: str) -> None:
@@ -126,7 +132,7 @@ class ArchiveSource:
     def _pin(self, table: Any) -> None:
         self._table = table
         self._positions = read_positions(table, offsets_key(self._cluster_id, self.topic))
-        self._lows = {}
+        self._lows = None
 
     def refresh(self) -> None:
         """Reload the table: the sink may have archived more since it was opened."""
@@ -138,11 +144,12 @@ class ArchiveSource:
 
     def low(self, partition: int) -> int | None:
         """The first archived offset of ``partition`` (None: no row of it)."""
-        if partition not in self._lows:
-            data = self._table.scan(row_filter=f"partition = {int(partition)}",
-                                    selected_fields=("offset",)).to_arrow()
-            self._lows[partition] = int(np.min(data["offset"].to_numpy())) if data.num_rows else None
-        return self._lows[partition]
+        if self._lows is None:  # one scan of two integer columns for every partition
+            data = self._table.scan(selected_fields=("partition", "offset")).to_arrow()
+            lows = data.group_by("partition").aggregate([("offset", "min")])
+            self._lows = dict(zip(lows["partition"].to_pylist(), lows["offset_min"].to_pylist(),
+                                  strict=True))
+        return self._lows.get(partition)
 
     def first_at(self, partition: int, ms: int, below: int) -> int | None:
         """The first archived offset below ``below`` whose timestamp is at or after ``ms``."""
@@ -196,56 +203,79 @@ class ArchiveSource:
     # -- records ---------------------------------------------------------------------------
     def read(self, ranges: Mapping[int, tuple[int, int]]) -> dict[int, list[ColdRecord]]:
         """The archived records of each partition with offsets in its ``[first, stop)``, in
-        offset order: one scan for them all (a data file holds every Kafka partition's rows)."""
-        fields = ("partition", *(_TOKEN_FIELDS if self.settings.kind == "tokens" else _SAMPLE_FIELDS))
-        terms = [f"(partition = {int(p)} AND offset >= {int(a)} AND offset < {int(b)})"
-                 for p, (a, b) in sorted(ranges.items()) if b > a]
+        offset order. One read of the data files that may hold them (a file holds every Kafka
+        partition's rows); rows are picked by index, the token lists never copied."""
         out: dict[int, list[ColdRecord]] = {p: [] for p in ranges}
-        if not terms:
+        wanted = {p: r for p, r in ranges.items() if r[1] > r[0]}
+        if not wanted:
             return out
-        data = self._table.scan(row_filter=" OR ".join(terms), selected_fields=fields).to_arrow()
-        if not data.num_rows:
-            return out
-        data = data.sort_by([("partition", "ascending"), ("offset", "ascending")])
+        data = self._files(wanted)
         parts = data["partition"].to_numpy()
         offsets = data["offset"].to_numpy()
-        if data.num_rows > 1:
-            keep = np.concatenate([[True], (offsets[1:] != offsets[:-1]) | (parts[1:] != parts[:-1])])
-            if not bool(np.all(keep)):  # never twice, whatever wrote the table
-                data = data.filter(keep)
-                parts, offsets = parts[keep], offsets[keep]
-        stamps = (data["timestamp"].cast("int64").to_numpy() // 1000).tolist()
+        pick = np.zeros(data.num_rows, dtype=np.bool_)
+        for p, (first, stop) in wanted.items():
+            pick |= (parts == p) & (offsets >= first) & (offsets < stop)
+        rows = np.flatnonzero(pick)
+        if rows.size > 1 and not _ordered(parts[rows], offsets[rows]):  # files are written sorted
+            rows = rows[np.lexsort((offsets[rows], parts[rows]))]
+        if rows.size > 1:
+            p, o = parts[rows], offsets[rows]
+            rows = rows[np.concatenate([[True], (o[1:] != o[:-1]) | (p[1:] != p[:-1])])]  # never twice
+        if not rows.size:
+            return out
+        stamps = (data["timestamp"].cast("int64").to_numpy() // 1000)[rows].tolist()
         tokens = self.settings.kind == "tokens"
-        payloads = self._token_payloads(data) if tokens else self._sample_payloads(data)
+        payloads = self._token_payloads(data, rows) if tokens else self._sample_payloads(data, rows)
         topic = self.topic
-        offs = offsets.tolist()
-        cuts = np.flatnonzero(parts[1:] != parts[:-1]) + 1
-        for lo, hi in zip([0, *cuts.tolist()], [*cuts.tolist(), len(offs)], strict=True):
-            p = int(parts[lo])
+        chosen_parts, offs = parts[rows], offsets[rows].tolist()
+        cuts = (np.flatnonzero(chosen_parts[1:] != chosen_parts[:-1]) + 1).tolist()
+        for lo, hi in zip([0, *cuts], [*cuts, len(offs)], strict=True):
+            p = int(chosen_parts[lo])
             out[p] = [ColdRecord(self, topic, p, o, st, pl)
                       for o, st, pl in zip(offs[lo:hi], stamps[lo:hi], payloads[lo:hi], strict=True)]
         return out
 
-    def _token_payloads(self, data: pa.Table) -> list[Any]:
-        """Token arrays (views of one int64 buffer); None for rows to decode from their bytes."""
-        import pyarrow as pa
+    def _files(self, ranges: Mapping[int, tuple[int, int]]) -> pa.Table:
+        """Every row of the data files whose statistics say they may hold ``ranges``: the
+        filter prunes files only (filtering rows would copy the token lists)."""
+        from pyiceberg.io.pyarrow import ArrowScan
 
-        column = data["tokens"].combine_chunks()
-        if isinstance(column, pa.ChunkedArray):  # an empty table
-            column = pa.concat_arrays(column.chunks) if column.num_chunks else column
-        bounds = column.offsets.to_numpy()
-        flat = column.values.to_numpy(zero_copy_only=False)
-        good = np.asarray(data["kind"].to_numpy(zero_copy_only=False) == KIND_NAMES["tokens"])
+        fields = ("partition", *(_TOKEN_FIELDS if self.settings.kind == "tokens" else _SAMPLE_FIELDS))
+        terms = [f"(partition = {int(p)} AND offset >= {int(a)} AND offset < {int(b)})"
+                 for p, (a, b) in sorted(ranges.items())]
+        tasks = list(self._table.scan(row_filter=" OR ".join(terms), selected_fields=fields).plan_files())
+        whole = self._table.scan(selected_fields=fields)
+        return ArrowScan(whole.table_metadata, whole.io, whole.projection(), whole.row_filter,
+                         whole.case_sensitive).to_table(tasks)
+
+    def _token_payloads(self, data: pa.Table, rows: Any) -> list[Any]:
+        """Token arrays of ``rows`` (views of the column's buffers); None for rows to decode
+        from their bytes (kept raw by the archive, or of another tokenizer)."""
+        import pyarrow.compute as pc
+
+        def where(column: str, value: str) -> Any:
+            return pc.fill_null(pc.equal(data[column], value), False).to_numpy(zero_copy_only=False)
+
+        good = where("kind", KIND_NAMES["tokens"])
         if self._tokenizer is not None:
-            good &= np.asarray(data["tokenizer"].to_numpy(zero_copy_only=False) == self._tokenizer)
-        out: list[Any] = [None] * data.num_rows
-        for i in np.flatnonzero(good).tolist():
-            out[i] = flat[bounds[i]:bounds[i + 1]]
+            good &= where("tokenizer", self._tokenizer)
+        chunks = data["tokens"].chunks
+        starts = np.cumsum([0, *(len(c) for c in chunks)])
+        bounds = [c.offsets.to_numpy() for c in chunks]
+        flats = [c.values.to_numpy(zero_copy_only=False) for c in chunks]
+        which = np.searchsorted(starts, rows, side="right") - 1
+        out: list[Any] = []
+        for row, c in zip(rows.tolist(), which.tolist(), strict=True):
+            if not good[row]:
+                out.append(None)
+                continue
+            local = row - starts[c]
+            out.append(flats[c][bounds[c][local]:bounds[c][local + 1]])
         return out
 
-    def _sample_payloads(self, data: pa.Table) -> list[Any]:
+    def _sample_payloads(self, data: pa.Table, rows: Any) -> list[Any]:
         out: list[Any] = []
-        for row in data.to_pylist():
+        for row in data.take(rows).to_pylist():
             if row["kind"] != KIND_NAMES["samples"]:
                 out.append(None)
                 continue
