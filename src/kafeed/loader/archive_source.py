@@ -118,6 +118,8 @@ class ArchiveSource:
         self._cluster_id = ""
         self._positions: dict[int, int] = {}
         self._lows: dict[int, int] | None = None
+        # The files read last and their rows: a data file holds many refills' worth of offsets.
+        self._last: tuple[tuple[str, ...], pa.Table] | None = None
         self._tokenizer = settings.tokenizer
 
     def open(self, cluster_id: str) -> None:
@@ -133,10 +135,15 @@ class ArchiveSource:
         self._table = table
         self._positions = read_positions(table, offsets_key(self._cluster_id, self.topic))
         self._lows = None
+        self._last = None
 
     def refresh(self) -> None:
         """Reload the table: the sink may have archived more since it was opened."""
         self._pin(load_table(open_catalog(self.settings.archive_catalog), self.identifier))
+
+    def release(self) -> None:
+        """Forget the rows of the files read last (no partition is read from the table now)."""
+        self._last = None
 
     def archived_to(self, partition: int) -> int:
         """The next offset the table does not hold yet (0: nothing archived)."""
@@ -237,16 +244,22 @@ class ArchiveSource:
 
     def _files(self, ranges: Mapping[int, tuple[int, int]]) -> pa.Table:
         """Every row of the data files whose statistics say they may hold ``ranges``: the
-        filter prunes files only (filtering rows would copy the token lists)."""
+        filter prunes files only (filtering rows would copy the token lists). The rows of the
+        files read last are kept until other files are needed, so a file is read once."""
         from pyiceberg.io.pyarrow import ArrowScan
 
         fields = ("partition", *(_TOKEN_FIELDS if self.settings.kind == "tokens" else _SAMPLE_FIELDS))
         terms = [f"(partition = {int(p)} AND offset >= {int(a)} AND offset < {int(b)})"
                  for p, (a, b) in sorted(ranges.items())]
         tasks = list(self._table.scan(row_filter=" OR ".join(terms), selected_fields=fields).plan_files())
+        key = tuple(sorted(task.file.file_path for task in tasks))
+        if self._last is not None and self._last[0] == key:  # the next refill from the same files
+            return self._last[1]
         whole = self._table.scan(selected_fields=fields)
-        return ArrowScan(whole.table_metadata, whole.io, whole.projection(), whole.row_filter,
+        data = ArrowScan(whole.table_metadata, whole.io, whole.projection(), whole.row_filter,
                          whole.case_sensitive).to_table(tasks)
+        self._last = (key, data)
+        return data
 
     def _token_payloads(self, data: pa.Table, rows: Any) -> list[Any]:
         """Token arrays of ``rows`` (views of the column's buffers); None for rows to decode

@@ -356,6 +356,9 @@ class KafkaReader:
                     self._cold.remove(part)
                 elif part.cold_until is not None and stop >= part.cold_until:
                     self._warm(part)
+        if not self._cold:
+            for source in self._archive.values():
+                source.release()
         return queued
 
     def _queue_cold(self, part: _Partition, records: list[ColdRecord]) -> int:
