@@ -145,11 +145,18 @@ def test_tiered_samples(kafka: ConnectionSettings, topic: str, tmp_path: Path) -
         dataset = kafeed.KafkaSampleDataset(topic, **opts, **kw)
         return [(s["id"], s["partition"], s["offset"]) for s in dataset]
 
-    before = read()
+    def workers(**kw: Any) -> list[list[tuple[str, int, int]]]:  # a reader per DataLoader worker
+        loader = kafeed.StreamLoader(kafeed.KafkaSampleDataset(topic, **opts, **kw), batch_size=8,
+                                     num_workers=2)
+        return [list(zip(b["id"], b["partition"], b["offset"], strict=True)) for b in loader]
+
+    before, before_workers = read(), workers()
     run_archive(archive_settings(topic, tmp_path, kind="samples"), kafka, until_caught_up=True)
     delete_below(kafka, topic, {0: 40, 1: 30})
     assert len(read()) == 120 - 70
-    assert read(archive="arch.t", archive_catalog=CatalogSettings(warehouse=tmp_path)) == before
+    tiered = {"archive": "arch.t", "archive_catalog": CatalogSettings(warehouse=tmp_path)}
+    assert read(**tiered) == before
+    assert workers(**tiered) == before_workers
 
 
 def test_tiered_bad_input_is_one_sentence(kafka: ConnectionSettings, topic: str, tmp_path: Path) -> None:
