@@ -4,6 +4,7 @@ as if they were still there (the real broker, a local SQLite catalog)."""
 from __future__ import annotations
 
 import json
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -67,7 +68,7 @@ def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def topic(kafka: ConnectionSettings, request: pytest.FixtureRequest) -> str:
-    name = f"tiered-{request.node.name[:30]}-{id(request) % 10**8}".replace("[", "-").replace("]", "")
+    name = f"tiered-{request.node.name[:30]}-{uuid.uuid4().hex[:8]}"
     return small_segment_topic(kafka, name)
 
 
