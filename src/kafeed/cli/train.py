@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from kafeed.choices import ModelKind
+from kafeed.cli.archive import CatalogOpt, WarehouseOpt, catalog_settings
 from kafeed.cli.common import (
     BootstrapOpt,
     ConfigOpt,
@@ -153,14 +154,22 @@ def run_training(options: TrainOptions, conn: Any, startup: Startup) -> dict[str
 
 def lineage(
     checkpoint: Annotated[Path, typer.Argument(help="A checkpoint directory, step-*.pt or step-*.json.")],
+    archive: Annotated[str | None, typer.Option(
+        "--archive", help="The topic's archive table (NAMESPACE.TABLE): list the ids of the documents "
+        "trained on.", show_default=False)] = None,
+    warehouse: WarehouseOpt = None,
+    catalog: CatalogOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Which offset ranges of which partitions (and how many documents) a checkpoint trained on."""
+    """Which offset ranges of which partitions (and how many documents) a checkpoint trained on;
+    with --archive, which documents (their ids, from the table)."""
     from rich.table import Table
 
-    from kafeed.train.lineage import checkpoint_lineage
+    from kafeed.train.lineage import archived_documents, checkpoint_lineage
 
     info = checkpoint_lineage(checkpoint)
+    if archive is not None:
+        info["archive"] = archived_documents(info, archive, catalog_settings(warehouse, catalog))
     if json_out:
         print_json(info)
         return
@@ -178,3 +187,8 @@ def lineage(
     if "source_tokens" in info:
         out.print("tokens per mixture source: "
                   + ", ".join(f"{name} {count:,}" for name, count in info["source_tokens"].items()))
+    if "archive" in info:
+        ids = info["archive"]["document_ids"]
+        out.print(f"document ids from {info['archive']['table']}: {len(ids):,}")
+        for doc_id in ids:
+            out.print(doc_id, markup=False, highlight=False)
