@@ -126,13 +126,13 @@ def test_one_node_disk_full_fails_ingest_in_one_sentence_and_keeps_every_commit(
 
 def test_one_of_three_disks_full_ingest_goes_on_and_loses_nothing(tmp_path: Path) -> None:
     data = tmp_path / "kafka"
-    with small_disk(data / "node-3" / "data", 5) as disk:
+    with small_disk(data / "node-3" / "data", 4) as disk:
         cluster = LocalCluster(data, nodes=3, port=free_port_block(6), heap_mb=384, jit="quick")
         try:
             cluster.start()
             settings = ConnectionSettings(bootstrap=cluster.bootstrap)
             TopicAdmin(settings).create(plan_topic("full3", brokers=3, partitions=3))
-            records = 6_000  # ~9 MB after zstd on every replica: node 3's 5 MB disk fills mid-run
+            records = 4_500  # ~7 MB after zstd on every replica: node 3's 4 MB disk fills mid-run
             src = incompressible_source(tmp_path / "big.jsonl", records)
             done = run_cli(str(src), "-t", "full3", "-b", cluster.bootstrap, "--commit-records", "1000",
                            "--job-id", "fill3", "--no-progress", "--json", timeout=400)

@@ -72,7 +72,7 @@ def test_leader_killed_during_a_loader_run_changes_no_batch(three: LocalCluster)
     """SIGKILL the leader of partition 0 while a bounded, shuffled StreamLoader reads the topic,
     restart it beside the run: the loader waits for the new leader and yields exactly the
     batches of an undisturbed run. Before the node-loss test, which leaves node 2 down."""
-    run = loader_through_leader_kills(three, "loader-kill", docs=1_500, kill_at=(20,))
+    run = loader_through_leader_kills(three, "loader-kill", docs=1_000, kill_at=(20,))
     print(f"leader kill during a loader run: {len(run.disturbed)} batches "
           f"({run.after_kill} after killing node {run.killed[0]}), longest wait "
           f"{run.longest_wait_s:.1f}s, partition 0 now led by node {run.leaders_after[0]}")
