@@ -127,3 +127,13 @@ def test_a_heartbeat_written_after_the_final_result_does_not_revive_the_lease() 
     view._apply(_lease("k", "a", written=101.0, until=0.0, status="succeeded"))
     view._apply(_lease("k", "a", written=101.5, until=111.5))  # late renewal of the ended lease
     assert view.holder("k", now=102.0) is None and view.latest("k").status == "succeeded"  # type: ignore[union-attr]
+
+
+def test_builtin_kinds_need_no_handler_and_take_the_context() -> None:
+    from kafeed.tasks.handlers import BUILTIN, wants_context
+
+    evaluate = load_handler(None, "evaluate")
+    assert evaluate.__name__ == "evaluate" and wants_context(evaluate)
+    assert set(BUILTIN) == {"evaluate"}
+    # --handler still wins over a built-in kind
+    assert not wants_context(load_handler("tests.integration.task_handlers:noop", "evaluate"))

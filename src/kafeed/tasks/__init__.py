@@ -8,7 +8,7 @@ compacted ``<prefix>.results`` and park tasks that used up their attempts in
 
 from __future__ import annotations
 
-from kafeed.tasks.handlers import load_handler
+from kafeed.tasks.handlers import TaskContext, load_handler
 from kafeed.tasks.model import Attempt, Task, TaskResult, make_task
 from kafeed.tasks.settings import QueueSettings, queue_settings
 from kafeed.tasks.submit import read_task_file, submit, submit_tasks
@@ -18,6 +18,7 @@ __all__ = [
     "Attempt",
     "QueueSettings",
     "Task",
+    "TaskContext",
     "TaskResult",
     "Worker",
     "WorkerStats",
