@@ -134,6 +134,7 @@ def test_builtin_kinds_need_no_handler_and_take_the_context() -> None:
 
     evaluate = load_handler(None, "evaluate")
     assert evaluate.__name__ == "evaluate" and wants_context(evaluate)
-    assert set(BUILTIN) == {"evaluate"}
+    assert set(BUILTIN) == {"evaluate", "ingest-file"}
+    assert wants_context(load_handler(None, "ingest-file"))
     # --handler still wins over a built-in kind
     assert not wants_context(load_handler("tests.integration.task_handlers:noop", "evaluate"))

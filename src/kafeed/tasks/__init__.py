@@ -11,7 +11,7 @@ from __future__ import annotations
 from kafeed.tasks.handlers import TaskContext, load_handler
 from kafeed.tasks.model import Attempt, Task, TaskResult, make_task
 from kafeed.tasks.settings import QueueSettings, queue_settings
-from kafeed.tasks.submit import read_task_file, submit, submit_tasks
+from kafeed.tasks.submit import directory_tasks, read_task_file, submit, submit_tasks
 from kafeed.tasks.worker import Worker, WorkerStats
 
 __all__ = [
@@ -22,6 +22,7 @@ __all__ = [
     "TaskResult",
     "Worker",
     "WorkerStats",
+    "directory_tasks",
     "load_handler",
     "make_task",
     "queue_settings",

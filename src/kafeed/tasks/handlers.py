@@ -28,6 +28,7 @@ ENTRY_POINT_GROUP = "kafeed.tasks"
 #: code (and the layering holds: these live above, or beside, the queue).
 BUILTIN: dict[str, str] = {
     "evaluate": "kafeed.train.evaluate:evaluate",
+    "ingest-file": "kafeed.ingest.filetask:ingest_file",
 }
 
 
