@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import uuid
 from pathlib import Path
 from typing import Any
@@ -100,3 +101,31 @@ def test_train_eval_every_evaluates_each_checkpoint_and_report_draws_it(
     assert str(run_dir / "evaluation.png") in report["charts"]
     assert [e["step"] for e in report["evaluations"]] == [2, 4, 6]
     assert [e["loss"] for e in report["evaluations"]] == [results[s].output["loss"] for s in (2, 4, 6)]
+
+
+def test_evaluate_a_classifier_checkpoint_on_the_held_out_tenth(
+        kafka: ConnectionSettings, make_topic: Any, shakespeare: Path, tmp_path: Path) -> None:
+    from kafeed.schema import decode_sample
+    from kafeed.tasks import TaskContext
+    from kafeed.tasks.status import read_all
+    from kafeed.train.classifier import held_out, train_classifier
+    from kafeed.train.evaluate import evaluate
+    from kafeed.train.options import TrainOptions
+    from tests.integration.train_data import produce_labelled
+
+    topic = make_topic(partitions=2)
+    texts = paragraphs(shakespeare)[:300]
+    produce_labelled(kafka, topic, texts, [i % 2 for i in range(300)], partitions=2)
+    options = TrainOptions(model="classifier", topic=topic, steps=3, batch_size=8, max_length=32,
+                           checkpoint_dir=tmp_path / "ck", checkpoint_every=0, log_every=3)
+    train_classifier(options, kafka, progress=lambda _line: None)
+    stop_request().uninstall()
+    stop_request().reset()
+    context = TaskContext(connection=kafka, kind="evaluate", key="k", attempt=1, worker="test",
+                          stop=threading.Event())
+    out = evaluate({"checkpoint": str(tmp_path / "ck" / "step-00000003.pt"), "records": 1000,
+                    "run_dir": str(tmp_path / "run")}, context)
+    expected = sum(1 for m in read_all(kafka, topic) if held_out(decode_sample(m.value()).id))
+    assert out["step"] == 3 and out["held_out_records"] == expected > 0
+    assert 0.0 <= out["accuracy"] <= 1.0 and 0.5 <= out["majority_rate"] <= 1.0
+    assert json.loads((tmp_path / "run" / "evaluations.jsonl").read_text())["accuracy"] == out["accuracy"]
