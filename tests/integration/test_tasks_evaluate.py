@@ -116,8 +116,10 @@ def test_evaluate_a_classifier_checkpoint_on_the_held_out_tenth(
     topic = make_topic(partitions=2)
     texts = paragraphs(shakespeare)[:300]
     produce_labelled(kafka, topic, texts, [i % 2 for i in range(300)], partitions=2)
+    # the random encoder: no transformers import, the handler's path is the same
     options = TrainOptions(model="classifier", topic=topic, steps=3, batch_size=8, max_length=32,
-                           checkpoint_dir=tmp_path / "ck", checkpoint_every=0, log_every=3)
+                           checkpoint_dir=tmp_path / "ck", checkpoint_every=0, log_every=3,
+                           pretrained=False)
     train_classifier(options, kafka, progress=lambda _line: None)
     stop_request().uninstall()
     stop_request().reset()
