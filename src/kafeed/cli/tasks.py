@@ -100,8 +100,9 @@ def submit_command(
 def worker_command(
     kind: Annotated[str, typer.Option("--kind", "-k", help="Task kind to run.")],
     handler: Annotated[str | None, typer.Option(
-        "--handler", help="module:function called with the params dict [default: the "
-        "'kafeed.tasks' entry point named KIND].", show_default=False)] = None,
+        "--handler", help="module:function called with the params dict [default: the built-in "
+        "kind (evaluate, ingest-file), else the 'kafeed.tasks' entry point named KIND].",
+        show_default=False)] = None,
     concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1, max=256,
                                              help="Tasks run at once (threads).")] = 1,
     timeout: Annotated[float, typer.Option(
