@@ -20,7 +20,7 @@ from kafeed.ingest.filetask import ingest_file, job_id_for_key
 from kafeed.schema import decode_sample
 from kafeed.tasks import QueueSettings, TaskContext, directory_tasks
 from kafeed.tasks.results import ResultsView
-from kafeed.tasks.status import read_all
+from tests.integration.ingest_helpers import read_all
 from tests.integration.test_tasks import _wait
 from tests.integration.test_tasks_evaluate import _kafeed
 
@@ -80,5 +80,5 @@ def test_two_workers_ingest_a_directory_every_record_once(
                           stop=threading.Event())
     again = ingest_file({"path": str(data / "part-0.jsonl"), "topic": topic}, context)
     assert again["already_complete"] and again["produced"] == 0
-    ids = Counter(decode_sample(m.value()).id for m in read_all(kafka, topic))
+    ids = Counter(decode_sample(r.value).id for r in read_all(kafka, topic))
     assert len(ids) == FILES * LINES and set(ids.values()) == {1}
