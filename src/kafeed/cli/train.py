@@ -70,6 +70,13 @@ def train(
     num_labels: Annotated[int, typer.Option(help="Classes (classifier).")] = _D["num_labels"],
     pretrained: Annotated[bool, typer.Option(help="Start the classifier from the bundled MiniLM "
                                              "weights when installed.")] = _D["pretrained"],
+    eval_every: Annotated[int, typer.Option(
+        help="Also checkpoint every N steps and submit an evaluate task for every checkpoint "
+        "(0: none); run them with `kafeed tasks worker --kind evaluate`.")] = _D["eval_every"],
+    eval_records: Annotated[int, typer.Option(help="Held-out records an evaluate task reads at "
+                                              "most.")] = _D["eval_records"],
+    tasks_prefix: Annotated[str, typer.Option(help="Task queue prefix the evaluate tasks go "
+                                              "to.")] = _D["tasks_prefix"],
     bootstrap: BootstrapOpt = None,
     config: ConfigOpt = None,
     json_out: JsonOpt = False,
@@ -94,7 +101,8 @@ def train(
             num_workers=num_workers, shuffle_buffer=shuffle_buffer, seed=seed, stream=stream,
             checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every, keep=keep,
             resume=resume, group=group, run_dir=run_dir, log_every=log_every,
-            num_labels=num_labels, pretrained=pretrained,
+            num_labels=num_labels, pretrained=pretrained, eval_every=eval_every,
+            eval_records=eval_records, tasks_prefix=tasks_prefix,
         ))
     except ValidationError as exc:
         raise invalid_settings(exc, what="train options",
