@@ -9,6 +9,8 @@ Two mechanisms, armed by :func:`watch_parent` when a reader opens inside a worke
   iterates it, normally the main thread, whose end is the process's end. A trainer that
   iterates the loader from another thread and lets that thread end while the process lives
   on loses its workers then, which is what it should expect anyway.
+- With a forkserver (the default) the kernel's signal follows the forkserver, not the
+  trainer, so a thread in the worker checks the trainer twice a second.
 - Everywhere: :meth:`ParentWatch.check` in the reader's fetch loop (once per ``consume``
   call, at most ``poll_timeout_s`` apart) sees the parent gone (``os.getppid()`` changed:
   the worker was re-parented; or the pid that started the DataLoader, when known, no
@@ -24,6 +26,8 @@ import logging
 import os
 import signal
 import sys
+import threading
+import time
 
 log = logging.getLogger("kafeed")
 
@@ -76,4 +80,17 @@ class ParentWatch:
 def watch_parent(origin: int | None = None) -> ParentWatch:
     """Arm both mechanisms in this worker process. ``origin``: the pid of the process that
     started the DataLoader (with ``forkserver`` that is not the direct parent)."""
-    return ParentWatch(os.getppid(), origin)
+    watch = ParentWatch(os.getppid(), origin)
+    if origin is not None and origin != watch.parent:
+        # The kernel's signal follows the forkserver, which lives as long as any worker
+        # holds its liveness pipe, so it never comes; a worker blocked on a full queue
+        # never reaches check(). A thread that looks twice a second does.
+        threading.Thread(target=_watch_origin, args=(watch,), name="kafeed-parent-watch",
+                         daemon=True).start()
+    return watch
+
+
+def _watch_origin(watch: ParentWatch) -> None:
+    while not watch.gone():
+        time.sleep(0.5)
+    os._exit(EXIT_PARENT_GONE)

@@ -204,7 +204,7 @@ class StreamLoader:
             view, batch_size=None, num_workers=self.num_workers, collate_fn=_identity,
             pin_memory=self.pin_memory and self._feed is None, timeout=self.timeout,
             prefetch_factor=(self.prefetch_factor or 2) if self.num_workers else None,
-            multiprocessing_context=self.multiprocessing_context if self.num_workers else None,
+            multiprocessing_context=self._worker_context(view) if self.num_workers else None,
         )
         sync = self._should_sync()
         tokens_kind = self.dataset.settings.kind == "tokens"
@@ -225,6 +225,31 @@ class StreamLoader:
             yield batch, self._marker(worker, state, delivered, batch_tokens(batch) if tokens_kind else 0)
         if sync and not stopped:
             self._agree(False)
+
+    def _worker_context(self, view: Any) -> Any:
+        """How worker processes start: the caller's choice, else from a forkserver.
+
+        A fork copies the trainer as it is, Kafka clients' threads and held locks included;
+        a worker forked while a librdkafka or OpenMP thread held a lock can hang or crash in
+        its first Kafka call. The forkserver forks from a process that never opened one
+        (it imports the loader once, then each worker starts in milliseconds). A batch view
+        that cannot be pickled (a lambda ``collate_fn``) can only be forked.
+        """
+        if self.multiprocessing_context is not None:
+            return self.multiprocessing_context
+        import multiprocessing
+        import pickle
+
+        if "forkserver" not in multiprocessing.get_all_start_methods():
+            return None
+        try:
+            pickle.dumps(view)
+        except Exception:  # whatever pickling raises, fork is the fallback
+            log.debug("kafeed loader: the batch view does not pickle; workers are forked")
+            return None
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(["kafeed.loader.stream_loader"])
+        return context
 
     def _marker(self, worker: int, state: str | dict[str, Any], delivered: Delivered, tokens: int) -> Any:
         def mark() -> None:
