@@ -75,6 +75,8 @@ def test_dataloader_workers_train_as_trainer_and_leak_no_secret(
     stderr.wait_for("step ")  # batches are flowing: both workers are up and reading
     tree = process_tree(proc.pid)
     out, err = stderr.finish()
+    # Before anything that prints stderr on failure.
+    assert leaked(secure_cluster, [out, err, *tree.values()]) == []
     assert proc.returncode == 0, err[-3000:]
     summary = json.loads(out)
     assert summary["steps"] == 30 and summary["checkpoint"] == str(ckpt / "step-00000030.pt")
@@ -89,7 +91,7 @@ def test_dataloader_workers_train_as_trainer_and_leak_no_secret(
     assert not any(word in err.lower() for word in ("denied", "authorization failed", "traceback")), err
     written = _files(ckpt)
     assert len(written) >= 6  # three checkpoints, each a .pt and its manifest
-    assert leaked(secure_cluster, [out, err, *tree.values(), *written]) == []
+    assert leaked(secure_cluster, written) == []
 
 
 class _Sampler:
@@ -122,6 +124,8 @@ def sampled() -> Iterator[list[_Sampler]]:
         sampler.close()
 
 
+# 12-30 s on the shared 2-core machine (torch imported three times): past the default run's budget.
+@pytest.mark.slow
 def test_torchrun_ranks_train_as_trainer_and_leak_no_secret(
         secure_cluster: LocalCluster, trainer_topic: str, tmp_path: Path,
         sampled: list[_Sampler]) -> None:
@@ -136,8 +140,10 @@ def test_torchrun_ranks_train_as_trainer_and_leak_no_secret(
     sampler = _Sampler(proc)
     sampled.append(sampler)
     out, err = proc.communicate(timeout=300)
-    assert proc.returncode == 0, err[-3000:]
     seen = sampler.close()
+    # Before anything that prints stderr on failure.
+    assert leaked(secure_cluster, [out, err, *seen.values()]) == []
+    assert proc.returncode == 0, err[-3000:]
     summary = json.loads(out)  # rank 0 alone prints the job's summary
     assert summary["steps"] == 8 and summary["tokens_trained"] == 8 * 2 * 2 * 64
     ranks = [line for pid, line in seen.items() if pid != proc.pid and "kafeed.cli.main" in line]
@@ -149,4 +155,4 @@ def test_torchrun_ranks_train_as_trainer_and_leak_no_secret(
     assert not any(word in err.lower() for word in ("denied", "authorization failed", "traceback")), err
     written = _files(ckpt)
     assert len(written) >= 4  # two checkpoints, each a .pt and its manifest
-    assert leaked(secure_cluster, [out, err, *seen.values(), *written]) == []
+    assert leaked(secure_cluster, written) == []
