@@ -31,6 +31,7 @@ from kafeed.config import ConnectionSettings
 from kafeed.errors import KafeedError
 from kafeed.kafka import TransactionalProducer, client_config, read_committed_consumer
 from kafeed.topics import TopicAdmin, plan_topic
+from tests.integration.secure_support import command_lines, leaked
 from tests.integration.task_handlers import runs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -89,23 +90,6 @@ def _count_committed(cluster: LocalCluster, topic: str) -> int:
         consumer.close()
 
 
-def _secrets(cluster: LocalCluster) -> list[str]:
-    files = sorted((cluster.data_dir / "secure" / "clients").glob("*.toml"))
-    found = [tomllib.loads(f.read_text())["connection"]["sasl_password"] for f in files]
-    return [*found, cluster.material.key_password()]
-
-
-def _command_lines() -> str:
-    lines = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-            lines.append(raw.replace(b"\0", b" ").decode(errors="replace"))
-        except OSError:
-            pass
-    return "\n".join(lines)
-
-
 def test_secured_pipeline_runs_per_role_and_leaks_no_secret(
         secured: LocalCluster, tmp_path: Path, capsys: pytest.CaptureFixture[str],
         caplog: pytest.LogCaptureFixture) -> None:
@@ -121,7 +105,7 @@ def test_secured_pipeline_runs_per_role_and_leaks_no_secret(
     assert main(["prepare", "--until-caught-up", "--config", str(prepare_toml), "--json"]) == 0
     prepared = json.loads(capsys.readouterr().out)
     assert prepared["documents_out"] == 120 and prepared["tokens_out"] > 0
-    ps_during = _command_lines()
+    ps_during = command_lines()
 
     # The trainer role reads tokens through the loader, and nothing else.
     loader = kafeed.StreamLoader(kafeed.KafkaTokenDataset(
@@ -146,15 +130,14 @@ def test_secured_pipeline_runs_per_role_and_leaks_no_secret(
     # No password anywhere: console, logs, the files this run wrote, the node's own logs and
     # configuration echo, the cluster state, and every process's command line.
     out = capsys.readouterr()
-    haystack = [out.out, out.err, caplog.text, ps_during, _command_lines(),
+    haystack = [out.out, out.err, caplog.text, ps_during, command_lines(),
                 json.dumps(ingested), json.dumps(prepared), json.dumps(status), json.dumps(watched)]
     written = [p for p in tmp_path.rglob("*") if p.is_file()]
     written += [p for p in (secured.data_dir / "node-1" / "logs").rglob("*") if p.is_file()]
     written.append(secured.state_path)
     haystack += [p.read_text(errors="replace") for p in written]
     assert not (secured.data_dir / "node-1" / "format.args").exists()
-    leaks = [s[:4] + "..." for s in _secrets(secured) if any(s in text for text in haystack)]
-    assert leaks == []
+    assert leaked(secured, haystack) == []
 
 
 def _no_credentials(cluster: LocalCluster, source: Path) -> str:
@@ -302,7 +285,7 @@ def test_archive_and_task_worker_run_as_their_roles_and_leak_no_secret(
     said = "\n".join([worker_err, *(o.out + o.err for o in submitted), out.out, out.err, caplog.text,
                       json.dumps(archived), json.dumps(status)])
     assert not any(word in said.lower() for word in ("denied", "authorization failed", "not authorized"))
-    assert [s[:4] + "..." for s in _secrets(secured) if s in said] == []
+    assert leaked(secured, [said]) == []
 
 
 @pytest.mark.slow
