@@ -45,8 +45,8 @@ def test_slow_consumer_holds_no_more_than_the_bound(kafka: ConnectionSettings,
     bound = 4 * MIB
     loader = _loader(kafka, topic, read_ahead_bytes=bound)
     it = iter(loader)
-    # Past the start: librdkafka fetches freely until the queues first reach the target and
-    # the partitions are paused (a transient, dropped at that pause; see docs/loader.md).
+    # Past the start (the consumer's own buffers, and what librdkafka fetched before the
+    # first pause: see docs/loader.md).
     for _ in range(10):
         next(it)
     base = peak_rss = _rss()

@@ -73,17 +73,17 @@ def test_target_follows_the_consumer() -> None:
     assert middling.target == pytest.approx(24 * MIB, rel=0.01)
 
 
-def test_counts_decide_top_up_pause_and_resume() -> None:
+def test_counts_decide_top_up_and_fetching() -> None:
     ahead = ReadAhead(16 * MIB)
     budget = ahead.budget
-    assert ahead.want_more and not ahead.full and ahead.low
+    assert ahead.want_more and ahead.low
     ahead.added(budget.floor // 2 + 1)
-    assert ahead.want_more and not ahead.full and not ahead.low
+    assert ahead.want_more and not ahead.low  # fetcher paused, the queues still taking
     ahead.added(budget.floor)
-    assert not ahead.want_more and ahead.full  # at the target: stop topping up, pause
+    assert not ahead.want_more and not ahead.low
     assert ahead.peak == ahead.held
     ahead.taken(ahead.held - budget.floor // 2)
-    assert ahead.low and not ahead.full
+    assert ahead.low and ahead.want_more
     ahead.dropped(ahead.held)
     assert ahead.held == 0 and ahead.peak > 0
 

@@ -11,8 +11,8 @@ fetcher thread) and the reader's partition queues (counted exactly here). One se
   and makes librdkafka drop what it had fetched for them;
 - the partition queues get a *target* between :attr:`Budget.floor` and
   :attr:`Budget.ceiling` (the rest): ``lead_s`` seconds of the measured consumption rate.
-  The reader tops its queues up from librdkafka while they hold less than the target,
-  pauses the partitions with records queued once they hold it, and resumes them at half.
+  The reader lets librdkafka fetch only while its queues are at most half the target,
+  refilling them to the target at once, and pauses every partition above that.
 
 So a fast trainer gets the whole bound (read-ahead covering ``lead_s`` of its appetite)
 and a slow one holds about the floor plus one fetch.
@@ -94,7 +94,7 @@ class ReadAhead:
 
     The reader calls :meth:`added` / :meth:`taken` as records enter and leave its partition
     queues, and :meth:`tick` now and then (it reads the clock); :attr:`want_more` says
-    whether to top up from librdkafka, :attr:`full` / :attr:`low` when to pause / resume."""
+    whether to top up from librdkafka, :attr:`low` whether its fetcher may run."""
 
     def __init__(self, total: int, *, lead_s: float = LEAD_S, half_life: float = HALF_LIFE_S) -> None:
         self.budget = Budget(total)
@@ -148,11 +148,6 @@ class ReadAhead:
         return self.held < self.target
 
     @property
-    def full(self) -> bool:
-        """At the target: pause the partitions with records queued."""
-        return self.held >= self.target
-
-    @property
     def low(self) -> bool:
-        """Down to half the target: resume them."""
+        """At most half the target: let librdkafka fetch (refill); above, pause it."""
         return self.held <= self.target // 2

@@ -234,7 +234,20 @@ class KafkaReader:
 
     # -- fetching --------------------------------------------------------------------------
     def _fetch(self, timeout: float) -> int:
-        """One consume() call; returns how many records were queued or restored."""
+        """Records from librdkafka into the queues: one ``consume()`` waiting up to
+        ``timeout``, more at once while librdkafka has them and the queues are below the
+        target; then pause or resume. Returns how many records were queued or restored."""
+        queued, more = self._pull(timeout)
+        ahead = self.read_ahead
+        while more and ahead.want_more:
+            got, more = self._pull(0)
+            queued += got
+        self._hold()
+        return queued
+
+    def _pull(self, timeout: float) -> tuple[int, bool]:
+        """One consume() call sized to the room left: (records queued or restored, whether
+        it brought all it asked for, so librdkafka may hold more)."""
         from confluent_kafka import KafkaError
 
         if self._parent is not None:
@@ -301,27 +314,31 @@ class KafkaReader:
                 part.fetch_done = True
             if len(queue) >= limit and not part.paused:
                 self._pause(part, True)
-        if queued:
-            self._hold()
-        return queued
+        return queued, len(msgs) >= batch
 
     def _hold(self) -> None:
-        """Pause every partition once the queues hold the target (a paused partition's
-        fetching stops and librdkafka drops what it had fetched for it: its queue does not
-        honour queued.max.messages.kbytes for assigned partitions); resume them once the
-        queues are down to half of it, and refill. A partition whose turn comes with its
-        queue empty is resumed for it (:meth:`_take_slow`)."""
+        """Above half the target, pause the partitions with records queued: pausing stops
+        a partition's fetching and makes librdkafka drop what it had fetched for it. Its own
+        queue cap does not hold for assigned partitions (kafeed.loader.read_ahead), and a
+        partition left running while the caller is away (a training step) fetches without
+        limit. At half or below, resume them and refill to the target at once (waiting up
+        to REFILL_S). A partition whose queue is empty keeps fetching: its turn is coming,
+        and resuming a paused one takes librdkafka a fetch round (up to a second)."""
         ahead = self.read_ahead
-        if ahead.full:
-            self._pause_many([p for p in self.parts if not p.paused and not p.fetch_done], True)
-        elif ahead.low:
+        if ahead.low:
             half = self.settings.queue_records // 2
             waking = [p for p in self.parts if p.paused and len(p.queue) <= half]
             if waking:
                 self._pause_many(waking, False)
-                # Refill at once and pause again: left running until the next take (a whole
-                # training step later, maybe), the fetcher would bring in far more.
-                self._fetch(min(REFILL_S, self.settings.poll_timeout_s))
+                # Refill to the target at once and pause again: left running until the next
+                # take (a whole training step later, maybe), the fetcher would bring in far more.
+                deadline = time.monotonic() + min(REFILL_S, self.settings.poll_timeout_s)
+                while ahead.want_more:
+                    left = deadline - time.monotonic()
+                    if left <= 0 or not self._pull(left)[0]:
+                        break
+        if not ahead.low:
+            self._pause_many([p for p in self.parts if p.queue and not p.paused and not p.fetch_done], True)
 
     def _top_up(self) -> None:
         """Now and then while records are taken: update the rate, pause or resume, and move
@@ -332,8 +349,7 @@ class KafkaReader:
         ahead = self.read_ahead
         ahead.tick(now)
         if ahead.want_more:
-            if not self._fetch(0):
-                self._hold()
+            self._fetch(0)
         else:
             self._hold()
 
