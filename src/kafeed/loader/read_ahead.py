@@ -14,8 +14,10 @@ fetcher thread) and the reader's partition queues (counted exactly here). One se
   The reader lets librdkafka fetch only while its queues are at most half the target,
   refilling them to the target at once, and pauses every partition above that.
 
-So a fast trainer gets the whole bound (read-ahead covering ``lead_s`` of its appetite)
-and a slow one holds about the floor plus one fetch.
+A reader starts at the ceiling (until measured, its consumer may be fast). A fast trainer
+keeps it: its rate, or the boost each wait for a paused partition gives, holds the
+target up. A slow one's target falls to ``lead_s`` of its rate, at least the floor, within
+seconds (the boost halves every ``half_life``), and it then holds about that plus one fetch.
 
 :func:`depth` and :func:`next_rate` are the policy, pure; :class:`ReadAhead` applies it
 to the counts the reader keeps.
@@ -70,12 +72,18 @@ def next_rate(rate: float, nbytes: int, elapsed: float, half_life: float = HALF_
     return rate + weight * (nbytes / elapsed - rate)
 
 
-def depth(rate: float, budget: Budget, lead_s: float = LEAD_S) -> int:
-    """The partition queues' target: ``lead_s`` seconds at ``rate``, within floor .. ceiling."""
-    wanted = rate * lead_s
+def depth(rate: float, budget: Budget, lead_s: float = LEAD_S, boost: float = 0.0) -> int:
+    """The partition queues' target: ``lead_s`` seconds at ``rate``, or ``boost`` if more,
+    within floor .. ceiling."""
+    wanted = max(rate * lead_s, boost)
     if not wanted > budget.floor:  # NaN-safe: anything odd means the floor
         return budget.floor
     return budget.ceiling if wanted >= budget.ceiling else int(wanted)
+
+
+def decay(boost: float, elapsed: float, half_life: float = HALF_LIFE_S) -> float:
+    """``boost`` after ``elapsed`` seconds: halved every ``half_life``."""
+    return boost * math.pow(0.5, max(elapsed, 0.0) / half_life)
 
 
 def pull_count(room: int, record_bytes: float, most: int, least: int = 16) -> int:
@@ -93,8 +101,14 @@ class ReadAhead:
     """The reader's byte counts and the target they are held to.
 
     The reader calls :meth:`added` / :meth:`taken` as records enter and leave its partition
-    queues, and :meth:`tick` now and then (it reads the clock); :attr:`want_more` says
-    whether to top up from librdkafka, :attr:`low` whether its fetcher may run."""
+    queues, :meth:`starved` when the caller had to wait for a partition it had paused, and
+    :meth:`tick` now and then (it reads the clock); :attr:`want_more` says whether to top
+    up from librdkafka, :attr:`low` whether its fetcher may run.
+
+    The rate alone cannot raise the target: a consumer held back by a small read-ahead
+    takes little, so its measured rate stays low. Hence a boost, which starts at the
+    ceiling (until measured, a consumer may be fast), doubles each time the caller was
+    starved, and halves every ``half_life``; the target is the larger of the two."""
 
     def __init__(self, total: int, *, lead_s: float = LEAD_S, half_life: float = HALF_LIFE_S) -> None:
         self.budget = Budget(total)
@@ -105,7 +119,8 @@ class ReadAhead:
         self.volume = 0  # their bytes
         self.peak = 0  # the most they held
         self.rate = 0.0
-        self.target = self.budget.floor
+        self.boost = float(self.budget.ceiling)
+        self.target = self.budget.ceiling
         self._taken = 0  # bytes taken since the last tick
         self._last: float | None = None
 
@@ -124,6 +139,11 @@ class ReadAhead:
         """Queued bytes let go without being taken (a partition revoked)."""
         self.held -= nbytes
 
+    def starved(self) -> None:
+        """The caller waited for records a pause held back: read further ahead."""
+        self.boost = min(float(self.budget.ceiling), 2.0 * max(self.boost, self.target))
+        self.target = depth(self.rate, self.budget, self.lead_s, self.boost)
+
     def tick(self, now: float) -> None:
         """Fold the bytes taken since the last tick into the rate and move the target."""
         if self._last is None:
@@ -134,7 +154,8 @@ class ReadAhead:
         if elapsed <= 0:
             return
         self.rate = next_rate(self.rate, self._taken, elapsed, self.half_life)
-        self.target = depth(self.rate, self.budget, self.lead_s)
+        self.boost = decay(self.boost, elapsed, self.half_life)
+        self.target = depth(self.rate, self.budget, self.lead_s, self.boost)
         self._last = now
         self._taken = 0
 

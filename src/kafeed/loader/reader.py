@@ -453,6 +453,7 @@ class KafkaReader:
                 continue
             if part.paused:  # emptied while paused: its turn needs it
                 self._pause(part, False)
+                ahead.starved()
             if not self.settings.bounded and part.eof:
                 self.rr = (self.rr + 1) % n
                 idle += 1

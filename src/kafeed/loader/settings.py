@@ -71,7 +71,7 @@ class LoaderSettings(BaseModel):
     consume_batch: int = Field(default=2000, ge=1, le=MAX_CONSUME_BATCH)
     queue_records: int = Field(default=8000, ge=1)
     # Per reader: librdkafka's queue plus the partition queues (kafeed.loader.read_ahead).
-    read_ahead_bytes: int = Field(default=64 * MIB, ge=MIN_READ_AHEAD, le=64 * 1024 * MIB)
+    read_ahead_bytes: int = Field(default=256 * MIB, ge=MIN_READ_AHEAD, le=64 * 1024 * MIB)
     # Unbounded runs: hand out a batch of the whole windows there are this long after its
     # first token was ready, full or not (freshness over batch fill).
     max_wait_s: float | None = Field(default=None, gt=0, le=3600, allow_inf_nan=False)
