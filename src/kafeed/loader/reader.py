@@ -44,8 +44,9 @@ log = logging.getLogger("kafeed")
 
 Ref = tuple[str, int]
 Item = tuple[Ref, Any, int]  # (partition key, offset), payload, tokens already emitted
-CHECK_S = 0.002  # how often taking records looks at the queues (rate, top-up, pause)
+CHECK_S = 0.02  # how often taking records looks at the queues (rate, top-up, pause)
 REFILL_S = 0.05  # the longest a refill after resuming waits for its records
+GATHER_S = 0.002  # how long an unbounded reader's consume() waits to fill a whole call
 STATE_VERSION = 1
 STATE_KEYS = ("version", "partitions", "rr", "stats")
 
@@ -257,14 +258,19 @@ class KafkaReader:
         consume = self._consumer.consume
         ahead = self.read_ahead
         batch = ahead.pull(self.settings.consume_batch)
-        msgs = consume(num_messages=batch, timeout=0)
-        if not msgs and timeout > 0:
-            # consume() waits for a full batch or the timeout, so a caught-up reader waits
-            # for one record, then takes what else is there: a fresh record is handed on at
-            # once instead of after the timeout.
-            msgs = consume(num_messages=1, timeout=timeout)
-            if msgs and batch > 1:
-                msgs.extend(consume(num_messages=batch - 1, timeout=0))
+        if self.settings.bounded or timeout <= GATHER_S:
+            # A replay: waiting a little for a full batch makes fewer, fuller calls (and
+            # leaves the CPU to librdkafka's fetcher meanwhile).
+            msgs = consume(num_messages=batch, timeout=timeout)
+        else:
+            # consume() waits for a full batch or the timeout, so a reader that may be caught
+            # up gathers briefly, then waits for one record and takes what else is there: a
+            # fresh record is handed on at once instead of after the timeout.
+            msgs = consume(num_messages=batch, timeout=GATHER_S)
+            if not msgs:
+                msgs = consume(num_messages=1, timeout=timeout - GATHER_S)
+                if msgs and batch > 1:
+                    msgs.extend(consume(num_messages=batch - 1, timeout=0))
         queued = 0
         limit = self.settings.queue_records
         by_tp = self._by_tp
