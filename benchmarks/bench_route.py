@@ -3,15 +3,19 @@
 Starts a LocalCluster on free ports in a temporary directory, writes ``--docs``
 TrainingSample records to a raw topic, then measures, each round:
 
-1. a bare loop: a consumer (read_committed, batch consume) and a plain
+1. a bare loop (before and after each router): a consumer (read_committed, batch consume) and a plain
    idempotent producer copying every record to one topic, no transactions,
    no decoding, no rules, until all records are copied and flushed;
 2. ``run_route`` with four rules (source, regex, language, length) and a default,
-   exactly once (one transaction per ``--batch-size`` records), busy time only.
+   exactly once, with route's default batching (or ``--batch-size``), busy time only;
+3. with ``--baseline-src DIR``, the router of another source tree (a checkout of an
+   older commit) the same way, so a change is measured against what it replaces on
+   the same broker, data and machine load.
 
-and prints records/s and the ratio (target: >= 0.6x). Not a test.
+Each router runs in its own process (``--route-only``) and prints its counts as JSON.
+Prints records/s and the ratios to the bare loop (target: >= 0.6x). Not a test.
 
-    PYTHONPATH=src python benchmarks/bench_route.py --docs 20000 --rounds 3
+    PYTHONPATH=src python benchmarks/bench_route.py --docs 100000 --rounds 3 --baseline-src ../old/src
 """
 
 from __future__ import annotations
@@ -19,11 +23,15 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 from kafeed.broker import LocalCluster, free_port_block
 from kafeed.config import ConnectionSettings
@@ -95,17 +103,51 @@ def bare_copy(conn: ConnectionSettings, source: str, target: str, n: int, batch:
         consumer.close()
 
 
+def route_once(bootstrap: str, group: str, batch_size: int | None, src: str | None) -> dict[str, Any]:
+    """The counts of one router run over all of ``raw``, in a process that imports kafeed from ``src``."""
+    env = dict(os.environ)
+    if src is not None:
+        env["PYTHONPATH"] = src
+    cmd = [sys.executable, __file__, "--route-only", "--bootstrap", bootstrap, "--group", group]
+    if batch_size is not None:
+        cmd += ["--batch-size", str(batch_size)]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(done.stderr[-2000:])
+    stats: dict[str, Any] = json.loads(done.stdout)
+    return stats
+
+
+def route_only(bootstrap: str, group: str, batch_size: int | None) -> None:
+    kafka = {"batch_size": batch_size} if batch_size is not None else {}
+    settings = RouteSettings(input="raw", group=group, idle_s=1.0, kafka=kafka)  # type: ignore[arg-type]
+    stats = run_route(settings, parse_rules(RULES), ConnectionSettings(bootstrap=bootstrap),
+                      until_caught_up=True)
+    print(json.dumps(stats.as_dict() | {"balanced": stats.balanced}))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--docs", type=int, default=20_000, help="records to route (size flag)")
-    ap.add_argument("--batch-size", type=int, default=2000)
+    ap.add_argument("--docs", type=int, default=100_000, help="records to route (size flag)")
+    ap.add_argument("--batch-size", type=int, default=None,
+                    help="router records per transaction (default: route's own default)")
+    ap.add_argument("--poll", type=int, default=2000, help="records per consume call of the bare loop")
     ap.add_argument("--partitions", type=int, default=3)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--baseline-src", default=None,
+                    help="also time the router of this source tree (e.g. an older checkout's src/)")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--route-only", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--bootstrap", help=argparse.SUPPRESS)
+    ap.add_argument("--group", help=argparse.SUPPRESS)
     args = ap.parse_args()
     logging.getLogger("kafeed.librdkafka").setLevel(logging.CRITICAL)
+    if args.route_only:
+        route_only(args.bootstrap, args.group, args.batch_size)
+        return
     records = docs(args.docs)
     rules = parse_rules(RULES)
+    variants = {"route": None} | ({"baseline": args.baseline_src} if args.baseline_src else {})
     rounds = []
     with tempfile.TemporaryDirectory(prefix="kafeed-bench-") as tmp:
         cluster = LocalCluster(Path(tmp) / "kafka", nodes=1, port=free_port_block(2), heap_mb=768)
@@ -117,25 +159,39 @@ def main() -> None:
                 admin.create(plan_topic(name, brokers=1, partitions=args.partitions, compression="lz4"))
             write(conn, "raw", records)
             for r in range(args.rounds):
-                bare = bare_copy(conn, "raw", "copy", len(records), args.batch_size)
-                settings = RouteSettings(input="raw", group=f"bench-route-{r}", idle_s=1.0,
-                                         kafka={"batch_size": args.batch_size})  # type: ignore[arg-type]
-                stats = run_route(settings, rules, conn, until_caught_up=True)
-                assert stats.balanced and stats.records_in == len(records), stats.as_dict()
-                rounds.append({"bare_records_per_s": round(bare),
-                               "route_records_per_s": round(stats.records_per_s),
-                               "ratio": round(stats.records_per_s / bare, 3), "by_rule": stats.by_rule})
+                # The bare loop runs before and after each router; a router's ratio is to the mean
+                # of the two, so a change of machine load during the round shows in both.
+                # Alternate which router goes first, so neither always meets a warmer broker.
+                order = list(variants.items()) if r % 2 == 0 else list(variants.items())[::-1]
+                bare = [bare_copy(conn, "raw", "copy", len(records), args.poll)]
+                row: dict[str, Any] = {}
+                for name, src in order:
+                    batch = args.batch_size if src is None else None  # the baseline keeps its defaults
+                    stats = route_once(cluster.bootstrap, f"bench-{name}-{r}", batch, src)
+                    assert stats["balanced"] and stats["records_in"] == len(records), stats
+                    bare.append(bare_copy(conn, "raw", "copy", len(records), args.poll))
+                    around = (bare[-2] + bare[-1]) / 2
+                    row[f"{name}_records_per_s"] = round(stats["records_per_s"])
+                    row[f"{name}_bare_records_per_s"] = round(around)
+                    row[f"{name}_ratio"] = round(stats["records_per_s"] / around, 3)
+                    row[f"{name}_batches"] = stats["batches"]
+                rounds.append(row)
         finally:
             cluster.stop(timeout=15, purge=True)
-    result = {"docs": args.docs, "batch_size": args.batch_size, "partitions": args.partitions,
-              "rounds": rounds, "median_ratio": statistics.median(rd["ratio"] for rd in rounds)}
+    result: dict[str, Any] = {"docs": args.docs, "batch_size": args.batch_size, "partitions": args.partitions,
+                              "rounds": rounds}
+    for name in variants:
+        result[f"{name}_median_ratio"] = statistics.median(rd[f"{name}_ratio"] for rd in rounds)
     if args.json:
         print(json.dumps(result))
         return
     for i, rd in enumerate(rounds):
-        print(f"round {i}: bare consume-produce {rd['bare_records_per_s']:,} records/s, "
-              f"route {rd['route_records_per_s']:,} records/s, ratio {rd['ratio']:.2f}x")
-    print(f"median ratio route / bare: {result['median_ratio']:.2f}x")
+        for name in variants:
+            print(f"round {i}: {name:8s} {rd[f'{name}_records_per_s']:>8,} records/s in "
+                  f"{rd[f'{name}_batches']:>3} transactions, bare loop around it "
+                  f"{rd[f'{name}_bare_records_per_s']:>8,} records/s: {rd[f'{name}_ratio']:.2f}x")
+    for name in variants:
+        print(f"median ratio {name} / bare: {result[f'{name}_median_ratio']:.2f}x")
 
 
 if __name__ == "__main__":

@@ -166,3 +166,76 @@ def ingest_through_leader_kills(cluster: LocalCluster, topic: str, work: Path, *
                        duplicated=len(keys) - len(distinct),
                        missing=len({f"r{i}".encode() for i in range(records)} - distinct),
                        killed=tuple(killed))
+
+
+@dataclass(frozen=True)
+class LoaderFaultRun:
+    """Two bounded StreamLoader runs over one topic, the second with leader kills in it."""
+
+    undisturbed: list[Any]
+    disturbed: list[Any]
+    killed: tuple[int, ...]
+    #: Batches the disturbed run yielded after the first kill.
+    after_kill: int
+    #: The longest wait between two batches of the disturbed run, seconds: a failover.
+    longest_wait_s: float
+    #: Leaders of partitions 0, 1, 2 once the run is over.
+    leaders_after: tuple[int, ...]
+
+
+def loader_through_leader_kills(cluster: LocalCluster, topic: str, *, docs: int, kill_at: tuple[int, ...],
+                                batch_size: int = 8, seq_len: int = 127) -> LoaderFaultRun:
+    """A bounded ``StreamLoader`` (shuffle buffer, fixed seed) over a 3-partition RF 3 topic, run
+    undisturbed, then again with a leader's broker SIGKILLed after each batch count in
+    ``kill_at`` (kill k takes the leader of partition k mod 3) and restarted while the loader
+    goes on; each restart is complete before the next kill.
+
+    The consumer's read-ahead is kept small (64 KiB per fetch, 64 KiB queued) so most of the
+    topic is still to be fetched at a kill: the loader has to find the new leaders.
+    """
+    import kafeed
+    from tests.integration.loader_data import produce_docs
+
+    conn = ConnectionSettings(bootstrap=cluster.bootstrap)
+    TopicAdmin(conn).create(plan_topic(topic, brokers=3, partitions=3))
+    produce_docs(cluster.bootstrap, topic, docs, seed=3, low=20, high=400)
+    small_reads = {"fetch.max.bytes": 65536, "message.max.bytes": 65536,
+                   "max.partition.fetch.bytes": 16384, "queued.max.messages.kbytes": 64}
+
+    def loader() -> Any:
+        ds = kafeed.KafkaTokenDataset(topic, seq_len=seq_len, eos_id=0, connection=conn, shuffle_buffer=64,
+                                      seed=11, consume_batch=50, queue_records=100,
+                                      consumer_config=small_reads)
+        return kafeed.StreamLoader(ds, batch_size=batch_size)
+
+    undisturbed = [b["tokens"].clone() for b in loader()]
+    assert len(undisturbed) > kill_at[-1] + 2 * kill_at[0], "too little data for kills mid-run"
+    disturbed: list[Any] = []
+    restart: threading.Thread | None = None
+    killed: list[int] = []
+    longest = 0.0
+    last = time.monotonic()
+    try:
+        for batch in loader():
+            longest = max(longest, time.monotonic() - last)
+            disturbed.append(batch["tokens"].clone())
+            if len(disturbed) in kill_at:
+                if restart is not None:
+                    restart.join(timeout=300)
+                    wait_full_isr(cluster.bootstrap, topic, 3)
+                node = partition_leader(cluster.bootstrap, topic, len(killed) % 3)
+                cluster.kill_node(node)
+                killed.append(node)
+                # Restarted beside the loader, which meanwhile has to find the new leaders.
+                restart = threading.Thread(target=cluster.start, name="restart-killed-node")
+                restart.start()
+            last = time.monotonic()
+    finally:
+        if restart is not None:
+            restart.join(timeout=300)
+    wait_brokers(cluster.bootstrap, 3)
+    wait_full_isr(cluster.bootstrap, topic, 3)
+    return LoaderFaultRun(undisturbed=undisturbed, disturbed=disturbed, killed=tuple(killed),
+                          after_kill=len(disturbed) - kill_at[0], longest_wait_s=longest,
+                          leaders_after=tuple(partition_leader(cluster.bootstrap, topic, p)
+                                              for p in range(3)))

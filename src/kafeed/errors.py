@@ -128,7 +128,7 @@ def translate_kafka_error(
     if not isinstance(err, KafkaError):
         return kind(f"Could not {action}: {exc}.")
     code = err.code()
-    reason = err.str()
+    reason = err.str().rstrip(".")  # some broker messages end in a period; the sentence adds one
     transport = {
         KafkaError._TRANSPORT,
         KafkaError._ALL_BROKERS_DOWN,

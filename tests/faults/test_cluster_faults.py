@@ -1,7 +1,8 @@
 """Faults of the cluster itself (acks=all, RF 3, min ISR 2): under `kafeed ingest` the partition
 leader's broker SIGKILLed five times in a row (restarted each time), and a broker paused with
 SIGSTOP for longer than the session timeout; under `kafeed prepare` its output's leader killed.
-Every acknowledged record is in the topic exactly once.
+Every acknowledged record is in the topic exactly once. Under a bounded StreamLoader run the
+leaders of all three partitions killed in turn: the batches are those of an undisturbed run.
 
 Slow (a 3-node cluster and several broker restarts): `pytest -m slow tests/faults/test_cluster_faults.py`.
 The default run has the one-kill version in tests/integration/test_three_nodes.py.
@@ -23,6 +24,7 @@ from kafeed.topics import TopicAdmin, plan_topic
 from tests.cluster_support import (
     ingest_through_leader_kills,
     kill_and_restart,
+    loader_through_leader_kills,
     partition_leader,
     pause_past_session_timeout,
     wait_full_isr,
@@ -100,3 +102,15 @@ def test_leader_killed_during_prepare_stays_exactly_once(three: LocalCluster, tm
           f"duplicated {len(ids) - len(set(ids))}")
     assert len(ids) == len(set(ids)) == n_docs
     wait_full_isr(three.bootstrap, output, 3)
+
+
+def test_three_leader_kills_during_a_loader_run_change_no_batch(three: LocalCluster) -> None:
+    """The leaders of partitions 0, 1 and 2 SIGKILLed in turn during one bounded, shuffled
+    StreamLoader run, each restarted beside it: the same batches as the undisturbed run."""
+    kill_at = (40, 300, 600)
+    run = loader_through_leader_kills(three, "loader-kills", docs=6_000, kill_at=kill_at)
+    print(f"three leader kills during a loader run: {len(run.disturbed)} batches, nodes killed "
+          f"{run.killed}, longest wait {run.longest_wait_s:.1f}s, leaders now {run.leaders_after}")
+    assert len(run.killed) == 3
+    assert len(run.disturbed) == len(run.undisturbed) > kill_at[-1] + 100
+    assert all(a.equal(b) for a, b in zip(run.disturbed, run.undisturbed, strict=True))

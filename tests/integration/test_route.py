@@ -68,14 +68,23 @@ def _corpus(n: int) -> tuple[list[tuple[bytes, bytes, None]], dict[str, str]]:
     return records, expected
 
 
-def _command(kafka: ConnectionSettings, source: str, rules: Path, *extra: str) -> list[str]:
+def _command(kafka: ConnectionSettings, source: str, rules: Path, *extra: str,
+             batching: tuple[str, ...] = ("--batch-size", "25")) -> list[str]:
     return [sys.executable, "-m", "kafeed.cli.main", "route", "-b", kafka.bootstrap, "--input", source,
-            "--rules", str(rules), "--group", f"g-{source}", "--batch-size", "25", *extra]
+            "--rules", str(rules), "--group", f"g-{source}", *batching, *extra]
 
 
-@pytest.mark.parametrize("kills", [2, pytest.param(5, marks=pytest.mark.slow)])
+# One transaction per consume call, and transactions gathered from many small consume calls.
+ONE_POLL = ("--batch-size", "25")
+MANY_POLLS = ("--batch-size", "150", "--poll-records", "10")
+
+
+@pytest.mark.parametrize(("kills", "batching"), [
+    (2, ONE_POLL), (2, MANY_POLLS), pytest.param(5, ONE_POLL, marks=pytest.mark.slow),
+    pytest.param(5, MANY_POLLS, marks=pytest.mark.slow)])
 def test_route_is_first_match_and_exactly_once_under_kills(kafka: ConnectionSettings, make_topic, admin,  # type: ignore[no-untyped-def]
-                                                           tmp_path: Path, kills: int) -> None:
+                                                           tmp_path: Path, kills: int,
+                                                           batching: tuple[str, ...]) -> None:
     rng = random.Random(kills)
     source = make_topic(partitions=3)
     outputs = {s: f"{source}.{s}" for s in ("code", "wiki", "en", "other")}
@@ -91,8 +100,8 @@ def test_route_is_first_match_and_exactly_once_under_kills(kafka: ConnectionSett
 
     for k in range(kills):
         target = int(routed_total * (k + rng.random()) / (kills + 1))
-        proc = subprocess.Popen(_command(kafka, source, rules), env=env, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE)
+        proc = subprocess.Popen(_command(kafka, source, rules, batching=batching), env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         deadline = time.monotonic() + 120
         while sum(high_watermarks(kafka, t) for t in outputs.values()) < target:
             alive = proc.poll() is None and time.monotonic() < deadline
@@ -104,8 +113,8 @@ def test_route_is_first_match_and_exactly_once_under_kills(kafka: ConnectionSett
         if proc.stderr:
             proc.stderr.close()
 
-    done = subprocess.run(_command(kafka, source, rules, "--until-caught-up", "--json"), env=env,
-                          capture_output=True, text=True, timeout=240)
+    done = subprocess.run(_command(kafka, source, rules, "--until-caught-up", "--json", batching=batching),
+                          env=env, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-3000:]
     stats = json.loads(done.stdout)
     assert stats["balanced"] and set(stats["by_rule"]) == {"code", "wiki", "english", "noise", "default"}

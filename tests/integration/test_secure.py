@@ -11,6 +11,9 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
+import subprocess
+import sys
 import time
 import tomllib
 from pathlib import Path
@@ -28,6 +31,13 @@ from kafeed.config import ConnectionSettings
 from kafeed.errors import KafeedError
 from kafeed.kafka import TransactionalProducer, client_config, read_committed_consumer
 from kafeed.topics import TopicAdmin, plan_topic
+from tests.integration.task_handlers import runs
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# Under pytest-xdist the secured cluster starts once, in one worker.
+pytestmark = pytest.mark.xdist_group("secure")
+
 
 WORDS = ["the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "while", "seven", "bold",
          "wizards", "quietly", "hum"]
@@ -234,6 +244,65 @@ def test_acl_grant_and_revoke_round_trip(secured: LocalCluster, capsys: pytest.C
     assert main(["acl", "grant", "admin", "-p", "mallory", "--config", _config(secured, "monitor")]) == 1
     assert "the cluster denied it: User:monitor may not change ACLs" in capsys.readouterr().err
 
+
+
+def test_archive_and_task_worker_run_as_their_roles_and_leak_no_secret(
+        secured: LocalCluster, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        caplog: pytest.LogCaptureFixture) -> None:
+    """`kafeed archive` with archive.toml and `kafeed tasks` submit / worker / status with
+    tasks.toml: nothing their roles need is denied, and no password shows in what they print."""
+    caplog.set_level(logging.INFO)
+    producer = Producer(client_config(secured.connection(), {"acks": "all"}))
+    for i in range(40):
+        producer.produce("raw", key=f"arch-{i}".encode(), value=f"record {i}".encode())
+    assert producer.flush(30) == 0
+    held = _count_committed(secured, "raw")
+
+    archive = _config(secured, "archive")
+    assert main(["archive", "--topic", "raw", "--table", "sec.raw", "--warehouse", str(tmp_path / "wh"),
+                 "--until-caught-up", "--json", "--config", archive]) == 0
+    archived = json.loads(capsys.readouterr().out)
+    assert archived["rows_written"] == held
+    assert main(["archive", "status", "--table", "sec.raw", "--warehouse", str(tmp_path / "wh"),
+                 "--json", "--config", archive]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert status["rows"] == held
+
+    tasks = _config(secured, "tasks")
+    runs_log = tmp_path / "runs.log"
+    submitted = []
+    for i in range(4):
+        params = json.dumps({"key": f"t{i}", "log": str(runs_log)})
+        assert main(["tasks", "submit", "--kind", "sec", "--key", f"t{i}", "--params", params,
+                     *(["--create-queue"] if i == 0 else []), "--config", tasks]) == 0
+        submitted.append(capsys.readouterr())
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
+    err_file = tmp_path / "worker.err"
+    with err_file.open("wb") as sink:
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "kafeed.cli.main", "tasks", "worker", "--kind", "sec",
+             "--handler", "tests.integration.task_handlers:mixed", "--config", tasks],
+            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=sink)
+    try:
+        deadline = time.monotonic() + 120
+        while sum(e == "done" for e, *_ in runs(runs_log)) < 4:
+            assert worker.poll() is None, err_file.read_text()
+            assert time.monotonic() < deadline, f"tasks not done: {err_file.read_text()}"
+            time.sleep(0.2)
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        rc = worker.wait(timeout=60)
+    worker_err = err_file.read_text()
+    assert rc == 143, worker_err
+    assert sorted(k for e, k, *_ in runs(runs_log) if e == "done") == ["t0", "t1", "t2", "t3"]
+    assert main(["tasks", "status", "--json", "--config", tasks]) == 0
+    out = capsys.readouterr()
+    (queue,) = json.loads(out.out)
+    assert queue["kind"] == "sec" and queue["done"] == 4, queue
+    said = "\n".join([worker_err, *(o.out + o.err for o in submitted), out.out, out.err, caplog.text,
+                      json.dumps(archived), json.dumps(status)])
+    assert not any(word in said.lower() for word in ("denied", "authorization failed", "not authorized"))
+    assert [s[:4] + "..." for s in _secrets(secured) if s in said] == []
 
 
 @pytest.mark.slow

@@ -16,6 +16,10 @@ import pytest
 
 from kafeed.cli.main import main
 from kafeed.config import ConnectionSettings
+from kafeed.monitor.alerts import AlertSettings
+from kafeed.monitor.export import export_snapshot
+from kafeed.monitor.rules import conditions
+from kafeed.monitor.watch import ClusterMonitor, MonitorOptions
 from kafeed.tasks import QueueSettings, Worker, make_task, submit_tasks
 from kafeed.tasks.results import ResultsView
 from kafeed.telemetry.metrics import REGISTRY
@@ -36,6 +40,17 @@ def _status(kafka: ConnectionSettings, prefix: str, capsys: pytest.CaptureFixtur
     assert main(["tasks", "status", "--json", "--prefix", prefix, "-b", kafka.bootstrap]) == 0
     (kind,) = json.loads(capsys.readouterr().out)
     return kind  # type: ignore[no-any-return]
+
+
+def _monitored(kafka: ConnectionSettings, prefix: str) -> tuple[dict[str, Any], set[str]]:
+    """`kafeed monitor`'s view of the queue's one kind, and the task rules that fire on it."""
+    with ClusterMonitor(kafka, options=MonitorOptions(task_prefixes=[prefix])) as monitor:
+        snap = monitor.poll()
+    export_snapshot(snap)
+    (queue,) = [q for q in snap.queues if q["prefix"] == prefix]
+    firing = {c.rule for c in conditions(snap, AlertSettings(max_task_wait_s=0.0)) if c.active
+              and c.subject == f"{prefix}.ops"}
+    return queue, firing
 
 
 def test_status_cancel_retry_deadline_and_metrics(kafka: ConnectionSettings, tmp_path: Path,
@@ -61,6 +76,10 @@ def test_status_cancel_retry_deadline_and_metrics(kafka: ConnectionSettings, tmp
     before = _status(kafka, prefix, capsys)
     assert (before["queued"], before["cancelled"], before["done"]) == (5, 1, 0)
     assert before["oldest_waiting_s"] > 0
+    queue, firing = _monitored(kafka, prefix)
+    assert (queue["queued"], queue["cancelled"]) == (5, 1) and firing == {"task_wait"}
+    assert REGISTRY.get_sample_value("kafeed_tasks_oldest_waiting_seconds",
+                                     {"prefix": prefix, "kind": "ops"}) > 0
 
     stop = threading.Event()
     worker = Worker(kafka, kind="ops", handler=mixed, settings=settings, concurrency=2, timeout_s=5,
@@ -75,6 +94,10 @@ def test_status_cancel_retry_deadline_and_metrics(kafka: ConnectionSettings, tmp
         after = _status(kafka, prefix, capsys)
         assert (after["done"], after["parked"], after["failed"], after["cancelled"], after["queued"]) == \
             (3, 1, 1, 1, 0)
+        queue, firing = _monitored(kafka, prefix)
+        assert (queue["done"], queue["parked"], queue["queued"]) == (3, 1, 0) and firing == {"tasks_parked"}
+        assert REGISTRY.get_sample_value("kafeed_tasks_queue",
+                                         {"prefix": prefix, "kind": "ops", "state": "parked"}) == 1
         assert main(["tasks", "retry", "--prefix", prefix, "-b", kafka.bootstrap]) == 0
         _until(lambda: view.latest("flaky").status == "succeeded", "the retried task")  # type: ignore[union-attr]
     finally:

@@ -21,7 +21,15 @@ from kafeed.cli.main import main
 from kafeed.config import ConnectionSettings
 from kafeed.monitor.watch import ClusterMonitor, MonitorOptions
 from kafeed.topics import TopicAdmin, plan_topic
-from tests.cluster_support import ingest_through_leader_kills, produce_numbered, read_all
+from tests.cluster_support import (
+    ingest_through_leader_kills,
+    loader_through_leader_kills,
+    produce_numbered,
+    read_all,
+)
+
+# Under pytest-xdist the three-node cluster starts once, in one worker.
+pytestmark = pytest.mark.xdist_group("three-nodes")
 
 
 def _commit_when_coordinated(consumer: Consumer, offsets: list[TopicPartition]) -> None:
@@ -61,6 +69,20 @@ def test_leader_killed_during_ingest_loses_and_duplicates_nothing(three: LocalCl
     assert len(counts.killed) == 1
     assert (counts.acked, counts.found, counts.distinct, counts.duplicated, counts.missing) == (
         8_000, 8_000, 8_000, 0, 0)
+
+
+def test_leader_killed_during_a_loader_run_changes_no_batch(three: LocalCluster) -> None:
+    """SIGKILL the leader of partition 0 while a bounded, shuffled StreamLoader reads the topic,
+    restart it beside the run: the loader waits for the new leader and yields exactly the
+    batches of an undisturbed run. Before the node-loss test, which leaves node 2 down."""
+    run = loader_through_leader_kills(three, "loader-kill", docs=1_000, kill_at=(20,))
+    print(f"leader kill during a loader run: {len(run.disturbed)} batches "
+          f"({run.after_kill} after killing node {run.killed[0]}), longest wait "
+          f"{run.longest_wait_s:.1f}s, partition 0 now led by node {run.leaders_after[0]}")
+    assert run.leaders_after[0] != run.killed[0]
+    assert run.after_kill > 2 * 20
+    assert len(run.disturbed) == len(run.undisturbed)
+    assert all(a.equal(b) for a, b in zip(run.disturbed, run.undisturbed, strict=True))
 
 
 def test_three_nodes_lose_one(three: LocalCluster, tmp_path: Path, capsys: pytest.CaptureFixture[str],

@@ -52,7 +52,7 @@ def _train_cli(kafka: ConnectionSettings, topic: str, ckpt: Path, *extra: str) -
            "--checkpoint-dir", str(ckpt), "--checkpoint-every", "10", "--keep", "10",
            "--log-every", "5", "--seed", "3", "-b", kafka.bootstrap, "--json", *extra]
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                            env={**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONFAULTHANDLER": "1"})
 
 
 def _finish(proc: subprocess.Popen[str], code: int = 0) -> dict[str, object]:
@@ -92,12 +92,19 @@ class _Stderr:
                 assert left > 0, f"no {text!r} within {timeout} s:\n" + "".join(self.lines)[-3000:]
                 self._cond.wait(left)
 
-    def finish(self) -> tuple[str, str]:
-        """(stdout, stderr) once the process has exited."""
+    def finish(self, timeout: float = 180) -> tuple[str, str]:
+        """(stdout, stderr) once the process has exited. A process still running after
+        ``timeout`` is sent SIGABRT, so faulthandler prints where each thread was stuck."""
         assert self.proc.stdout is not None and self.proc.stderr is not None
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.send_signal(signal.SIGABRT)
+            self.proc.wait(timeout=60)
+            self._thread.join(timeout=30)
+            pytest.fail(f"still running {timeout} s later; its stacks:\n" + "".join(self.lines)[-6000:])
         with self.proc.stdout:
             out = self.proc.stdout.read()
-        self.proc.wait(timeout=240)
         self._thread.join(timeout=30)
         self.proc.stderr.close()
         return out, "".join(self.lines)

@@ -30,3 +30,11 @@ def test_other_errors_keep_code_and_kind() -> None:
 def test_non_kafka_exception() -> None:
     err = translate_kafka_error(RuntimeError("boom"), action="x")
     assert isinstance(err, KafeedError) and "boom" in str(err)
+
+
+def test_a_broker_reason_ending_in_a_period_gets_no_second_one() -> None:
+    from kafeed.errors import translate_kafka_error
+
+    refused = KafkaError(KafkaError.GROUP_AUTHORIZATION_FAILED, "Group authorization failed.")
+    err = translate_kafka_error(refused, action="configure share group 'g'")
+    assert err.message == "Could not configure share group 'g': Group authorization failed."

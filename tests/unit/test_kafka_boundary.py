@@ -45,3 +45,27 @@ def test_fit_value_cuts_to_the_topic_limit_and_says_so() -> None:
 def test_positions_are_last_offset_plus_one_per_partition() -> None:
     records = [Record("raw", p, o, None, b"") for p, o in [(0, 5), (1, 3), (0, 16), (0, 9)]]
     assert positions(records) == {("raw", 0): 17, ("raw", 1): 4}
+
+
+def test_undelivered_records_become_one_sentence_naming_the_cause() -> None:
+    from confluent_kafka import KafkaError
+
+    from kafeed.errors import KafkaOperationError
+    from kafeed.kafka import DeliveryFailure, undelivered_error
+
+    timed_out = [DeliveryFailure("raw", KafkaError._MSG_TIMED_OUT, "Local: Message timed out")] * 3
+    err = undelivered_error(timed_out, 0, timeout_s=55, unreachable=["node 1 (127.0.0.1:9092)"], hint="h")
+    assert isinstance(err, KafkaOperationError) and err.code == KafkaError._MSG_TIMED_OUT
+    assert err.message == ("3 record(s) to 'raw' were not acknowledged, so the transaction was aborted: "
+                           "no broker acknowledged them within 55 s; broker node 1 (127.0.0.1:9092) "
+                           "unreachable.")
+    assert err.hint == "h"
+    storage = [DeliveryFailure("raw", KafkaError.KAFKA_STORAGE_ERROR, "Broker: Disk error")]
+    assert "could not write them to its log dir (a full or failing disk)" in str(
+        undelivered_error(storage, 2, timeout_s=55))
+    isr = [DeliveryFailure("tokens", KafkaError.NOT_ENOUGH_REPLICAS, "Broker: Not enough in-sync replicas")]
+    assert "min.insync.replicas" in undelivered_error(isr, 0, timeout_s=55).message
+    # A flush that gave up with nothing reported: still a count and a cause, no topic to name.
+    assert undelivered_error([], 7, timeout_s=30).message == (
+        "7 record(s) were not acknowledged, so the transaction was aborted: no broker acknowledged "
+        "them within 30 s.")

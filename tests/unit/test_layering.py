@@ -28,7 +28,8 @@ LAYERS: list[set[str]] = [
     {"topics", "acl"},
     {"broker"},
     {"stream", "archive"},
-    {"ingest", "prepare", "route", "loader", "tasks"},
+    {"route"},  # below prepare, which runs route's rules as its last step
+    {"ingest", "prepare", "loader", "tasks"},
     {"train", "monitor"},
     {"demo", "infer", "scale"},
     {"cli", "__init__"},

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from datetime import UTC, datetime
 from typing import Any
 
@@ -51,6 +52,9 @@ VALID: dict[str, Any] = {"seq_len": 8, "eos_id": 0}
     ({"dlq_topic": "no spaces"}, "not a Kafka topic name"),
     ({"group": ""}, "group"),
     ({"tokenizer": ""}, "tokenizer"),
+    ({"archive": "notable"}, "archive table 'notable' is not NAMESPACE.TABLE"),
+    ({"archive": {"other": "a.b"}}, "archive= names topic 'other'"),
+    ({"archive": "a.b", "mode": "group", "group": "g"}, 'archive= reads with mode="static"'),
 ])
 def test_token_dataset_refuses_out_of_range(kwargs: dict[str, Any], field: str) -> None:
     with pytest.raises(ConfigError, match="Invalid loader settings") as err:
@@ -132,3 +136,21 @@ def test_a_settings_object_or_its_fields_as_keywords() -> None:
 def test_dataset_arguments_are_refused_by_name(call: Any, why: str) -> None:
     with pytest.raises(ConfigError, match=why):
         call()
+
+
+def test_archive_names_one_table_per_topic() -> None:
+    with pytest.raises(ConfigError, match="names one table, but the loader reads several topics"):
+        kafeed.KafkaTokenDataset(["t", "u"], **VALID, archive="a.b")
+    ds = kafeed.KafkaTokenDataset(["t", "u"], **VALID, archive={"u": "corpus.u"})
+    assert ds.settings.archive_tables() == {"u": "corpus.u"}
+    assert kafeed.KafkaTokenDataset("t", **VALID, archive="a.b").settings.archive_tables() == {"t": "a.b"}
+
+
+def test_archive_without_pyiceberg_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kafeed.loader.archive_source import ArchiveSource
+
+    monkeypatch.setitem(sys.modules, "pyiceberg", None)  # as if not installed
+    source = ArchiveSource(kafeed.KafkaTokenDataset("t", **VALID, archive="a.b").settings, "t", "a.b")
+    with pytest.raises(ConfigError, match="needs pyiceberg") as err:
+        source.open("cluster")
+    assert err.value.hint == "Install the archive extra: pip install 'kafeed[archive]'."

@@ -37,6 +37,26 @@ def test_each_rule_fires_on_its_own_condition() -> None:
     assert active(snapshot(disk_free=10), settings) == {("disk", "broker 1 /d")}  # 90% used
 
 
+def queue(*, queued: int = 0, parked: int = 0, oldest: float | None = None) -> dict[str, object]:
+    return {"prefix": "tasks", "kind": "evaluate", "queued": queued, "in_flight": 0, "done": 5,
+            "failed": 0, "parked": parked, "cancelled": 0, "oldest_waiting_s": oldest}
+
+
+def test_task_queue_rules_fire_on_an_old_waiting_task_and_on_parked_tasks() -> None:
+    from dataclasses import replace
+
+    settings = AlertSettings(max_task_wait_s=600)
+    calm = replace(snapshot(), queues=[queue(queued=3, oldest=599.0)])
+    assert active(calm, settings) == set()
+    stuck = replace(snapshot(), queues=[queue(queued=3, oldest=601.0)])
+    assert active(stuck, settings) == {("task_wait", "tasks.evaluate")}
+    parked = replace(snapshot(), queues=[queue(parked=1)])
+    assert active(parked, settings) == {("tasks_parked", "tasks.evaluate")}
+    off = AlertSettings(max_task_wait_s=None, tasks_parked=False)
+    assert conditions(replace(snapshot(), queues=[queue(queued=1, parked=1, oldest=1e6)]), off) == [
+        c for c in conditions(snapshot(), off)]
+
+
 def test_expected_brokers_setting_wins() -> None:
     assert active(snapshot(brokers=3, expected=3), AlertSettings(expected_brokers=4)) == {
         ("broker_down", "cluster")}

@@ -101,3 +101,39 @@ def test_settings_from_toml(tmp_path: Path) -> None:
         load_prepare_settings(None, env={}, input="same", output="same")
     with pytest.raises(ConfigError):
         load_prepare_settings(None, env={}, filters={"min_wordz": 1})
+
+
+FAN_OUT = [{"name": "code", "regex": r"^def \w+", "to": "tokens.code"},
+           {"name": "english", "language": "en", "to": "tokens.en"},
+           {"name": "german", "language": "de", "to": "drop"}]
+
+
+def test_rules_send_each_document_to_its_first_matching_rule_before_tokenizing() -> None:
+    from kafeed.route import parse_rules
+
+    rules = parse_rules({"rule": FAN_OUT})
+    settings = PrepareSettings(tokenizer={"chunk_size": 2})  # type: ignore[arg-type]
+    pipeline = BatchPipeline(settings, load_tokenizer(), rules=rules)
+    records = [
+        _rec(0, _sample("def route(records): return the records that are in the list", "c")),
+        _rec(1, _sample(GOOD, "e")),
+        _rec(2, _sample("Der Hund ist nicht in dem Haus, und die Katze schläft auf dem Sofa.", "g")),
+        _rec(3, _sample("Le chat est sur la table et il dort dans le salon avec les enfants.", "f")),
+        _rec(4, _sample(GOOD, "dup")),                                   # duplicate: never routed
+    ]
+    result = pipeline.run(records, DedupState())
+    c = result.counts
+    where = {decode_document(o.value).id: o.topic for o in result.outputs}
+    assert where == {"c": "tokens.code", "e": "tokens.en"}
+    assert dict(c.routed) == {"code": 1, "english": 1, "german": 1} and c.dropped == 1
+    assert [(d.record.offset, d.kind) for d in result.dead_letters] == [(3, "unrouted")]
+    assert c.duplicates == 1 and c.documents_out == 2
+    assert c.records_in == (c.documents_out + sum(c.filtered.values()) + c.duplicates + c.dropped
+                            + c.dead_lettered)
+
+    with_default = BatchPipeline(settings, load_tokenizer(),
+                                 rules=parse_rules({"default": "tokens.other", "rule": FAN_OUT}))
+    other = with_default.run(records, DedupState())
+    assert {decode_document(o.value).id: o.topic for o in other.outputs}["f"] == "tokens.other"
+    assert other.counts.routed["default"] == 1 and not other.dead_letters
+

@@ -112,3 +112,24 @@ def test_report_reads_what_the_recorder_writes(tmp_path: Path) -> None:
     lines = load_lines(tmp_path / "metrics.jsonl")
     rates = counter_rates(lines, "kafeed_tokens_total", ("stage",))
     assert len(rates["roundtrip"][1]) == 3 and all(r > 0 for r in rates["roundtrip"][1])
+
+
+def test_evaluation_chart_draws_each_step_once_beside_training_loss(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    write_run(run)
+    evals = [{"step": s, "loss": 3.0 - 0.1 * s, "perplexity": math.exp(3.0 - 0.1 * s),
+              "train_loss": 3.2 - 0.1 * s} for s in (10, 20, 30)]
+    evals.insert(1, {**evals[1], "loss": 9.9})  # step 20 evaluated twice: the last line wins
+    lines = [json.dumps(e) for e in evals] + ['{"step": 4']  # and a line cut off by a crash
+    (run / "evaluations.jsonl").write_text("\n".join(lines) + "\n")
+    result = render_report(run)
+    chart = run / "evaluation.png"
+    assert chart in result.charts and png_size(chart) == (int(FIG_INCHES[0] * DPI), int(FIG_INCHES[1] * DPI))
+    assert [(e["step"], e["loss"]) for e in result.evaluations] == [(10, 2.0), (20, 1.0), (30, 0.0)]
+    assert 'alt="evaluation"' in result.html.read_text()
+
+
+def test_no_evaluations_no_evaluation_chart(tmp_path: Path) -> None:
+    write_run(tmp_path)
+    result = render_report(tmp_path)
+    assert result.evaluations == [] and not (tmp_path / "evaluation.png").exists()

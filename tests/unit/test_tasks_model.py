@@ -119,6 +119,10 @@ def test_cli_bad_input_is_one_sentence(capsys: pytest.CaptureFixture[str]) -> No
     assert "--key" in line
     line = usage_error(["tasks", "worker", "--kind", "k", "--handler", "no_such_mod:run"], capsys)
     assert "Cannot import handler module" in line
+    line = usage_error(["tasks", "submit", "--kind", "ingest-file", "--dir", "/no/such/dir"], capsys)
+    assert "not a directory" in line
+    line = usage_error(["tasks", "submit", "--dir", "."], capsys)
+    assert "--dir needs --kind" in line
 
 
 def test_a_heartbeat_written_after_the_final_result_does_not_revive_the_lease() -> None:
@@ -127,3 +131,26 @@ def test_a_heartbeat_written_after_the_final_result_does_not_revive_the_lease() 
     view._apply(_lease("k", "a", written=101.0, until=0.0, status="succeeded"))
     view._apply(_lease("k", "a", written=101.5, until=111.5))  # late renewal of the ended lease
     assert view.holder("k", now=102.0) is None and view.latest("k").status == "succeeded"  # type: ignore[union-attr]
+
+
+def test_directory_tasks_one_per_file_keyed_by_topic_and_path(tmp_path: Path) -> None:
+    from kafeed.tasks import directory_tasks
+
+    for name in ("b.jsonl", "a.jsonl", ".hidden"):
+        (tmp_path / name).write_text("{}\n")
+    (tmp_path / "sub").mkdir()
+    tasks = directory_tasks("ingest-file", tmp_path, {"topic": "raw"}, max_attempts=5)
+    assert [t.params["path"] for t in tasks] == [str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl")]
+    assert tasks[0].key == f"ingest-file:raw:{tmp_path / 'a.jsonl'}" and tasks[0].max_attempts == 5
+    assert directory_tasks("x", tmp_path, {}, key_prefix="run-7")[1].key == f"run-7:{tmp_path / 'b.jsonl'}"
+
+
+def test_builtin_kinds_need_no_handler_and_take_the_context() -> None:
+    from kafeed.tasks.handlers import BUILTIN, wants_context
+
+    evaluate = load_handler(None, "evaluate")
+    assert evaluate.__name__ == "evaluate" and wants_context(evaluate)
+    assert set(BUILTIN) == {"evaluate", "ingest-file"}
+    assert wants_context(load_handler(None, "ingest-file"))
+    # --handler still wins over a built-in kind
+    assert not wants_context(load_handler("tests.integration.task_handlers:noop", "evaluate"))

@@ -107,3 +107,16 @@ def test_library_run_gives_the_signals_back(tmp_path: Path) -> None:
     result = _runner(Batches(), tmp_path).run()
     assert result.steps == 3 and not result.stopped_by_signal
     assert signal.getsignal(signal.SIGTERM) == before and not stop_request().requested
+
+
+def test_eval_every_adds_checkpoints_and_each_checkpoint_is_announced(stop: Any, tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    seen: list[tuple[int, str]] = []
+    runner = replace(_runner(Batches(count=5), tmp_path), total_steps=5, eval_every=2,
+                     on_checkpoint=lambda step, path: seen.append((step, path)))
+    runner.run()
+    # every 2 steps and the end; each written checkpoint passed on with its path
+    assert [step for step, _ in seen] == [2, 4, 5]
+    assert [Path(path).name for _, path in seen] == [f"step-{s:08d}.pt" for s in (2, 4, 5)]
+    assert all(Path(path).exists() for _, path in seen)

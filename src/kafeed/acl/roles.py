@@ -106,7 +106,8 @@ _TABLE: dict[Role, tuple[tuple[ResourceType, str, PatternType, tuple[Operation, 
     ),
     "tasks": (
         ("TOPIC", "{tasks_topic_prefix}", "PREFIXED", _READ_WRITE),
-        ("GROUP", "{tasks_group}", "PREFIXED", ("READ", "DESCRIBE")),
+        # A worker sets its share group's start, lock and delivery limit (kafeed.tasks.queue).
+        ("GROUP", "{tasks_group}", "PREFIXED", ("READ", "DESCRIBE", "ALTER_CONFIGS", "DESCRIBE_CONFIGS")),
         ("TRANSACTIONAL_ID", "kafeed-tasks.", "PREFIXED", _TXN),
     ),
 }

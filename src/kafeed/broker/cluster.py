@@ -33,7 +33,7 @@ from kafeed.broker.secure import (
     scram_format_args,
     write_argfile,
 )
-from kafeed.broker.status import ClusterStatus, NodeStatus, cluster_view, dir_size
+from kafeed.broker.status import ClusterStatus, NodeStatus, cluster_view, dir_size, why_stopped
 from kafeed.choices import JitMode
 from kafeed.config import ConnectionSettings, load_connection
 from kafeed.errors import BrokerError, ConfigError, invalid_settings
@@ -462,17 +462,20 @@ class LocalCluster:
                 hint="Start one with `kafeed broker start`.",
             )
         specs = self._specs(state)
-        nodes = [
-            NodeStatus(
-                node_id=s.node_id,
-                port=s.port,
-                pid=state["pids"].get(str(s.node_id)),
-                alive=_pid_alive(state["pids"].get(str(s.node_id)), str(self.data_dir)),
-                log_dir=str(s.log_dir),
-                disk_used_bytes=dir_size(s.log_dir),
-            )
-            for s in specs
-        ]
+        nodes = []
+        for s in specs:
+            pid = state["pids"].get(str(s.node_id))
+            alive = _pid_alive(pid, str(self.data_dir))
+            try:
+                free: int | None = shutil.disk_usage(s.log_dir).free
+            except OSError:
+                free = None
+            nodes.append(NodeStatus(
+                node_id=s.node_id, port=s.port, pid=pid, alive=alive, log_dir=str(s.log_dir),
+                disk_used_bytes=dir_size(s.log_dir), disk_free_bytes=free,
+                # A node with a recorded pid that is gone died on its own (or was killed).
+                stopped_because=why_stopped(s.output_file) if pid is not None and not alive else None,
+            ))
         bootstrap = ",".join(f"127.0.0.1:{s.port}" for s in specs)
         controller: int | None = None
         topics: list[str] = []

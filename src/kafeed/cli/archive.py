@@ -43,7 +43,8 @@ CatalogOpt = Annotated[str | None, typer.Option(
     "variables: REST, Glue, Hive, SQL) instead of the local one.", show_default=False)]
 
 
-def _catalog(warehouse: Path | None, catalog: str | None) -> CatalogSettings:
+def catalog_settings(warehouse: Path | None, catalog: str | None) -> CatalogSettings:
+    """The catalog that --warehouse / --catalog name (every command that opens a table)."""
     from pydantic import ValidationError
 
     from kafeed.archive import CatalogSettings
@@ -121,7 +122,7 @@ def archive(
         raise ConfigError("Missing --topic.", hint="Name the topic to archive.")
     try:
         settings = ArchiveSettings(
-            topic=topic, table=_need_table(table), kind=kind, catalog=_catalog(warehouse, catalog),
+            topic=topic, table=_need_table(table), kind=kind, catalog=catalog_settings(warehouse, catalog),
             group=group, instance=instance, flush_interval_s=flush_interval,
             target_file_bytes=int(target_file_mb * 1024 * 1024))
     except ValidationError as exc:
@@ -173,7 +174,7 @@ def status(
     from kafeed.archive.status import archive_status
 
     name = _need_table(table)
-    result = archive_status(name, _catalog(warehouse, catalog),
+    result = archive_status(name, catalog_settings(warehouse, catalog),
                             None if offline else connection(bootstrap, config))
     if json_out:
         print_json(result.as_dict())
@@ -197,7 +198,7 @@ def compact_command(
     from kafeed.archive.compact import compact
 
     target = None if target_file_mb is None else int(target_file_mb * 1024 * 1024)
-    result = compact(_need_table(table), _catalog(warehouse, catalog), target_bytes=target)
+    result = compact(_need_table(table), catalog_settings(warehouse, catalog), target_bytes=target)
     if json_out:
         print_json(asdict(result))
     else:
@@ -227,8 +228,9 @@ def replay(
 
     if not topic:
         raise ConfigError("Missing --topic.", hint="Name the topic to replay into.")
-    result = run_replay(_need_table(table), _catalog(warehouse, catalog), connection(bootstrap, config),
-                        topic=topic, since=_aware(since), until=_aware(until), source=source)
+    result = run_replay(_need_table(table), catalog_settings(warehouse, catalog),
+                        connection(bootstrap, config), topic=topic, since=_aware(since),
+                        until=_aware(until), source=source)
     if json_out:
         print_json({"records": result.records, "partitions": result.partitions})
     else:

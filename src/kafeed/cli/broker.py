@@ -118,15 +118,17 @@ def status(data_dir: DataDirOpt = None, json_out: JsonOpt = False) -> None:
         print_json(st.as_dict())
         return
     table = Table(title=Text(f"{st.data_dir}: {st.nodes_up} of {len(st.nodes)} node(s) up"))
-    for col in ("node", "port", "pid", "state", "log dir", "disk used"):
+    for col in ("node", "port", "pid", "state", "log dir", "disk used", "disk free"):
         table.add_column(col)
     for n in st.nodes:
+        down = f"down: {n.stopped_because}" if n.stopped_because else "down"
         table.add_row(str(n.node_id), str(n.port), str(n.pid or "-"),
-                      Text("up", style="green") if n.alive else Text("down", style="red"),
-                      Text(n.log_dir), human_bytes(n.disk_used_bytes))
+                      Text("up", style="green") if n.alive else Text(down, style="red"),
+                      Text(n.log_dir), human_bytes(n.disk_used_bytes),
+                      "-" if n.disk_free_bytes is None else human_bytes(n.disk_free_bytes))
     out.print(table)
     out.print(Text(f"bootstrap: {st.bootstrap}   controller: {st.controller_id}   "
-                   f"free disk: {human_bytes(st.disk_free_bytes)}"))
+                   f"data dir free: {human_bytes(st.disk_free_bytes)}"))
     out.print(Text(f"topics ({len(st.topics)}): {', '.join(st.topics) or '-'}"))
     if st.nodes_up < len(st.nodes):
         raise typer.Exit(1 if st.nodes_up == 0 else 0)

@@ -22,6 +22,14 @@ from kafeed.cli.common import (
     print_json,
     start_metrics,
 )
+from kafeed.cli.scaling import (
+    CooldownOpt,
+    MaxWorkersOpt,
+    MinWorkersOpt,
+    WorkersOpt,
+    scale_settings,
+    supervise,
+)
 from kafeed.errors import ConfigError, TooManyDeadLetters
 from kafeed.signals import install
 
@@ -82,6 +90,10 @@ def infer(
     until_caught_up: Annotated[bool, typer.Option(
         "--until-caught-up", help="Stop when the assigned partitions have no lag and input is idle.",
     )] = False,
+    workers: WorkersOpt = "1",
+    min_workers: MinWorkersOpt = 1,
+    max_workers: MaxWorkersOpt = 4,
+    scale_cooldown: CooldownOpt = 15.0,
     bootstrap: BootstrapOpt = None,
     config: ConfigOpt = None,
     json_out: JsonOpt = False,
@@ -100,11 +112,16 @@ def infer(
     stop = install()
     settings = infer_settings(input=input, output=output, group=group, dlq=dlq, instance=instance,
                               batch_size=batch_size, max_wait_ms=max_wait_ms, device=device, follow=follow)
+    scale_settings(workers, min_workers, max_workers, scale_cooldown)  # bad bounds: before the checkpoint
     source = checkpoint or follow
     if source is None:
         raise ConfigError("Pass --checkpoint (or --follow with a checkpoint directory).",
                           hint="A classifier checkpoint is what `kafeed train --model classifier` writes.")
-    check_checkpoint(source)  # its kind, before torch loads
+    check_checkpoint(source)  # its kind, before torch loads (and before any worker starts)
+    if supervise(workers, min_workers, max_workers, scale_cooldown, topic=settings.input,
+                 group=settings.group, bootstrap=bootstrap, config=config,
+                 until_caught_up=until_caught_up, json_out=json_out):
+        return
     conn = connection(bootstrap, config)
     start_metrics(metrics_port)
     from kafeed.infer import run_infer  # torch comes in with the model

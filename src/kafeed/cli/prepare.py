@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -56,10 +57,18 @@ def _summary(stats: PrepareStats) -> Table:
     table.add_row("duplicates", f"{stats.duplicates:,}")
     if stats.near_duplicates:
         table.add_row("near-duplicates", f"{stats.near_duplicates:,}")
+    for rule, n in stats.by_rule.items():
+        table.add_row(f"rule: {rule}", f"{n:,}")
+    if stats.by_rule:
+        for topic, n in sorted(stats.records_out.items()):
+            if not topic.startswith("__kafeed"):  # global dedup's repartition topic
+                table.add_row(f"topic: {topic}", f"{n:,}")
+        table.add_row("dropped by a rule", f"{stats.dropped:,}")
     for kind, n in sorted(stats.dead_letter_kinds.items()):
         table.add_row(f"dead-lettered: {kind}", f"{n:,}")
     balance = "[green]balanced[/green]" if stats.balanced else "[red]UNBALANCED[/red]"
-    table.add_row("in = out + filtered + dup + near-dup + dlq", balance)
+    dropped = " + dropped" if stats.by_rule else ""
+    table.add_row(f"in = out + filtered + dup + near-dup{dropped} + dlq", balance)
     table.add_row("batches (aborted)", f"{stats.batches:,} ({stats.aborted_batches})")
     table.add_row("throughput", f"{stats.records_per_s:,.0f} records/s, {stats.tokens_per_s:,.0f} tokens/s "
                   f"over {stats.busy_s:.1f}s busy ({stats.elapsed_s:.1f}s total)")
@@ -71,6 +80,9 @@ def prepare(
                                               show_default=False)] = None,
     output: Annotated[str | None, typer.Option("--output", "-o", help="Tokens topic (default: tokens).",
                                                show_default=False)] = None,
+    rules: Annotated[Path | None, typer.Option(
+        "--rules", "-r", help="Route each document to the topic of the first rule it matches, as "
+        "`kafeed route` does (docs/route.md); --output is then not used.", show_default=False)] = None,
     group: Annotated[str | None, typer.Option("--group", "-g", help="Consumer group; processes with "
                                               "the same group share the input (default: kafeed-prepare).",
                                               show_default=False)] = None,
@@ -126,8 +138,10 @@ def prepare(
     from rich.text import Text
 
     from kafeed.prepare import load_prepare_settings, run_prepare
+    from kafeed.route import load_rules
 
     stop = install()  # first: a signal during start-up is remembered, not fatal
+    ruleset = load_rules(rules) if rules is not None else None
     overrides: dict[str, Any] = {
         "input": input, "output": output, "group": group, "dlq": dlq, "instance": instance,
         "tokenizer": {"name": tokenizer}, "kafka": {"batch_size": batch_size},
@@ -141,6 +155,7 @@ def prepare(
     if no_filters:
         overrides["filters"] = {"enabled": False}
     settings = load_prepare_settings(config, **overrides)
+    settings.outputs(ruleset)  # a rule that writes to prepare's own topics fails here, before workers start
     if supervise(workers, min_workers, max_workers, scale_cooldown, topic=settings.input,
                  group=settings.group, bootstrap=bootstrap, config=config,
                  until_caught_up=until_caught_up, json_out=json_out):
@@ -160,7 +175,7 @@ def prepare(
 
     with live if show else contextlib.nullcontext():
         stats = run_prepare(settings, conn, until_caught_up=until_caught_up, stop_event=stop.event,
-                            on_progress=_progress)
+                            on_progress=_progress, rules=ruleset)
     if json_out:
         print_json(stats.as_dict())
     else:

@@ -17,13 +17,17 @@ def report(
         show_default=False)] = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Render RUN_DIR/metrics.jsonl: throughput, data wait, lag, loss, latency."""
+    """Render RUN_DIR/metrics.jsonl: throughput, data wait, lag, loss, latency; and the
+    held-out evaluation of each checkpoint from RUN_DIR/evaluations.jsonl."""
     from kafeed.monitor.report import render_report
 
     result = render_report(run_dir, out_dir=out_dir)
     if json_out:
         print_json({"html": str(result.html), "charts": [str(p) for p in result.charts],
-                    "missing": result.missing})
+                    "missing": result.missing,
+                    "evaluations": [{k: e.get(k) for k in ("step", "loss", "perplexity", "accuracy",
+                                                           "train_loss", "held_out_records")}
+                                    for e in result.evaluations]})
         return
     out.print(f"Wrote {result.html} with {len(result.charts)} chart(s)", highlight=False, markup=False)
     if result.missing:

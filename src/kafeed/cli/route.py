@@ -62,6 +62,11 @@ def _summary(stats: RouteStats) -> Table:
     return table
 
 
+def _tuning(batch_size: int | None, poll_records: int | None) -> dict[str, int] | None:
+    given = {"batch_size": batch_size, "poll_records": poll_records}
+    return {k: v for k, v in given.items() if v is not None} or None
+
+
 def route(
     rules: Annotated[Path, typer.Option("--rules", "-r", help="TOML rules file (docs/route.md).",
                                         show_default=False)],
@@ -74,8 +79,11 @@ def route(
     instance: Annotated[str | None, typer.Option(
         help="Worker name for the transactional.id (default: <hostname>-<free local slot>).",
         show_default=False)] = None,
-    batch_size: Annotated[int | None, typer.Option(help="Records per transaction (default: 2000).",
+    batch_size: Annotated[int | None, typer.Option(help="Records per transaction, at most (default: 20000).",
                                                    show_default=False)] = None,
+    poll_records: Annotated[int | None, typer.Option(
+        help="Records per consume call; a transaction gathers several (default: 2000).",
+        show_default=False)] = None,
     create_topics: Annotated[bool, typer.Option(
         "--create-topics",
         help="Create output topics the rules name when missing (default: they must exist).",
@@ -106,7 +114,7 @@ def route(
     ruleset = load_rules(rules)
     settings = route_settings(input=input, group=group, dlq=dlq, instance=instance,
                               create_topics=create_topics,
-                              kafka={"batch_size": batch_size} if batch_size is not None else None)
+                              kafka=_tuning(batch_size, poll_records))
     if supervise(workers, min_workers, max_workers, scale_cooldown, topic=settings.input,
                  group=settings.group, bootstrap=bootstrap, config=config,
                  until_caught_up=until_caught_up, json_out=json_out):

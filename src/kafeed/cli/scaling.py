@@ -5,11 +5,14 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from kafeed.errors import ConfigError
+
+if TYPE_CHECKING:
+    from kafeed.scale import ScaleSettings
 
 WorkersOpt = Annotated[str, typer.Option(
     "--workers", help="Worker processes in the group: a number, or 'auto' to follow the backlog "
@@ -39,10 +42,12 @@ def worker_argv(argv: Sequence[str]) -> list[str]:
     return [sys.executable, "-m", "kafeed.cli.main", *out, "--workers", "1"]
 
 
-def supervise(workers: str, min_workers: int, max_workers: int, cooldown_s: float, *, topic: str,
-              group: str, bootstrap: str | None, config: Path | None, until_caught_up: bool,
-              json_out: bool) -> bool:
-    """Run the supervisor when more than one worker (or auto) was asked for; False: run in-process."""
+def scale_settings(workers: str, min_workers: int, max_workers: int,
+                   cooldown_s: float) -> ScaleSettings | None:
+    """The supervisor's settings from the flags, or None for one worker in this process.
+
+    Raises :class:`ConfigError` (one sentence, exit 2) for a bad ``--workers`` or bounds.
+    """
     if workers != "auto":
         try:
             count = int(workers)
@@ -51,21 +56,32 @@ def supervise(workers: str, min_workers: int, max_workers: int, cooldown_s: floa
         if count < 1:
             raise ConfigError(f"--workers {workers!r} is neither a positive number nor 'auto'.")
         if count == 1:
-            return False
+            return None
         min_workers = max_workers = count
     from pydantic import ValidationError
 
-    from kafeed.cli.common import connection, console, exit_stopped, print_json
     from kafeed.errors import invalid_settings
-    from kafeed.scale import ScaleSettings, Supervisor
-    from kafeed.signals import install
+    from kafeed.scale import ScaleSettings
 
-    stop = install()
     try:
-        settings = ScaleSettings(min_workers=min_workers, max_workers=max_workers, cooldown_s=cooldown_s)
+        return ScaleSettings(min_workers=min_workers, max_workers=max_workers, cooldown_s=cooldown_s)
     except ValidationError as exc:
         raise invalid_settings(exc, what="worker settings",
                                hint="Give --max-workers >= --min-workers.") from None
+
+
+def supervise(workers: str, min_workers: int, max_workers: int, cooldown_s: float, *, topic: str,
+              group: str, bootstrap: str | None, config: Path | None, until_caught_up: bool,
+              json_out: bool) -> bool:
+    """Run the supervisor when more than one worker (or auto) was asked for; False: run in-process."""
+    settings = scale_settings(workers, min_workers, max_workers, cooldown_s)
+    if settings is None:
+        return False
+    from kafeed.cli.common import connection, console, exit_stopped, print_json
+    from kafeed.scale import Supervisor
+    from kafeed.signals import install
+
+    stop = install()
     conn = connection(bootstrap, config)
     supervisor = Supervisor(worker_argv(sys.argv[1:]), topic=topic, group=group, settings=settings,
                             connection=conn,

@@ -49,6 +49,10 @@ def submit_command(
     file: Annotated[Path | None, typer.Option(
         "--file", "-f", help="JSON lines file: one task per line with kind, key, params "
         "(and optional priority, deadline, max_attempts).", show_default=False)] = None,
+    directory: Annotated[Path | None, typer.Option(
+        "--dir", help="One task of --kind per file in DIR: --params plus \"path\"; the key is "
+        "--key (default: the kind and the topic param) + ':' + the file's path.",
+        show_default=False)] = None,
     create_queue: Annotated[bool, typer.Option(
         "--create-queue", help="Create the kind's queue topic when it does not exist.")] = False,
     prefix: PrefixOpt = None,
@@ -59,14 +63,21 @@ def submit_command(
     """Put tasks on their kinds' queues."""
     import time
 
-    from kafeed.tasks import make_task, read_task_file, submit_tasks
+    from kafeed.tasks import directory_tasks, make_task, read_task_file, submit_tasks
     from kafeed.tasks.model import parse_params
     from kafeed.telemetry import metrics as m
 
     if file is not None:
-        if kind or key:
+        if kind or key or directory:
             raise ConfigError("Give either --file or --kind/--key, not both.")
         tasks = list(read_task_file(file))
+    elif directory is not None:
+        if not kind:
+            raise ConfigError("--dir needs --kind.", hint="For example: kafeed tasks submit --kind "
+                              "ingest-file --dir data/ --params '{\"topic\": \"raw\"}'.")
+        tasks = directory_tasks(kind, directory, parse_params(params), key_prefix=key,
+                                priority=priority, max_attempts=max_attempts,
+                                deadline=None if deadline is None else time.time() + deadline)
     else:
         if not kind or not key:
             raise ConfigError("A task needs --kind and --key (or --file).",
@@ -89,8 +100,9 @@ def submit_command(
 def worker_command(
     kind: Annotated[str, typer.Option("--kind", "-k", help="Task kind to run.")],
     handler: Annotated[str | None, typer.Option(
-        "--handler", help="module:function called with the params dict [default: the "
-        "'kafeed.tasks' entry point named KIND].", show_default=False)] = None,
+        "--handler", help="module:function called with the params dict [default: the built-in "
+        "kind (evaluate, ingest-file), else the 'kafeed.tasks' entry point named KIND].",
+        show_default=False)] = None,
     concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1, max=256,
                                              help="Tasks run at once (threads).")] = 1,
     timeout: Annotated[float, typer.Option(

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from kafeed.choices import ModelKind
+from kafeed.cli.archive import CatalogOpt, WarehouseOpt, catalog_settings
 from kafeed.cli.common import (
     BootstrapOpt,
     ConfigOpt,
@@ -69,6 +70,13 @@ def train(
     num_labels: Annotated[int, typer.Option(help="Classes (classifier).")] = _D["num_labels"],
     pretrained: Annotated[bool, typer.Option(help="Start the classifier from the bundled MiniLM "
                                              "weights when installed.")] = _D["pretrained"],
+    eval_every: Annotated[int, typer.Option(
+        help="Also checkpoint every N steps and submit an evaluate task for every checkpoint "
+        "(0: none); run them with `kafeed tasks worker --kind evaluate`.")] = _D["eval_every"],
+    eval_records: Annotated[int, typer.Option(help="Held-out records an evaluate task reads at "
+                                              "most.")] = _D["eval_records"],
+    tasks_prefix: Annotated[str, typer.Option(help="Task queue prefix the evaluate tasks go "
+                                              "to.")] = _D["tasks_prefix"],
     bootstrap: BootstrapOpt = None,
     config: ConfigOpt = None,
     json_out: JsonOpt = False,
@@ -93,7 +101,8 @@ def train(
             num_workers=num_workers, shuffle_buffer=shuffle_buffer, seed=seed, stream=stream,
             checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every, keep=keep,
             resume=resume, group=group, run_dir=run_dir, log_every=log_every,
-            num_labels=num_labels, pretrained=pretrained,
+            num_labels=num_labels, pretrained=pretrained, eval_every=eval_every,
+            eval_records=eval_records, tasks_prefix=tasks_prefix,
         ))
     except ValidationError as exc:
         raise invalid_settings(exc, what="train options",
@@ -153,14 +162,22 @@ def run_training(options: TrainOptions, conn: Any, startup: Startup) -> dict[str
 
 def lineage(
     checkpoint: Annotated[Path, typer.Argument(help="A checkpoint directory, step-*.pt or step-*.json.")],
+    archive: Annotated[str | None, typer.Option(
+        "--archive", help="The topic's archive table (NAMESPACE.TABLE): list the ids of the documents "
+        "trained on.", show_default=False)] = None,
+    warehouse: WarehouseOpt = None,
+    catalog: CatalogOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Which offset ranges of which partitions (and how many documents) a checkpoint trained on."""
+    """Which offset ranges of which partitions (and how many documents) a checkpoint trained on;
+    with --archive, which documents (their ids, from the table)."""
     from rich.table import Table
 
-    from kafeed.train.lineage import checkpoint_lineage
+    from kafeed.train.lineage import archived_documents, checkpoint_lineage
 
     info = checkpoint_lineage(checkpoint)
+    if archive is not None:
+        info["archive"] = archived_documents(info, archive, catalog_settings(warehouse, catalog))
     if json_out:
         print_json(info)
         return
@@ -178,3 +195,8 @@ def lineage(
     if "source_tokens" in info:
         out.print("tokens per mixture source: "
                   + ", ".join(f"{name} {count:,}" for name, count in info["source_tokens"].items()))
+    if "archive" in info:
+        ids = info["archive"]["document_ids"]
+        out.print(f"document ids from {info['archive']['table']}: {len(ids):,}")
+        for doc_id in ids:
+            out.print(doc_id, markup=False, highlight=False)

@@ -17,6 +17,7 @@ def prepare_topics(settings: ConnectionSettings, topic: str, *, timeout: float) 
     admin = TopicAdmin(settings, timeout=max(timeout, 15.0))
     limit = admin.max_message_bytes(topic)
     dlq = f"{topic}.dlq"
-    admin.create(plan_topic(dlq, brokers=brokers, partitions=1), exist_ok=True)
+    created = admin.create(plan_topic(dlq, brokers=brokers, partitions=1), exist_ok=True)
     admin.create(plan_topic(PROGRESS_TOPIC, brokers=brokers, partitions=1, compact=True), exist_ok=True)
-    return limit, admin.max_message_bytes(dlq)
+    # On several nodes the broker asked next may not list the DLQ just created yet.
+    return limit, admin.max_message_bytes(dlq, just_created=created)

@@ -24,10 +24,16 @@ from kafeed.config import ConnectionSettings
 from kafeed.errors import KafkaOperationError, translate_kafka_error
 from kafeed.ingest.options import IngestOptions
 from kafeed.ingest.progress import PROGRESS_TOPIC
-from kafeed.kafka import TransactionalProducer
+from kafeed.kafka import TransactionalProducer, error_text, undelivered_error
 from kafeed.telemetry.stats import StatsCallback
 
 log = logging.getLogger("kafeed")
+
+MESSAGE_TIMEOUT_MS = 55_000
+UNDELIVERED_HINT = ("A broker that is down or cannot write (a full or read-only log dir stops it) shows in "
+                    "`kafeed broker status` and `kafeed monitor`. Nothing of the aborted transaction is in "
+                    "the topic; once the cluster takes writes again, the same command resumes after the "
+                    "last commit.")
 
 
 class TxnWriter:
@@ -40,6 +46,8 @@ class TxnWriter:
         self._stats_lock = threading.Lock()
         self._txbytes: dict[str, int] = {}
         self._msgs: dict[int, int] = {}
+        self._seen_up: set[str] = set()  # brokers ever connected, e.g. "node 2 (host:port)"
+        self._lost: list[str] = []  # of those, the ones the last statistics did not see up
         self._stats_seen = 0
         self._metrics_stats = StatsCallback("ingest")
         self._txn = TransactionalProducer(settings, transactional_id=transactional_id, stage="ingest",
@@ -53,7 +61,7 @@ class TxnWriter:
             "message.max.bytes": max(max_message_bytes + 1024, 1_000_000),
             "partitioner": "murmur2_random",
             "transaction.timeout.ms": 60_000,
-            "message.timeout.ms": 55_000,
+            "message.timeout.ms": MESSAGE_TIMEOUT_MS,
             "statistics.interval.ms": 500,
             "stats_cb": self._on_stats,
         })
@@ -65,8 +73,17 @@ class TxnWriter:
         stats = json.loads(raw)
         self._metrics_stats(stats)  # the same document feeds the Prometheus client metrics
         with self._stats_lock:
+            up = set()
             for name, broker in stats.get("brokers", {}).items():
                 self._txbytes[name] = int(broker.get("txbytes", 0))
+                # Bootstrap and coordinator entries have no node id (-1): not brokers of their own.
+                if int(broker.get("nodeid", -1)) >= 0 and broker.get("state") == "UP":
+                    label = f"node {broker['nodeid']} ({broker.get('nodename', name)})"
+                    self._seen_up.add(label)
+                    up.add(label)
+            # A broker once up and now not: reconnecting, or gone from the statistics (librdkafka
+            # forgets learned brokers and bootstraps again once none answers).
+            self._lost = sorted(self._seen_up - up)
             # Partition -1 is the "unassigned" queue: its records are counted again
             # when they move to their partition, so it is left out.
             parts = stats.get("topics", {}).get(self.topic, {}).get("partitions", {})
@@ -100,8 +117,10 @@ class TxnWriter:
         try:
             left = self._txn.flush(60)
             if left or self._txn.delivery_errors:
-                raise KafkaOperationError(
-                    f"{left} records undelivered; first error: {self._txn.delivery_errors[:1] or 'timeout'}.")
+                with self._stats_lock:
+                    lost = list(self._lost)
+                raise undelivered_error(self._txn.delivery_errors, left, timeout_s=MESSAGE_TIMEOUT_MS / 1000,
+                                        unreachable=lost, hint=UNDELIVERED_HINT)
             self._txn.commit()
         except Exception as exc:
             self.abort()
@@ -113,7 +132,8 @@ class TxnWriter:
         try:
             self._txn.abort()
         except Exception as exc:  # the run is failing already; keep the first error
-            log.warning("aborting the ingest transaction failed: %s", exc)
+            log.warning("aborting the ingest transaction failed (%s); the cluster aborts it after "
+                        "transaction.timeout.ms", error_text(exc))
 
     def final_stats(self, produced: int, wait_s: float = 5.0) -> tuple[dict[int, int], int | None]:
         """Per-partition record counts and wire bytes, from a statistics tick taken after the

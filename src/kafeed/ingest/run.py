@@ -106,8 +106,12 @@ class _ReadGate:
             raise _Interrupted(signum)
 
     def next(self, batches: Iterator[Batch]) -> Batch | None:
-        """The next batch, None at the end; :class:`_Interrupted` when a signal cut the read short."""
-        self._open = True
+        """The next batch, None at the end; :class:`_Interrupted` when a signal cut the read short.
+
+        Only a read on the main thread opens the gate: the handler raises in the main
+        thread, so a run on another thread (a task worker's) stops at ``stop_event`` instead.
+        """
+        self._open = threading.current_thread() is threading.main_thread()
         try:
             return next(batches, None)
         finally:

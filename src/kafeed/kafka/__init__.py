@@ -7,16 +7,26 @@ here once. Errors enter the :class:`~kafeed.errors.KafeedError` tree through
 
 from kafeed.kafka.clients import admin_client, client_config, read_committed_consumer, security_failure
 from kafeed.kafka.deadletters import dead_letter_headers, fit_value
-from kafeed.kafka.producer import RECORD_OVERHEAD, TransactionalProducer, is_fatal
+from kafeed.kafka.producer import (
+    RECORD_OVERHEAD,
+    DeliveryFailure,
+    TransactionalProducer,
+    error_text,
+    is_fatal,
+    undelivered_error,
+)
 
 __all__ = [
     "RECORD_OVERHEAD",
+    "DeliveryFailure",
     "TransactionalProducer",
     "admin_client",
     "client_config",
     "dead_letter_headers",
+    "error_text",
     "fit_value",
     "is_fatal",
     "read_committed_consumer",
     "security_failure",
+    "undelivered_error",
 ]

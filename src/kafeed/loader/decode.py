@@ -120,6 +120,13 @@ class RecordDecoder:
             self._bad(msg, exc)
             return None
 
+    def accept_cold(self, topic: str, payload: Any) -> None:
+        """Count a payload decoded from an archive table's columns (the table is checked to
+        hold this record type: it proves the topic's)."""
+        if self.settings.kind == "tokens":
+            self.stats["tokens"] += len(payload)
+        self._unproven.pop(topic, None)
+
     def _prove(self, topic: str, record: Message) -> None:
         """A record that decoded shows its topic holds the right type, unless protobuf only
         accepted it leniently: another message type parses with fields it does not know."""

@@ -58,14 +58,14 @@ def list_partitions(consumer: Any, settings: LoaderSettings) -> list[tuple[str, 
     return sorted(out)
 
 
-def _explicit(spec: Mapping[int | str, int], topic: str, partition: int) -> int | None:
+def explicit_offset(spec: Mapping[int | str, int], topic: str, partition: int) -> int | None:
     for key in (f"{topic}:{partition}", partition, str(partition)):
         if key in spec:
             return int(spec[key])
     return None
 
 
-def _timestamp_ms(spec: datetime | int) -> int:
+def timestamp_ms(spec: datetime | int) -> int:
     return int(spec.timestamp() * 1000) if isinstance(spec, datetime) else int(spec)
 
 
@@ -100,8 +100,8 @@ def resolve_start(consumer: Any, topic: str, partition: int, settings: LoaderSet
     if spec == "latest":
         return high
     if isinstance(spec, datetime | int):
-        return _for_time(consumer, topic, partition, _timestamp_ms(spec), settings)
-    explicit = _explicit(spec, topic, partition)
+        return _for_time(consumer, topic, partition, timestamp_ms(spec), settings)
+    explicit = explicit_offset(spec, topic, partition)
     return low if explicit is None else max(explicit, low)
 
 
@@ -112,5 +112,5 @@ def resolve_end(consumer: Any, topic: str, partition: int, settings: LoaderSetti
     if spec == "latest":
         return watermarks(consumer, topic, partition, settings)[1]
     if isinstance(spec, datetime | int):
-        return _for_time(consumer, topic, partition, _timestamp_ms(spec), settings)
-    return _explicit(spec, topic, partition)
+        return _for_time(consumer, topic, partition, timestamp_ms(spec), settings)
+    return explicit_offset(spec, topic, partition)

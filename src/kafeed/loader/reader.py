@@ -12,6 +12,13 @@ than the target, and partitions with records queued are paused once they hold th
 The reader tracks, per partition, what is in flight (taken but not yet delivered) and
 what was delivered out of order, which is what the state needs (see kafeed.loader.state).
 In-flight records' Kafka timestamps are kept for the latency metric (not state).
+
+With ``archive=``, a partition whose position lies below its log start offset begins
+*cold*: it is not assigned to the consumer, and its queue is filled from the topic's
+Iceberg table (kafeed.loader.archive_source) up to the log start, then the partition is
+assigned at that offset. Should retention overtake a partition being read from Kafka, the
+consumer reports the position out of range (``auto.offset.reset=error``) and the partition
+goes back to the table from where it stood. The order, and so the state, is the same.
 """
 
 from __future__ import annotations
@@ -25,9 +32,10 @@ from typing import Any
 
 from kafeed.errors import translate_kafka_error
 from kafeed.kafka import client_config
+from kafeed.loader.archive_source import ArchiveSource, ColdRecord
 from kafeed.loader.assignment import assign, parse_key, partition_key, warn_if_idle
 from kafeed.loader.decode import RecordDecoder
-from kafeed.loader.offsets import list_partitions, resolve_end, resolve_start, watermarks
+from kafeed.loader.offsets import list_partitions, resolve_end, resolve_start, watermarks, with_retry
 from kafeed.loader.parent import ParentWatch
 from kafeed.loader.read_ahead import ReadAhead
 from kafeed.loader.resume import (
@@ -49,6 +57,9 @@ REFILL_S = 0.05  # the longest a refill after resuming waits for its records
 GATHER_S = 0.002  # how long an unbounded reader's consume() waits to fill a whole call
 STATE_VERSION = 1
 STATE_KEYS = ("version", "partitions", "rr", "stats")
+# Offsets per partition read from an archive table at once: every scan reads whole data files
+# (or row groups), so small ranges would read the same file again and again.
+COLD_CHUNK = 65536
 
 
 @dataclass
@@ -69,6 +80,8 @@ class _Partition:
     eof: bool = False
     paused: bool = False
     seek: int = 0
+    cold_until: int | None = None  # cold: offsets below this are read from the archive table
+    cold_pos: int = 0  # the next offset to read from the table
 
     def next_offset(self) -> int:
         return min(self.in_flight) if self.in_flight else self.read
@@ -113,6 +126,10 @@ class KafkaReader:
         self._parent = parent  # in a DataLoader worker: end when the trainer is gone
         self.read_ahead = ReadAhead(settings.read_ahead_bytes)
         self._check_at = 0.0
+        self._archive = {topic: ArchiveSource(settings, topic, table)
+                         for topic, table in settings.archive_tables().items()}
+        self._log_starts: dict[str, int] = {}
+        self._cold: list[_Partition] = []
 
     # -- lifecycle -------------------------------------------------------------------------
     def consumer_config(self) -> dict[str, Any]:
@@ -123,6 +140,8 @@ class KafkaReader:
             "enable.auto.offset.store": False,
             "enable.partition.eof": True,
             "auto.offset.reset": "latest" if s.start == "latest" else "earliest",
+            # A position that retention overtook goes back to the archive table, not on.
+            **({"auto.offset.reset": "error"} if self._archive else {}),
             "isolation.level": "read_committed",
             # Fetch sizes from read_ahead_bytes: what librdkafka may fetch between two
             # looks at the queues (kafeed.loader.read_ahead).
@@ -143,6 +162,11 @@ class KafkaReader:
                 on_lost=self._on_revoke)
             return
         every = list_partitions(self._consumer, self.settings)
+        if self._archive:
+            cluster_id = with_retry(lambda: self._consumer.list_topics(timeout=10).cluster_id,
+                                    action="read the cluster id", settings=self.settings)
+            for source in self._archive.values():
+                source.open(str(cluster_id))
         if self.settings.mode == "replicated":
             owned = every
         else:
@@ -160,7 +184,12 @@ class KafkaReader:
         check_saved_partitions(self._starts, every)
         for key in sorted(owned & set(self._starts)):
             start = self._starts[key]
-            low, high = watermarks(self._consumer, *parse_key(key), self.settings)
+            topic, partition = parse_key(key)
+            low, high = watermarks(self._consumer, topic, partition, self.settings)
+            self._log_starts[key] = low
+            source = self._archive.get(topic)
+            if source is not None:
+                low = source.floor(key, partition, low, start.next)
             check_positions(key, start.next, start.read, low, high)
 
     def close(self) -> None:
@@ -185,12 +214,18 @@ class KafkaReader:
                 first = committed
             else:
                 first = resolve_start(self._consumer, topic, partition, self.settings)
+                source = self._archive.get(topic)
+                if source is not None:
+                    first = source.cold_start(key, partition, first, self._log_start(key))
             end = resolve_end(self._consumer, topic, partition, self.settings)
             start = PartitionStart(next=first, read=first, end=end)
         part = _Partition(key=key, topic=topic, partition=partition, read=start.read, end=start.end,
                           delivered=set(start.delivered), partial=dict(start.partial),
                           restore=set(start.restore), in_flight=set(start.restore), seek=start.next)
         part.fetch_done = done_at_open(start)
+        if topic in self._archive and not part.fetch_done and part.seek < self._log_start(key):
+            part.cold_until, part.cold_pos = self._log_start(key), part.seek
+            self._cold.append(part)
         self.parts.append(part)
         self.parts.sort(key=lambda x: (x.topic, x.partition))
         self._by_tp[(topic, partition)] = part
@@ -200,8 +235,14 @@ class KafkaReader:
     def _assign_all(self) -> None:
         from confluent_kafka import TopicPartition
 
-        tps = [TopicPartition(p.topic, p.partition, p.seek) for p in self.parts if not p.fetch_done]
+        tps = [TopicPartition(p.topic, p.partition, p.seek) for p in self.parts
+               if not p.fetch_done and p.cold_until is None]
         self._consumer.assign(tps)
+
+    def _log_start(self, key: str) -> int:
+        if key not in self._log_starts:
+            self._log_starts[key] = watermarks(self._consumer, *parse_key(key), self.settings)[0]
+        return self._log_starts[key]
 
     def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
         committed = {}
@@ -255,6 +296,9 @@ class KafkaReader:
             self._parent.check()
         if self.settings.bounded:
             timeout = min(timeout, 0.05)
+        queued = self._fetch_cold() if self._cold else 0
+        if queued:
+            timeout = 0  # records are waiting: take what Kafka has, do not wait for more
         consume = self._consumer.consume
         ahead = self.read_ahead
         batch = ahead.pull(self.settings.consume_batch)
@@ -271,7 +315,6 @@ class KafkaReader:
                 msgs = consume(num_messages=1, timeout=timeout - GATHER_S)
                 if msgs and batch > 1:
                     msgs.extend(consume(num_messages=batch - 1, timeout=0))
-        queued = 0
         limit = self.settings.queue_records
         by_tp = self._by_tp
         last_tp: tuple[str, int] | None = None
@@ -290,6 +333,8 @@ class KafkaReader:
                     # Retrying cannot help: the cluster's ACLs refuse this principal.
                     who = self.settings.connection.sasl_username or "this client"
                     raise translate_kafka_error(err, action=f"read topic {msg.topic()!r} as {who}")
+                elif err.code() == KafkaError._AUTO_OFFSET_RESET:
+                    self._out_of_range(msg.topic(), msg.partition())
                 else:
                     self._log_error(err)
                 continue
@@ -297,7 +342,7 @@ class KafkaReader:
             if tp != last_tp:  # records come in runs per partition: look up once per run
                 part = by_tp.get(tp)
                 last_tp = tp
-            if part is None:
+            if part is None or part.cold_until is not None:
                 continue
             offset = msg.offset()
             end = part.end
@@ -307,7 +352,7 @@ class KafkaReader:
             if offset < part.read:
                 if offset in part.restore:
                     part.restore.discard(offset)
-                    self._restored[(part.key, offset)] = self._decoder.decode(msg)
+                    self._restored[(part.key, offset)] = self._decode(msg)
                     part.stamps[offset] = msg.timestamp()[1]
                     queued += 1
                 continue
@@ -344,7 +389,8 @@ class KafkaReader:
                     if left <= 0 or not self._pull(left)[0]:
                         break
         if not ahead.low:
-            self._pause_many([p for p in self.parts if p.queue and not p.paused and not p.fetch_done], True)
+            self._pause_many([p for p in self.parts if p.queue and not p.paused and not p.fetch_done
+                              and p.cold_until is None], True)  # a cold one is not assigned
 
     def _top_up(self) -> None:
         """Now and then while records are taken: update the rate, pause or resume, and move
@@ -358,6 +404,99 @@ class KafkaReader:
             self._fetch(0)
         else:
             self._hold()
+
+    # -- the cold tier ---------------------------------------------------------------------
+    def _fetch_cold(self) -> int:
+        """Fill the queues of cold partitions from their archive tables (one scan per table);
+        returns how many records were queued or restored."""
+        queued = 0
+        limit = self.settings.queue_records
+        wanted: dict[str, dict[int, tuple[int, int]]] = {}
+        for part in self._cold:
+            if len(part.queue) < limit and part.cold_until is not None:
+                stop = min(part.cold_until, part.cold_pos + max(limit, COLD_CHUNK))
+                if part.end is not None:
+                    stop = min(stop, part.end)
+                wanted.setdefault(part.topic, {})[part.partition] = (part.cold_pos, stop)
+        for topic, ranges in wanted.items():
+            for partition, records in self._archive[topic].read(ranges).items():
+                part = self._by_tp[(topic, partition)]
+                queued += self._queue_cold(part, records)
+                part.cold_pos = stop = ranges[partition][1]
+                if part.end is not None and stop >= part.end:
+                    part.fetch_done = True
+                    part.cold_until = None
+                    self._cold.remove(part)
+                elif part.cold_until is not None and stop >= part.cold_until:
+                    self._warm(part)
+        if not self._cold:
+            for source in self._archive.values():
+                source.release()
+        return queued
+
+    def _queue_cold(self, part: _Partition, records: list[ColdRecord]) -> int:
+        queued = 0
+        for rec in records:
+            offset = rec.offset()
+            if offset < part.read:
+                if offset in part.restore:
+                    part.restore.discard(offset)
+                    self._restored[(part.key, offset)] = self._decode(rec)
+                    part.stamps[offset] = rec.timestamp()[1]
+                    queued += 1
+                continue
+            part.queue.append(rec)
+            queued += 1
+        return queued
+
+    def _warm(self, part: _Partition) -> None:
+        """A cold partition read up to its boundary: on to Kafka, unless retention moved the
+        log start further meanwhile (then the table serves up to the new one)."""
+        from confluent_kafka import TopicPartition
+
+        low = watermarks(self._consumer, part.topic, part.partition, self.settings)[0]
+        if low > part.cold_pos:
+            self._archive[part.topic].check_reaches(part.key, part.partition, part.cold_pos, low)
+            part.cold_until = low
+            return
+        log.info("kafeed loader: %s read from the archive table up to offset %d; on from Kafka",
+                 part.key, part.cold_pos)
+        part.cold_until = None
+        self._cold.remove(part)
+        self._consumer.incremental_assign([TopicPartition(part.topic, part.partition, part.cold_pos)])
+
+    def _out_of_range(self, topic: str, partition: int) -> None:
+        """Retention deleted a partition's records before the consumer fetched them."""
+        from confluent_kafka import TopicPartition
+
+        part = self._by_tp.get((topic, partition))
+        if part is None or part.cold_until is not None:
+            return
+        tp = TopicPartition(topic, partition)
+        if topic not in self._archive:  # read on from the log start, as "earliest" always did
+            log.warning("kafeed loader: records of %s were deleted before they were read; "
+                        "reading on from its log start", part.key)
+            self._consumer.seek(TopicPartition(topic, partition, -2))
+            return
+        pos = part.queue[-1].offset() + 1 if part.queue else part.read
+        if part.restore:
+            pos = min(pos, min(part.restore))
+        low = watermarks(self._consumer, topic, partition, self.settings)[0]
+        self._archive[topic].check_reaches(part.key, partition, pos, low)
+        log.info("kafeed loader: retention overtook %s at offset %d; reading it from the archive "
+                 "table up to %d", part.key, pos, low)
+        self._consumer.incremental_unassign([tp])
+        if part.paused:
+            part.paused = False
+        part.cold_until, part.cold_pos = low, pos
+        self._cold.append(part)
+
+    def _decode(self, msg: Any) -> Any:
+        """A record's payload: decoded from the table's columns, or from its bytes."""
+        if type(msg) is ColdRecord and msg.payload is not None:
+            self._decoder.accept_cold(msg.topic(), msg.payload)
+            return msg.payload
+        return self._decoder.decode(msg)
 
     def _pause(self, part: _Partition, pause: bool) -> None:
         self._pause_many([part], pause)
@@ -454,6 +593,10 @@ class KafkaReader:
                 continue
             if part.fetch_done:
                 if self.exhausted:
+                    # Where the cursor stops depends on which end-of-partition event came
+                    # first; at the end it means nothing, so keep it canonical and two runs
+                    # that delivered the same records save the same state.
+                    self.rr = 0
                     return None
                 self.rr = (self.rr + 1) % n
                 continue
@@ -478,7 +621,12 @@ class KafkaReader:
         part.read = offset + 1
         if offset in part.delivered:
             return None
-        payload = self._decoder.decode(msg)
+        # Inline, not self._decode(): this runs once per record.
+        if type(msg) is ColdRecord and msg.payload is not None:
+            payload = msg.payload
+            self._decoder.accept_cold(part.topic, payload)
+        else:
+            payload = self._decoder.decode(msg)
         if payload is None:
             part.delivered.add(offset)
             return None

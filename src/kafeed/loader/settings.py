@@ -12,6 +12,13 @@
 
 ``end=None`` streams forever (continual training). Resolved offsets are saved in the state,
 so a resumed run keeps the first run's end even if the topic grew.
+
+``archive`` names the Iceberg table that ``kafeed archive`` keeps of a topic (a table name
+when the loader reads one topic, else ``{topic: table}``), in the catalog that
+``archive_catalog`` names (the local SQLite one under ``~/.cache/kafeed/warehouse`` by
+default, as for ``kafeed archive``). Offsets below a partition's log start offset are then
+read from the table (kafeed.loader.archive_source): ``"earliest"`` is the first archived
+offset, and an explicit start offset below the log start is kept.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, Strict, model_validator
 
+from kafeed.archive.settings import CatalogSettings
 from kafeed.config import ConnectionSettings
 from kafeed.loader.read_ahead import MIB, MIN_READ_AHEAD
 
@@ -38,6 +46,7 @@ EndSpec = Literal["latest"] | Moment | Offset | Mapping[Offset | str, Offset] | 
 # Kafka's legal topic names.
 _TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")
 _PARTITION = re.compile(r"[0-9]+")
+_TABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+")
 MAX_TOKEN_ID = 2**32 - 1  # token ids travel as uint16 or uint32
 MAX_CONSUME_BATCH = 1_000_000  # librdkafka's limit for consume(num_messages=...)
 
@@ -79,6 +88,8 @@ class LoaderSettings(BaseModel):
     broker_timeout_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     dlq_topic: str | None = None
     consumer_config: Mapping[str, str | int | float | bool] = Field(default_factory=dict)
+    archive: str | Mapping[str, str] | None = None
+    archive_catalog: CatalogSettings = Field(default_factory=CatalogSettings)
 
     @model_validator(mode="after")
     def _check(self) -> LoaderSettings:
@@ -103,7 +114,32 @@ class LoaderSettings(BaseModel):
             raise ValueError(f"rank {self.rank} is not below world_size {self.world_size}")
         if self.mode == "group" and not self.group:
             raise ValueError('mode="group" needs group=<consumer group id>')
+        if self.archive is not None:
+            self._check_archive(self.archive)
         return self
+
+    def _check_archive(self, archive: str | Mapping[str, str]) -> None:
+        if self.mode == "group":
+            raise ValueError('archive= reads with mode="static" or "replicated", not "group"')
+        if isinstance(archive, str):
+            if len(self.topics) != 1:
+                raise ValueError("archive= names one table, but the loader reads several topics: "
+                                 "pass {topic: table}")
+            archive = {self.topics[0]: archive}
+        for topic, table in archive.items():
+            if topic not in self.topics:
+                raise ValueError(f"archive= names topic {topic!r}, which this loader does not read")
+            if not _TABLE.fullmatch(table):
+                raise ValueError(f"archive table {table!r} is not NAMESPACE.TABLE "
+                                 "(letters, digits, underscores)")
+
+    def archive_tables(self) -> dict[str, str]:
+        """``{topic: archive table}`` for the topics read with their cold tier."""
+        if self.archive is None:
+            return {}
+        if isinstance(self.archive, str):
+            return {self.topics[0]: self.archive}
+        return dict(self.archive)
 
     def _check_offsets(self, what: str, spec: Mapping[int | str, int]) -> None:
         """Keys of an explicit offset mapping: a partition number or "topic:partition"

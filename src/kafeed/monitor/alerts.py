@@ -26,7 +26,8 @@ from kafeed.errors import invalid_settings
 
 log = logging.getLogger("kafeed")
 
-RuleName = Literal["group_status", "lag", "producer_errors", "broker_down", "disk"]
+RuleName = Literal["group_status", "lag", "producer_errors", "broker_down", "disk", "task_wait",
+                   "tasks_parked"]
 
 
 class AlertSettings(BaseModel):
@@ -47,6 +48,10 @@ class AlertSettings(BaseModel):
     expected_brokers: int | None = Field(default=None, ge=1)
     #: share of a log dir's filesystem in use (0..1)
     max_disk_used_ratio: float | None = Field(default=0.9, gt=0, le=1)
+    #: a task kind whose oldest waiting task (not finished, not held by a worker) is older
+    max_task_wait_s: float | None = Field(default=600.0, ge=0)
+    #: any task of a kind parked (until `kafeed tasks retry` or a new prefix)
+    tasks_parked: bool = True
 
 
 def load_alert_settings(config_file: Path | None = None) -> AlertSettings:

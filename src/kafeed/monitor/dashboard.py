@@ -23,7 +23,7 @@ def _rate(value: float | None) -> str:
 
 def render(snapshot: Snapshot, firing: list[Condition] | None = None, *, interval: float = 0.0
            ) -> RenderableType:
-    """The whole dashboard: cluster line, partitions, topics, groups, disk, alerts."""
+    """The whole dashboard: cluster line, partitions, topics, groups, disk, task queues, alerts."""
     h = snapshot.health
     ok_brokers = snapshot.brokers_up >= snapshot.brokers_expected
     head = Text.assemble(
@@ -81,6 +81,18 @@ def render(snapshot: Snapshot, firing: list[Condition] | None = None, *, interva
             disk.add_row(str(d.broker), d.log_dir, human_bytes(d.used_bytes), human_bytes(d.free_bytes),
                          "n/a" if ratio is None else f"{ratio:.0%}")
         parts.append(disk)
+
+    if snapshot.queues:
+        queues = Table(title="task queues", title_justify="left")
+        for col in ("queue", "queued", "in flight", "done", "failed", "parked", "oldest wait"):
+            queues.add_column(col, justify="left" if col == "queue" else "right")
+        for q in snapshot.queues:
+            age = q["oldest_waiting_s"]
+            queues.add_row(f"{q['prefix']}.{q['kind']}", *(f"{q[k]:,}" for k in (
+                "queued", "in_flight", "done", "failed")),
+                Text(f"{q['parked']:,}", "red" if q["parked"] else ""),
+                "-" if age is None else f"{age:,.0f}s")
+        parts.append(queues)
 
     if firing:
         alerts = Text("\n".join(f"● {c.rule} [{c.subject}]: {c.message}" for c in firing), "bold red")

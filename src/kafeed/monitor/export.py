@@ -14,6 +14,7 @@ from kafeed.monitor.watch import Snapshot
 from kafeed.telemetry import metrics as m
 
 _seen: dict[str, set[tuple[str, ...]]] = {}
+QUEUE_STATES = ("queued", "in_flight", "done", "failed", "parked", "cancelled")
 
 
 def _set_all(gauge: Gauge, name: str, values: dict[tuple[str, ...], float]) -> None:
@@ -75,5 +76,13 @@ def export_snapshot(snapshot: Snapshot, firing: list[Condition] | None = None) -
     _set_all(m.DISK_USED, "used", used)
     _set_all(m.DISK_FREE, "free", free)
     _set_all(m.DISK_USED_RATIO, "ratio", ratio)
+    queue: dict[tuple[str, ...], float] = {}
+    oldest: dict[tuple[str, ...], float] = {}
+    for q in snapshot.queues:
+        for state in QUEUE_STATES:
+            queue[(q["prefix"], q["kind"], state)] = q[state]
+        oldest[(q["prefix"], q["kind"])] = q["oldest_waiting_s"] or 0.0
+    _set_all(m.TASK_QUEUE, "queue", queue)
+    _set_all(m.TASK_OLDEST_WAIT, "oldest", oldest)
     if firing is not None:
         _set_all(m.ALERTS_FIRING, "alerts", {(c.rule, c.subject): 1.0 for c in firing})

@@ -2,7 +2,9 @@
 
 Counters become rates between consecutive snapshots; gauges are drawn as
 recorded. A chart without data is left out and named on the page. matplotlib
-(the ``plot`` extra) is imported only here, with the Agg backend.
+(the ``plot`` extra) is imported only here, with the Agg backend. When evaluate tasks
+wrote ``evaluations.jsonl`` into the run directory, the ``evaluation`` chart draws their
+held-out loss (and perplexity, or accuracy) by step beside the training loss.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from kafeed.errors import ConfigError, KafeedError
-from kafeed.telemetry.recorder import METRICS_FILE
+from kafeed.telemetry.recorder import EVALUATIONS_FILE, METRICS_FILE
 
 log = logging.getLogger("kafeed")
 
@@ -34,6 +36,7 @@ class ReportResult:
     html: Path
     charts: list[Path]
     missing: list[str] = field(default_factory=list)
+    evaluations: list[dict[str, Any]] = field(default_factory=list)
 
 
 def load_lines(path: Path) -> list[dict[str, Any]]:
@@ -170,6 +173,70 @@ def _draw(plt: Any, chart: Chart, data: list[Series], path: Path) -> None:
     plt.close(fig)
 
 
+def read_evaluations(run_dir: Path) -> list[dict[str, Any]]:
+    """``RUN_DIR/evaluations.jsonl``: one evaluation per step (the last written), by step.
+
+    A task that ran twice (its worker died before the result was written) wrote its step
+    twice; a line cut off by a crash is skipped."""
+    path = Path(run_dir) / EVALUATIONS_FILE
+    if not path.exists():
+        return []
+    by_step: dict[int, dict[str, Any]] = {}
+    for raw in path.read_text(encoding="utf-8").splitlines():
+        try:
+            doc = json.loads(raw)
+            by_step[int(doc["step"])] = doc
+        except (ValueError, KeyError, TypeError):
+            continue
+    return [by_step[s] for s in sorted(by_step)]
+
+
+def _train_loss_by_step(lines: list[dict[str, Any]], evaluations: list[dict[str, Any]]) -> Series:
+    """Training loss by step: the snapshots' step and loss gauges, and each checkpoint's loss."""
+    pts: dict[float, float] = {}
+    for doc in lines:
+        metrics = doc.get("metrics", {})
+        step = [s["value"] for s in metrics.get("kafeed_train_step", [])]
+        loss = [s["value"] for s in metrics.get("kafeed_train_loss", [])]
+        if step and loss and step[0] > 0:
+            pts[float(step[0])] = float(loss[0])
+    for ev in evaluations:
+        if ev.get("train_loss") is not None:
+            pts[float(ev["step"])] = float(ev["train_loss"])
+    xs = sorted(pts)
+    return {"training loss": (xs, [pts[x] for x in xs])} if xs else {}
+
+
+def _evaluation_chart(plt: Any, lines: list[dict[str, Any]], evaluations: list[dict[str, Any]],
+                      path: Path) -> None:
+    steps = [float(e["step"]) for e in evaluations]
+    panels: list[tuple[str, Series]] = []
+    loss: Series = _train_loss_by_step(lines, evaluations)
+    if all(e.get("loss") is not None for e in evaluations):
+        loss["held-out loss"] = (steps, [float(e["loss"]) for e in evaluations])
+        panels.append(("loss", loss))
+        panels.append(("perplexity", {"held-out perplexity": (
+            steps, [float(e["perplexity"]) for e in evaluations])}))
+    else:
+        panels.append(("training loss", loss))
+        panels.append(("accuracy", {
+            "held-out accuracy": (steps, [float(e.get("accuracy") or 0.0) for e in evaluations]),
+            "majority class": (steps, [float(e.get("majority_rate") or 0.0) for e in evaluations])}))
+    fig, axes = plt.subplots(len(panels), 1, figsize=FIG_INCHES, dpi=DPI, sharex=True, squeeze=False)
+    for ax, (ylabel, series) in zip(axes[:, 0], panels, strict=True):
+        for key, (xs, ys) in sorted(series.items()):
+            ax.plot(xs, ys, label=key, linewidth=1.4, marker="o" if key.startswith("held-out") else None)
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3)
+        if series:
+            ax.legend(loc="best", fontsize="small")
+    axes[0, 0].set_title("Evaluation of each checkpoint (held-out records) and training loss")
+    axes[-1, 0].set_xlabel("step")
+    fig.tight_layout()
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+
+
 def _summary(lines: list[dict[str, Any]]) -> list[tuple[str, str]]:
     last = lines[-1].get("metrics", {})
     duration = float(lines[-1]["time"]) - float(lines[0]["time"])
@@ -202,6 +269,14 @@ def render_report(run_dir: Path, *, out_dir: Path | None = None) -> ReportResult
         encoded = base64.b64encode(path.read_bytes()).decode()
         sections.append(f'<h2>{html.escape(chart.title)}</h2>\n'
                         f'<img alt="{chart.name}" src="data:image/png;base64,{encoded}">')
+    evaluations = read_evaluations(Path(run_dir))
+    if evaluations:
+        path = out_dir / "evaluation.png"
+        _evaluation_chart(plt, lines, evaluations, path)
+        charts.append(path)
+        encoded = base64.b64encode(path.read_bytes()).decode()
+        sections.append('<h2>Evaluation</h2>\n'
+                        f'<img alt="evaluation" src="data:image/png;base64,{encoded}">')
     rows = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in _summary(lines))
     note = (f"<p class=note>No data recorded for: {html.escape(', '.join(missing))}.</p>" if missing else "")
     page = f"""<!doctype html>
@@ -217,4 +292,4 @@ th{{text-align:left;padding-right:2em}}.note{{color:#777}}</style></head>
 """
     page_path = out_dir / "report.html"
     page_path.write_text(page, encoding="utf-8")
-    return ReportResult(page_path, charts, missing)
+    return ReportResult(page_path, charts, missing, evaluations)

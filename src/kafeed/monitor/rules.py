@@ -46,4 +46,16 @@ def conditions(snapshot: Snapshot, settings: AlertSettings) -> list[Condition]:
                                  f"broker {disk.broker} log dir {disk.log_dir} filesystem "
                                  f"{ratio:.0%} full (threshold {settings.max_disk_used_ratio:.0%})",
                                  value=round(ratio, 4), threshold=settings.max_disk_used_ratio))
+    for q in snapshot.queues:
+        subject = f"{q['prefix']}.{q['kind']}"
+        if settings.max_task_wait_s is not None:
+            age = q["oldest_waiting_s"] or 0.0
+            out.append(Condition("task_wait", subject, age > settings.max_task_wait_s,
+                                 f"the oldest of {q['queued']} queued {q['kind']} task(s) has waited "
+                                 f"{age:,.0f} s (threshold {settings.max_task_wait_s:g} s)",
+                                 value=round(age, 1), threshold=settings.max_task_wait_s))
+        if settings.tasks_parked:
+            out.append(Condition("tasks_parked", subject, q["parked"] > 0,
+                                 f"{q['parked']} {q['kind']} task(s) parked; `kafeed tasks retry` "
+                                 "puts them back", value=q["parked"], threshold=0))
     return out

@@ -46,6 +46,10 @@ class MonitorOptions(BaseModel):
     #: metrics endpoints of pipeline stages, read for the producer error rate
     scrape: list[str] = Field(default_factory=list)
     timeout_s: float = Field(default=10.0, gt=0, allow_inf_nan=False)
+    #: task queues (`kafeed tasks --prefix`) shown when their results topic exists
+    task_prefixes: list[str] = Field(default_factory=lambda: ["tasks"])
+    #: reading a queue means reading its topics in full: this often at most
+    queues_interval_s: float = Field(default=30.0, gt=0, allow_inf_nan=False)
 
 
 @dataclass(frozen=True)
@@ -71,6 +75,8 @@ class Snapshot:
     groups: list[GroupView]
     disk: list[DiskUsage] = field(default_factory=list)
     producer_error_rate: float | None = None
+    #: per task kind: prefix, kind, queued, in_flight, done, failed, parked, cancelled, oldest_waiting_s
+    queues: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def brokers_up(self) -> int:
@@ -96,6 +102,7 @@ class Snapshot:
             "groups": [g.as_dict() for g in self.groups],
             "disk": [d.as_dict() for d in self.disk],
             "producer_error_rate": self.producer_error_rate,
+            "queues": self.queues,
         }
 
 
@@ -134,6 +141,8 @@ class ClusterMonitor:
         self._prev_errors: float | None = None
         self._disk: list[DiskUsage] = []
         self._disk_time = float("-inf")
+        self._queues: list[dict[str, Any]] = []
+        self._queues_time = float("-inf")
         if self.options.data_dir is not None:
             # A local cluster knows its nodes: a node already down at the first poll is missing.
             try:
@@ -174,6 +183,34 @@ class ClusterMonitor:
             rate = round(max(0.0, total - self._prev_errors) / (now - self._prev_time), 4)
         self._prev_errors = total
         return rate
+
+    def _read_queues(self, now: float, topics: set[str]) -> list[dict[str, Any]]:
+        """The task queues whose results topic exists, read every ``queues_interval_s``."""
+        prefixes = [p for p in self.options.task_prefixes if f"{p}.results" in topics]
+        if not prefixes:
+            self._queues = []
+            return []
+        if now - self._queues_time < self.options.queues_interval_s:
+            return self._queues
+        from dataclasses import asdict as as_dict
+
+        from kafeed.errors import KafeedError
+        from kafeed.tasks import queue_settings
+        from kafeed.tasks.status import queue_status
+
+        queues: list[dict[str, Any]] = []
+        for prefix in prefixes:
+            try:
+                kinds = queue_status(self.settings, queue_settings(prefix=prefix))
+            except KafeedError as exc:
+                log.warning("could not read the task queues under %r: %s", prefix, exc)
+                continue
+            for kind in kinds:
+                row = as_dict(kind)
+                row.pop("running")
+                queues.append({"prefix": prefix, **row})
+        self._queues, self._queues_time = queues, now
+        return queues
 
     def close(self) -> None:
         """Close the per-group offset readers."""
@@ -238,6 +275,7 @@ class ClusterMonitor:
             brokers_expected=max(self._expected, len(ids)), missing_brokers=missing,
             topics=topics, groups=views, disk=self._read_disk(now),
             producer_error_rate=self._producer_error_rate(now),
+            queues=self._read_queues(now, {t for t, _p in health.high_watermarks}),
         )
         self._prev_time = now
         self._prev_hw = hw_by_topic

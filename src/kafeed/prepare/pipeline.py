@@ -1,8 +1,13 @@
-"""One batch through the stages, without Kafka: decode → normalize → filter → dedup → tokenize.
+"""One batch through the stages, without Kafka: decode → normalize → filter → dedup → (route) → tokenize.
 
 The result says what to produce (documents, dead letters, changelog entries) and
 what was counted; :mod:`kafeed.stream` commits it with the input positions. Nothing raised by a
 record escapes: it becomes a dead letter naming the stage.
+
+With routing rules (:mod:`kafeed.route`), each document that passed dedup goes to the
+topic of the first rule its cleaned text and sample match, before it is tokenized: a
+``drop`` rule drops it (counted per rule), and one that no rule matches goes to the
+rules' default topic, or becomes an ``unrouted`` dead letter.
 """
 
 from __future__ import annotations
@@ -19,6 +24,9 @@ from kafeed.prepare.normalize import normalize_text
 from kafeed.prepare.settings import PrepareSettings
 from kafeed.prepare.stats import BatchCounts
 from kafeed.prepare.tokenize import BatchTokenizer, TokenBatch
+from kafeed.route import DEFAULT_RULE, DROP, RuleSet
+from kafeed.route.columns import Columns
+from kafeed.route.engine import UNROUTED
 from kafeed.schema.records_pb2 import TokenizedDocument
 from kafeed.stream import BatchResult as StreamBatchResult
 from kafeed.stream import DeadLetter, Output, Record
@@ -48,6 +56,7 @@ def document_id(item: Decoded, digest: bytes) -> str:
 
 
 Kept = tuple[Decoded, str, bytes]  # decoded record, normalized text, content hash
+Routed = tuple[Decoded, str, bytes, str]  # ... and the topic its document goes to
 
 
 def clean_text(item: Decoded, settings: PrepareSettings, result: BatchResult) -> str | None:
@@ -68,10 +77,12 @@ class BatchPipeline:
     """The stages with their settings; :meth:`run` processes one batch against ``dedup``."""
 
     def __init__(self, settings: PrepareSettings, tokenizer: BatchTokenizer, *,
-                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES - RECORD_OVERHEAD) -> None:
+                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES - RECORD_OVERHEAD,
+                 rules: RuleSet | None = None) -> None:
         self.settings = settings
         self.tokenizer = tokenizer
         self.max_message_bytes = max_message_bytes
+        self.rules = rules
         self._pool: ThreadPoolExecutor | None = None
 
     def run(self, records: Sequence[Record], dedup: DedupState) -> BatchResult:
@@ -86,7 +97,7 @@ class BatchPipeline:
         # Texts go to the tokenizer in chunks as soon as they pass dedup; encode_batch runs in
         # Rust without the GIL, so with overlap on it tokenizes chunk k while this thread
         # normalizes chunk k+1 and serializes chunk k-1.
-        chunks: list[tuple[list[Kept], Future[TokenBatch]]] = []
+        chunks: list[tuple[list[Routed], Future[TokenBatch]]] = []
         current: list[Kept] = []
         for item in decoded.decoded:
             text = clean_text(item, s, result)
@@ -98,10 +109,10 @@ class BatchPipeline:
                 continue
             current.append((item, text, digest))
             if len(current) >= s.tokenizer.chunk_size:
-                chunks.append((current, self._submit(current)))
+                chunks.append(self._chunk(current, result))
                 current = []
         if current:
-            chunks.append((current, self._submit(current)))
+            chunks.append(self._chunk(current, result))
 
         self._finish(chunks, result)
         if s.dedup.enabled:
@@ -113,11 +124,40 @@ class BatchPipeline:
     def tokenize(self, kept: Sequence[Kept], result: BatchResult) -> None:
         """Tokenize ``kept`` in chunks (overlapped with serializing the previous one) into ``result``."""
         size = self.settings.tokenizer.chunk_size
-        chunks = [(list(kept[i:i + size]), self._submit(list(kept[i:i + size])))
-                  for i in range(0, len(kept), size)]
+        chunks = [self._chunk(list(kept[i:i + size]), result) for i in range(0, len(kept), size)]
         self._finish(chunks, result)
 
-    def _finish(self, chunks: list[tuple[list[Kept], Future[TokenBatch]]], result: BatchResult) -> None:
+    def route(self, kept: list[Kept], result: BatchResult) -> list[Routed]:
+        """Each entry with its output topic; drops and unrouted entries leave here, counted."""
+        rules = self.rules
+        if rules is None:
+            output = self.settings.output
+            return [(item, text, digest, output) for item, text, digest in kept]
+        columns = Columns([item.sample for item, _, _ in kept], [text for _, text, _ in kept],
+                          [item.record.headers for item, _, _ in kept])
+        counts = result.counts
+        routed: list[Routed] = []
+        for (item, text, digest), k in zip(kept, rules.assign(columns), strict=True):
+            if k >= 0:
+                name, target = rules.rules[k].name, rules.rules[k].to
+            elif rules.default is not None:
+                name, target = DEFAULT_RULE, rules.default
+            else:
+                result.dead_letters.append(DeadLetter(item.record, "unrouted", UNROUTED))
+                continue
+            counts.routed[name] += 1
+            if target == DROP:
+                counts.dropped += 1
+            else:
+                routed.append((item, text, digest, target))
+        return routed
+
+    def _chunk(self, kept: list[Kept], result: BatchResult) -> tuple[list[Routed], Future[TokenBatch]]:
+        """Route ``kept`` and start tokenizing what goes on."""
+        routed = self.route(kept, result)
+        return routed, self._submit(routed)
+
+    def _finish(self, chunks: list[tuple[list[Routed], Future[TokenBatch]]], result: BatchResult) -> None:
         for entries, future in chunks:
             self._emit(self._collect(entries, future, result), result)
 
@@ -136,8 +176,8 @@ class BatchPipeline:
                 offset = str(last[partition]).encode()
                 result.changelog.extend((partition, changelog_key(partition, d), offset) for d in digests)
 
-    def _submit(self, entries: list[Kept]) -> Future[TokenBatch]:
-        texts = [text for _, text, _ in entries]
+    def _submit(self, entries: list[Routed]) -> Future[TokenBatch]:
+        texts = [entry[1] for entry in entries]
         if self.settings.tokenizer.overlap:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kafeed-tokenize")
@@ -150,14 +190,14 @@ class BatchPipeline:
         return future
 
     def _collect(
-        self, entries: list[Kept], future: Future[TokenBatch], result: BatchResult,
-    ) -> list[tuple[Kept, bytes, int]]:
+        self, entries: list[Routed], future: Future[TokenBatch], result: BatchResult,
+    ) -> list[tuple[Routed, bytes, int]]:
         """A chunk's tokens; if the chunk failed, per document, so a bad text costs only itself."""
         dtype = self.tokenizer.dtype
         try:
             batch = future.result()
         except Exception:
-            out: list[tuple[Kept, bytes, int]] = []
+            out: list[tuple[Routed, bytes, int]] = []
             for entry in entries:
                 try:
                     one = self.tokenizer.encode_batch([entry[1]])
@@ -169,9 +209,9 @@ class BatchPipeline:
             return out
         return list(zip(entries, batch.packed(dtype), batch.lengths().tolist(), strict=True))
 
-    def _emit(self, tokenized: list[tuple[Kept, bytes, int]], result: BatchResult) -> None:
+    def _emit(self, tokenized: list[tuple[Routed, bytes, int]], result: BatchResult) -> None:
         counts = result.counts
-        for (item, _, digest), packed, n in tokenized:
+        for (item, _, digest, topic), packed, n in tokenized:
             rec, sample = item.record, item.sample
             doc = TokenizedDocument(
                 id=document_id(item, digest), source=sample.source, tokens=packed,
@@ -187,7 +227,7 @@ class BatchPipeline:
                     rec, "too_large", f"tokenized document is {len(value)} bytes, over the "
                     f"{self.max_message_bytes}-byte message limit"))
                 continue  # its hash stays remembered: a copy would be just as large
-            result.outputs.append(Output(self.settings.output, doc.id.encode("utf-8"), value))
+            result.outputs.append(Output(topic, doc.id.encode("utf-8"), value))
             counts.documents_out += 1
             counts.tokens_out += n
 

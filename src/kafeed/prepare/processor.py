@@ -21,6 +21,7 @@ from kafeed.prepare.pipeline import BatchPipeline, BatchResult
 from kafeed.prepare.settings import PrepareSettings
 from kafeed.prepare.stats import BatchCounts, PrepareStats
 from kafeed.prepare.tokenize import BatchTokenizer, load_tokenizer
+from kafeed.route import RuleSet
 from kafeed.stream import BatchResult as StreamBatchResult
 from kafeed.stream import Record, Stage, StreamProcessor, StreamStats
 from kafeed.telemetry import metrics as m
@@ -35,9 +36,10 @@ class PrepareStage(Stage[PrepareStats]):
 
     name = "prepare"
 
-    def __init__(self, settings: PrepareSettings, tokenizer: BatchTokenizer) -> None:
+    def __init__(self, settings: PrepareSettings, tokenizer: BatchTokenizer, *,
+                 rules: RuleSet | None = None) -> None:
         self.settings = settings
-        self.pipeline = BatchPipeline(settings, tokenizer)
+        self.pipeline = BatchPipeline(settings, tokenizer, rules=rules)
         self.dedup = DedupState()
         self.totals = BatchCounts()
 
@@ -45,7 +47,8 @@ class PrepareStage(Stage[PrepareStats]):
         return self.pipeline.run(records, self.dedup)
 
     def bind(self, max_message_bytes: Mapping[str, int]) -> None:
-        self.pipeline.max_message_bytes = max_message_bytes[self.settings.output] - RECORD_OVERHEAD
+        # With rules there are several output topics: a document must fit the smallest limit.
+        self.pipeline.max_message_bytes = min(max_message_bytes.values()) - RECORD_OVERHEAD
 
     def committed(self, result: StreamBatchResult) -> None:
         assert isinstance(result, BatchResult)  # what process() returned
@@ -57,6 +60,8 @@ class PrepareStage(Stage[PrepareStats]):
             m.FILTERED.labels(stage=self.name, filter=name).inc(n)
         if counts.duplicates:
             m.DUPLICATES.labels(stage=self.name).inc(counts.duplicates)
+        for rule, n in counts.routed.items():
+            m.ROUTED.labels(stage=self.name, rule=rule).inc(n)
 
     def rolled_back(self) -> None:
         self.dedup.rollback()
@@ -87,11 +92,11 @@ class PrepareProcessor(StreamProcessor[PrepareStats]):
     def __init__(
         self, settings: PrepareSettings, connection: ConnectionSettings, *,
         tokenizer: BatchTokenizer | None = None, stop_event: threading.Event | None = None,
-        on_progress: ProgressFn | None = None,
+        on_progress: ProgressFn | None = None, rules: RuleSet | None = None,
     ) -> None:
         self.prepare_settings = settings
-        stage = PrepareStage(settings, tokenizer or load_tokenizer(settings.tokenizer))
-        super().__init__(stage, settings.stream_settings(), connection, stop_event=stop_event,
+        stage = PrepareStage(settings, tokenizer or load_tokenizer(settings.tokenizer), rules=rules)
+        super().__init__(stage, settings.stream_settings(rules), connection, stop_event=stop_event,
                          on_progress=on_progress)
 
 
@@ -108,7 +113,7 @@ class GlobalPrepare:
     def __init__(
         self, settings: PrepareSettings, connection: ConnectionSettings, *,
         tokenizer: BatchTokenizer | None = None, stop_event: threading.Event | None = None,
-        on_progress: ProgressFn | None = None,
+        on_progress: ProgressFn | None = None, rules: RuleSet | None = None,
     ) -> None:
         from kafeed.prepare.rekey import DedupStage, RouteStage
 
@@ -118,9 +123,10 @@ class GlobalPrepare:
         self.on_progress = on_progress
         self.route = StreamProcessor(RouteStage(settings), settings.route_settings(), connection,
                                      stop_event=self.stop_event, on_progress=self._progress)
-        self.dedup = StreamProcessor(DedupStage(settings, tokenizer or load_tokenizer(settings.tokenizer)),
-                                     settings.dedup_settings(), connection, stop_event=self.stop_event,
-                                     on_progress=self._progress)
+        self.dedup = StreamProcessor(
+            DedupStage(settings, tokenizer or load_tokenizer(settings.tokenizer), rules=rules),
+            settings.dedup_settings(rules), connection, stop_event=self.stop_event,
+            on_progress=self._progress)
         self._route_done = threading.Event()
         self._last_check: dict[str, float] = {}
         self._error: BaseException | None = None
@@ -189,11 +195,15 @@ class GlobalPrepare:
 def run_prepare(
     settings: PrepareSettings, connection: ConnectionSettings, *, until_caught_up: bool = False,
     stop_event: threading.Event | None = None, on_progress: ProgressFn | None = None,
-    tokenizer: BatchTokenizer | None = None,
+    tokenizer: BatchTokenizer | None = None, rules: RuleSet | None = None,
 ) -> PrepareStats:
-    """Run prepare until ``stop_event`` is set (or, with ``until_caught_up``, until idle at the end)."""
+    """Run prepare until ``stop_event`` is set (or, with ``until_caught_up``, until idle at the end).
+
+    ``rules``: route each document to the topic of the first rule it matches (docs/route.md)
+    instead of to ``settings.output``.
+    """
     if settings.global_dedup:
         return GlobalPrepare(settings, connection, tokenizer=tokenizer, stop_event=stop_event,
-                             on_progress=on_progress).run(until_caught_up=until_caught_up)
+                             on_progress=on_progress, rules=rules).run(until_caught_up=until_caught_up)
     return PrepareProcessor(settings, connection, tokenizer=tokenizer, stop_event=stop_event,
-                            on_progress=on_progress).run(until_caught_up=until_caught_up)
+                            on_progress=on_progress, rules=rules).run(until_caught_up=until_caught_up)

@@ -35,6 +35,7 @@ from kafeed.prepare.settings import PrepareSettings
 from kafeed.prepare.stats import BatchCounts
 from kafeed.prepare.store import as_keys
 from kafeed.prepare.tokenize import BatchTokenizer
+from kafeed.route import RuleSet
 from kafeed.schema.records_pb2 import TrainingSample
 from kafeed.stream import BatchResult as StreamBatchResult
 from kafeed.stream import DeadLetter, Output, Record, Stage, StreamStats
@@ -65,6 +66,8 @@ class _Counting(Stage[StageReport]):
             m.FILTERED.labels(stage=self.name, filter=name).inc(n)
         if counts.duplicates:
             m.DUPLICATES.labels(stage=self.name).inc(counts.duplicates)
+        for rule, n in counts.routed.items():
+            m.ROUTED.labels(stage=self.name, rule=rule).inc(n)
 
     def report(self, stats: StreamStats) -> StageReport:
         return StageReport(self.totals, stats)
@@ -111,10 +114,11 @@ class DedupStage(_Counting):
     name = "prepare"
     snapshots = True
 
-    def __init__(self, settings: PrepareSettings, tokenizer: BatchTokenizer) -> None:
+    def __init__(self, settings: PrepareSettings, tokenizer: BatchTokenizer, *,
+                 rules: RuleSet | None = None) -> None:
         super().__init__()
         self.settings = settings
-        self.pipeline = BatchPipeline(settings, tokenizer)
+        self.pipeline = BatchPipeline(settings, tokenizer, rules=rules)
         d = settings.dedup
         self.state = GlobalDedupState(max_entries=d.effective_max_entries, horizon_ms=d.horizon_ms,
                                       snapshot_every=d.snapshot_every)
@@ -125,7 +129,8 @@ class DedupStage(_Counting):
                         if d.near else None)
 
     def bind(self, max_message_bytes: Mapping[str, int]) -> None:
-        self.pipeline.max_message_bytes = max_message_bytes[self.settings.output] - RECORD_OVERHEAD
+        # With rules there are several output topics: a document must fit the smallest limit.
+        self.pipeline.max_message_bytes = min(max_message_bytes.values()) - RECORD_OVERHEAD
 
     def _source(self, r: Record) -> Record:
         """The input record this re-keyed one came from (for lineage and dead letters)."""

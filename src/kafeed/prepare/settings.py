@@ -13,7 +13,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from kafeed.config import read_settings_file
-from kafeed.errors import invalid_settings
+from kafeed.errors import ConfigError, invalid_settings
+from kafeed.route import RuleSet
 from kafeed.stream.settings import TOPIC_PATTERN as _TOPIC
 from kafeed.stream.settings import KafkaTuning, StreamSettings
 
@@ -163,18 +164,34 @@ class PrepareSettings(_Frozen):
             dlq_topic=self.dlq_topic, changelog_topic=None, instance=self.instance,
             create_topics=self.create_topics, idle_s=self.idle_s, kafka=self.kafka)
 
-    def dedup_settings(self) -> StreamSettings:
-        """The dedup + tokenize step of global dedup: repartition topic → output, group ``<group>.dedup``."""
+    def outputs(self, rules: RuleSet | None = None) -> tuple[str, ...]:
+        """``(output,)``, or with routing ``rules`` every topic they name (checked here)."""
+        if rules is None:
+            return (self.output,)
+        topics = rules.topics
+        if not topics:
+            raise ConfigError("Every rule (and the default) drops its documents: prepare writes nothing.",
+                              hint="Give at least one rule or the default a `to` topic.")
+        internal = {self.input: "input", self.dlq_topic: "dead-letter", self.changelog_topic: "dedup state",
+                    self.repartition_topic: "repartition"}
+        for topic in topics:
+            if topic in internal:
+                raise ConfigError(f"A rule routes documents to {topic!r}, prepare's {internal[topic]} topic.",
+                                  hint="Route documents to other topics.")
+        return topics
+
+    def dedup_settings(self, rules: RuleSet | None = None) -> StreamSettings:
+        """The dedup + tokenize step of global dedup: repartition topic → outputs, group ``<group>.dedup``."""
         return StreamSettings(
-            input=self.repartition_topic, outputs=(self.output,), group=f"{self.group}.dedup",
+            input=self.repartition_topic, outputs=self.outputs(rules), group=f"{self.group}.dedup",
             dlq_topic=self.dlq_topic, changelog_topic=self.changelog_topic, instance=self.instance,
             create_topics=self.create_topics, idle_s=self.idle_s,
             state_rebuild_timeout_s=self.dedup.rebuild_timeout_s, kafka=self.kafka)
 
-    def stream_settings(self) -> StreamSettings:
-        """What the exactly-once core needs of these settings."""
+    def stream_settings(self, rules: RuleSet | None = None) -> StreamSettings:
+        """What the exactly-once core needs of these settings (and the routing ``rules``, if any)."""
         return StreamSettings(
-            input=self.input, outputs=(self.output,), group=self.group, dlq_topic=self.dlq_topic,
+            input=self.input, outputs=self.outputs(rules), group=self.group, dlq_topic=self.dlq_topic,
             changelog_topic=self.changelog_topic if self.dedup.enabled else None,
             instance=self.instance, create_topics=self.create_topics, idle_s=self.idle_s,
             state_rebuild_timeout_s=self.dedup.rebuild_timeout_s, kafka=self.kafka)

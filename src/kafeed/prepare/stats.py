@@ -24,6 +24,10 @@ class PrepareStats(StreamStats):
     routed_out: int = 0
     routed_in: int = 0
     route_dead_lettered: int = 0
+    # With routing rules: documents per rule (``default``: unmatched, sent to the default
+    # topic) and those a rule dropped; records_out says how many went to each topic.
+    by_rule: dict[str, int] = field(default_factory=dict)
+    dropped: int = 0
 
     @classmethod
     def of_steps(cls, route: tuple[BatchCounts, StreamStats],
@@ -44,7 +48,7 @@ class PrepareStats(StreamStats):
             tokens_out=dc.tokens_out, filtered=dict(rc.filtered), duplicates=dc.duplicates,
             near_duplicates=dc.near_duplicates,
             global_dedup=True, routed_out=sum(rs.records_out.values()), routed_in=ds.records_in,
-            route_dead_lettered=rs.dead_lettered)
+            route_dead_lettered=rs.dead_lettered, by_rule=dict(dc.routed), dropped=dc.dropped)
 
     @classmethod
     def of(cls, totals: BatchCounts, stream: StreamStats) -> PrepareStats:
@@ -53,6 +57,7 @@ class PrepareStats(StreamStats):
             **{f.name: getattr(stream, f.name) for f in fields(StreamStats)},
             documents_out=totals.documents_out, tokens_out=totals.tokens_out,
             filtered=dict(totals.filtered), duplicates=totals.duplicates,
+            by_rule=dict(totals.routed), dropped=totals.dropped,
         )
 
     @property
@@ -61,13 +66,13 @@ class PrepareStats(StreamStats):
 
     @property
     def balanced(self) -> bool:
-        """in = out + filtered + duplicates + dead-lettered (per step with global dedup)."""
+        """in = out + filtered + duplicates + dropped + dead-lettered (per step with global dedup)."""
         if self.global_dedup:
             return (self.records_in == self.routed_out + self.filtered_total + self.route_dead_lettered
                     and self.routed_in == self.documents_out + self.duplicates + self.near_duplicates
-                    + self.dead_lettered - self.route_dead_lettered)
+                    + self.dropped + self.dead_lettered - self.route_dead_lettered)
         return self.records_in == (
-            self.documents_out + self.filtered_total + self.duplicates + self.dead_lettered)
+            self.documents_out + self.filtered_total + self.duplicates + self.dropped + self.dead_lettered)
 
     @property
     def tokens_per_s(self) -> float:
@@ -75,7 +80,10 @@ class PrepareStats(StreamStats):
 
     def as_dict(self) -> dict[str, Any]:
         out = super().as_dict()
-        del out["records_out"]  # one output topic: documents_out says it
+        if not self.by_rule:
+            del out["records_out"]  # one output topic: documents_out says it
+        else:
+            out |= {"by_rule": dict(self.by_rule), "dropped": self.dropped}
         return out | {
             "documents_out": self.documents_out, "tokens_out": self.tokens_out,
             "filtered": dict(self.filtered), "filtered_total": self.filtered_total,
@@ -97,6 +105,8 @@ class BatchCounts:
     duplicates: int = 0
     near_duplicates: int = 0
     dead_letter_kinds: Counter[str] = field(default_factory=Counter)
+    routed: Counter[str] = field(default_factory=Counter)  # with rules: per rule (and "default")
+    dropped: int = 0  # documents a rule dropped
 
     @property
     def dead_lettered(self) -> int:
@@ -110,3 +120,5 @@ class BatchCounts:
         self.duplicates += counts.duplicates
         self.near_duplicates += counts.near_duplicates
         self.dead_letter_kinds.update(counts.dead_letter_kinds)
+        self.routed.update(counts.routed)
+        self.dropped += counts.dropped

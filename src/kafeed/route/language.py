@@ -56,6 +56,7 @@ _SCRIPTS: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 
 _WORD = re.compile(r"[^\W\d_]+")
+_ASCII_WORD = re.compile(r"[a-z]+")  # _WORD on lower-cased ASCII text, several times faster
 # Any letter of the scripts above: one scan tells Latin text (the common case) to skip them.
 _NON_LATIN = re.compile(r"[\u0370-\u03ff\u0400-\u04ff\u0590-\u06ff\u0900-\u097f\u0e00-\u0e7f"
                         r"\u3040-\u30ff\u4e00-\u9fff\uac00-\ud7af]")
@@ -73,20 +74,29 @@ LANGUAGES = frozenset({*_STOP_WORDS, *(code for code, _ in _SCRIPTS), "und"})
 def detect_language(text: str) -> str:
     """ISO 639-1 code of ``text``'s language, or ``"und"``."""
     sample = text[:_SAMPLE_CHARS].lower()
-    words = _WORD.findall(sample)
-    letters = sum(map(len, words))
-    if letters == 0:
-        return "und"
-    # A script counts when it makes up a fifth of the letters (quotes in another script do not).
-    if len(_NON_LATIN.findall(sample)) * 5 >= letters:
-        for code, pattern in _SCRIPTS:
-            if len(pattern.findall(sample)) * 5 >= letters:
-                return code
+    if sample.isascii():  # no other script to look for, and a plain [a-z] scan finds the words
+        words = _ASCII_WORD.findall(sample)
+        if not words:
+            return "und"
+    else:
+        words = _WORD.findall(sample)
+        letters = sum(map(len, words))
+        if letters == 0:
+            return "und"
+        # A script counts when it makes up a fifth of the letters (quotes in another script do not).
+        if len(_NON_LATIN.findall(sample)) * 5 >= letters:
+            for code, pattern in _SCRIPTS:
+                if len(pattern.findall(sample)) * 5 >= letters:
+                    return code
     hits: dict[str, int] = {}
+    get = _INDEX.get
     for word in words:
-        for code in _INDEX.get(word, ()):
-            hits[code] = hits.get(code, 0) + 1
-    if not hits:
-        return "und"
-    best = max(hits, key=lambda code: (hits[code], -_ORDER[code]))
-    return best if hits[best] >= _MIN_HITS else "und"
+        codes = get(word)
+        if codes is not None:
+            for code in codes:
+                hits[code] = hits.get(code, 0) + 1
+    best, most = "und", 0
+    for code, n in hits.items():
+        if n > most or (n == most and _ORDER[code] < _ORDER[best]):
+            best, most = code, n
+    return best if most >= _MIN_HITS else "und"

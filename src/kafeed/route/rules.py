@@ -1,4 +1,4 @@
-"""Routing rules: read from TOML, checked once at start, evaluated in order on each record.
+"""Routing rules: read from TOML, checked once at start, evaluated in order a batch at a time.
 
 A rules file::
 
@@ -21,49 +21,29 @@ from __future__ import annotations
 
 import re
 import tomllib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from kafeed.errors import ConfigError
-from kafeed.route.language import LANGUAGES, detect_language
-from kafeed.schema.records_pb2 import TrainingSample
+from kafeed.route.columns import Columns
+from kafeed.route.language import LANGUAGES
 from kafeed.stream.settings import TOPIC_PATTERN
 
 DROP = "drop"
 _TOPIC = re.compile(TOPIC_PATTERN)
-_CONDITIONS = ("source", "label", "language", "metadata", "header", "min_length", "max_length", "regex")
-_RULE_KEYS = frozenset({"name", "to", *_CONDITIONS})
 _FILE_KEYS = frozenset({"default", "rule"})
 
 
-class RoutedRecord:
-    """What a condition looks at: the decoded sample, its text and headers; language on demand."""
+#: A condition compiled once: of the batch indices given, those whose record passes.
+Condition = Callable[[Columns, list[int]], list[int]]
 
-    __slots__ = ("_headers", "_language", "_raw_headers", "sample", "text")
-
-    def __init__(self, sample: TrainingSample, text: str, headers: Sequence[tuple[str, bytes]]) -> None:
-        self.sample = sample
-        self.text = text
-        self._raw_headers = headers
-        self._headers: dict[str, str] | None = None
-        self._language: str | None = None
-
-    @property
-    def headers(self) -> dict[str, str]:
-        if self._headers is None:
-            self._headers = {k: (v or b"").decode("utf-8", "replace") for k, v in self._raw_headers}
-        return self._headers
-
-    @property
-    def language(self) -> str:
-        if self._language is None:
-            self._language = detect_language(self.text)
-        return self._language
-
-
-Condition = Callable[[RoutedRecord], bool]
+#: Conditions of a rule run cheapest first (a rule is their conjunction, so order changes
+#: nothing but the cost): lengths and fields before regexes, the language detector last.
+_COST = {"min_length": 0, "max_length": 0, "source": 1, "label": 1, "metadata": 2, "header": 2,
+         "regex": 3, "language": 4}
+_RULE_KEYS = frozenset({"name", "to", *_COST})
 
 
 @dataclass(frozen=True)
@@ -72,11 +52,13 @@ class Rule:
     to: str  # a topic, or DROP
     conditions: tuple[Condition, ...]
 
-    def matches(self, record: RoutedRecord) -> bool:
-        for condition in self.conditions:  # noqa: SIM110 - no generator per record and rule
-            if not condition(record):
-                return False
-        return True
+    def select(self, columns: Columns, candidates: list[int]) -> list[int]:
+        """The candidates (indices into ``columns``) this rule matches, in order."""
+        for condition in self.conditions:
+            if not candidates:
+                break
+            candidates = condition(columns, candidates)
+        return candidates
 
 
 @dataclass(frozen=True)
@@ -92,11 +74,23 @@ class RuleSet:
             named.append(self.default)
         return tuple(dict.fromkeys(named))
 
-    def first_match(self, record: RoutedRecord) -> Rule | None:
-        for rule in self.rules:
-            if rule.matches(record):
-                return rule
-        return None
+    def assign(self, columns: Columns) -> list[int]:
+        """Per record of the batch, the index of the first rule it matches, or -1 for none.
+
+        Each rule sees only the records no earlier rule took.
+        """
+        choice = [-1] * len(columns)
+        pending = list(range(len(columns)))
+        for k, rule in enumerate(self.rules):
+            if not pending:
+                break
+            hit = rule.select(columns, pending)
+            if not hit:
+                continue
+            for i in hit:
+                choice[i] = k
+            pending = [] if len(hit) == len(pending) else [i for i in pending if choice[i] < 0]
+        return choice
 
 
 def _strings(where: str, key: str, value: Any) -> frozenset[str]:
@@ -106,7 +100,7 @@ def _strings(where: str, key: str, value: Any) -> frozenset[str]:
     return frozenset(values)
 
 
-def _table(where: str, key: str, value: Any, get: Callable[[RoutedRecord], Mapping[str, str]]) -> Condition:
+def _table(where: str, key: str, value: Any, get: Callable[[Columns, int], Mapping[str, str]]) -> Condition:
     if not isinstance(value, dict) or not value:
         raise ConfigError(f"{where}: {key} must be a table of name = value, "
                           f"e.g. {key} = {{ lang = \"en\" }}.")
@@ -114,15 +108,14 @@ def _table(where: str, key: str, value: Any, get: Callable[[RoutedRecord], Mappi
     for name, wanted in value.items():
         checks.append((name, None if wanted is True else _strings(where, f"{key}.{name}", wanted)))
 
-    def match(r: RoutedRecord) -> bool:
-        have = get(r)
+    def passes(have: Mapping[str, str]) -> bool:
         for name, allowed in checks:
             got = have.get(name)
             if got is None or (allowed is not None and got not in allowed):
                 return False
         return True
 
-    return match
+    return lambda c, idx: [i for i in idx if passes(get(c, i))]
 
 
 def _length(where: str, key: str, value: Any) -> int:
@@ -132,42 +125,67 @@ def _length(where: str, key: str, value: Any) -> int:
 
 
 def _condition(where: str, key: str, value: Any) -> Condition:
+    # Each condition reads its column once per call, then filters in one comprehension.
     if key == "source":
         sources = _strings(where, key, value)
-        return lambda r: r.sample.source in sources
+
+        def source(c: Columns, idx: list[int]) -> list[int]:
+            col = c.sources
+            return [i for i in idx if col[i] in sources]
+        return source
     if key == "label":
         values = value if isinstance(value, list) else [value]
         if not values or not all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
             raise ConfigError(f"{where}: label must be a number or a list of numbers, not {value!r}.")
         labels = frozenset(float(v) for v in values)
-        return lambda r: bool(r.sample.target_values) and r.sample.target_values[0] in labels
+
+        def label(c: Columns, idx: list[int]) -> list[int]:
+            col = c.labels
+            return [i for i in idx if col[i] in labels]
+        return label
     if key == "language":
         languages = _strings(where, key, value)
         unknown = sorted(languages - LANGUAGES)
         if unknown:
             raise ConfigError(f"{where}: language {unknown[0]!r} is not one the detector knows "
                               f"({', '.join(sorted(LANGUAGES))}).")
-        return lambda r: r.language in languages
+
+        def language(c: Columns, idx: list[int]) -> list[int]:
+            detect = c.language
+            return [i for i in idx if detect(i) in languages]
+        return language
     if key == "metadata":
-        return _table(where, key, value, lambda r: r.sample.metadata)
+        return _table(where, key, value, Columns.metadata)
     if key == "header":
-        return _table(where, key, value, lambda r: r.headers)
+        return _table(where, key, value, Columns.header_map)
     if key == "min_length":
         low = _length(where, key, value)
-        return lambda r: len(r.text) >= low
+
+        def min_length(c: Columns, idx: list[int]) -> list[int]:
+            col = c.lengths
+            return [i for i in idx if col[i] >= low]
+        return min_length
     if key == "max_length":
         high = _length(where, key, value)
-        return lambda r: len(r.text) <= high
+
+        def max_length(c: Columns, idx: list[int]) -> list[int]:
+            col = c.lengths
+            return [i for i in idx if col[i] <= high]
+        return max_length
     if key == "regex":
         if not isinstance(value, str):
             raise ConfigError(f"{where}: regex must be a string, not {value!r}.")
         try:
-            pattern = re.compile(value)
+            search = re.compile(value).search
         except re.error as exc:
             raise ConfigError(f"{where}: regex {value!r} does not compile: {exc}.",
                               hint="Fix the pattern (Python `re` syntax); in TOML, '...' needs no escapes.",
                               ) from None
-        return lambda r: pattern.search(r.text) is not None
+
+        def regex(c: Columns, idx: list[int]) -> list[int]:
+            texts = c.texts
+            return [i for i in idx if search(texts[i])]
+        return regex
     raise AssertionError(key)  # keys were checked against _RULE_KEYS
 
 
@@ -202,7 +220,8 @@ def parse_rules(doc: Mapping[str, Any], *, origin: str = "rules") -> RuleSet:
             raise ConfigError(f"{where} has no `to` (an output topic or \"drop\").")
         if name in (r.name for r in rules):
             raise ConfigError(f"{where}: another rule has the same name; names must differ.")
-        conditions = tuple(_condition(where, k, raw[k]) for k in _CONDITIONS if k in raw)
+        keys = sorted(raw.keys() & _COST.keys(), key=lambda k: (_COST[k], k))
+        conditions = tuple(_condition(where, k, raw[k]) for k in keys)
         if "min_length" in raw and "max_length" in raw and raw["min_length"] > raw["max_length"]:
             raise ConfigError(f"{where}: min_length exceeds max_length, so it can never match.")
         rules.append(Rule(name=name, to=_target(where, raw["to"]), conditions=conditions))

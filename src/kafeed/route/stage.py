@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from kafeed.config import ConnectionSettings
 from kafeed.errors import ConfigError, invalid_settings
@@ -31,6 +31,12 @@ from kafeed.stream import (
 from kafeed.stream.settings import TOPIC_PATTERN
 from kafeed.telemetry import metrics as m
 
+#: Records per transaction. A transaction costs a few round trips whatever its size, and
+#: routing a record costs a few microseconds, so small transactions spend most of the time
+#: committing (docs/route.md, "Benchmark"); they are gathered from consume calls of
+#: ``poll_records`` (2,000), and commit early when the input pauses.
+ROUTE_BATCH_SIZE = 20_000
+
 
 class RouteSettings(BaseModel):
     """What `kafeed route` reads and where its dead letters go; the rules come separately."""
@@ -44,7 +50,15 @@ class RouteSettings(BaseModel):
     # Output topics must exist unless this is set: a typo in a rule should not create a topic.
     create_topics: bool = False
     idle_s: float = Field(default=3.0, gt=0)
-    kafka: KafkaTuning = KafkaTuning()
+    kafka: KafkaTuning = KafkaTuning(batch_size=ROUTE_BATCH_SIZE)
+
+    @field_validator("kafka", mode="before")
+    @classmethod
+    def _route_batch(cls, value: Any) -> Any:
+        """Tuning given without ``batch_size`` still gets route's batch size, not the core's."""
+        if isinstance(value, dict) and "batch_size" not in value:
+            return {**value, "batch_size": ROUTE_BATCH_SIZE}
+        return value
 
     @property
     def dlq_topic(self) -> str:

@@ -1,10 +1,12 @@
 """The exactly-once consume-transform-produce loop that every stage runs on.
 
 One batch is one Kafka transaction: consume up to ``batch_size`` records
-(read_committed), run the stage's batch function (:meth:`Stage.process`), produce
-its outputs, dead letters and state changelog entries, add the input positions
-(last processed offset + 1) with ``send_offsets_to_transaction`` (KIP-447: one
-producer per process, fenced through the consumer group's metadata), commit.
+(read_committed; over several consume calls when ``poll_records`` is smaller, so the
+fixed cost of a transaction is spread over many records), run the stage's batch
+function (:meth:`Stage.process`), produce its outputs, dead letters and state
+changelog entries, add the input positions (last processed offset + 1) with
+``send_offsets_to_transaction`` (KIP-447: one producer per process, fenced through
+the consumer group's metadata), commit.
 
 With ``overlap_commit`` (the default) batch N's produce-and-commit runs on a
 helper thread while the main thread consumes batch N+1 and runs the stage on it;
@@ -42,6 +44,9 @@ from kafeed.topics import TopicAdmin
 
 log = logging.getLogger("kafeed")
 
+#: How long a batch's second and later consume calls wait for records (see _consume).
+_REFILL_WAIT_S = 0.02
+
 
 class StreamProcessor(Generic[ReportT]):
     """Owns the consumer, the transactional producer and the stage of one worker process."""
@@ -59,10 +64,11 @@ class StreamProcessor(Generic[ReportT]):
         self.producer: TransactionalProducer | None = None
         self._consumer: Any = None
         self._assigned: set[int] = set()
+        self._revoked: set[int] = set()  # revoked during the current consume call
         self._started = 0.0
         self._dlq_limit = 0
         self._failures = 0  # transactions in a row that did not commit
-        self._inflight: tuple[list[Record], BatchResult, Future[None]] | None = None
+        self._inflight: tuple[list[Record], BatchResult, Future[float]] | None = None
         self._rewind_records: list[Record] = []
         self._commit_pool: ThreadPoolExecutor | None = (
             ThreadPoolExecutor(max_workers=1, thread_name_prefix="kafeed-commit")
@@ -128,6 +134,7 @@ class StreamProcessor(Generic[ReportT]):
         self.counters.rebalances += 1
         for tp in partitions:
             self._assigned.discard(tp.partition)
+            self._revoked.add(tp.partition)
             self.stage.drop(tp.partition)
         log.info("revoked %s", [tp.partition for tp in partitions])
 
@@ -141,14 +148,15 @@ class StreamProcessor(Generic[ReportT]):
         value = fit_value(r.value, headers, self._dlq_limit)
         producer.produce(self.settings.dlq_topic, value, r.key, headers=headers)
 
-    def _send(self, records: Sequence[Record], result: BatchResult, metadata: Any) -> None:
-        """Produce one batch's outputs and commit them with its input positions (any thread)."""
+    def _send(self, records: Sequence[Record], result: BatchResult, metadata: Any) -> float:
+        """Produce one batch's outputs and commit them with its input positions (any thread).
+
+        Returns when the commit finished (monotonic), which ends the busy time if it is the last.
+        """
         p = self.producer
         assert p is not None  # run() made it
         p.begin()
-        for out in result.outputs:
-            p.produce(out.topic, out.value, out.key, partition=out.partition,
-                      headers=list(out.headers) if out.headers else None)
+        p.produce_many(result.outputs)
         for bad in result.dead_letters:
             self._dead_letter(p, bad)
         changelog = self.settings.changelog_topic
@@ -157,14 +165,14 @@ class StreamProcessor(Generic[ReportT]):
                 p.produce(changelog, value, key, partition=partition)
         p.send_offsets(positions(records), metadata)
         p.commit()
+        return time.monotonic()
 
     def _submit(self, records: list[Record], result: BatchResult) -> None:
         metadata = self._consumer.consumer_group_metadata()
         if self._commit_pool is None:
-            future: Future[None] = Future()
+            future: Future[float] = Future()
             try:
-                self._send(records, result, metadata)
-                future.set_result(None)
+                future.set_result(self._send(records, result, metadata))
             except Exception as exc:
                 future.set_exception(exc)
         else:
@@ -180,14 +188,14 @@ class StreamProcessor(Generic[ReportT]):
         records, result, future = self._inflight
         self._inflight = None
         try:
-            future.result()
+            done = future.result()
         except KafkaException as exc:
             log.warning("batch of %d aborted: %s", len(records), exc)
             self._recover(exc)
             self._rewind_records.extend(records)
             return
         self.stage.committed(result)
-        self.counters.committed(records, result, time.monotonic())
+        self.counters.committed(records, result, done)
         self._failures = 0
 
     def _recover(self, exc: Exception) -> None:
@@ -282,23 +290,51 @@ class StreamProcessor(Generic[ReportT]):
         return self.snapshot()
 
     def _consume(self) -> list[Record]:
+        """One batch: consume calls until ``batch_size`` records, ``batch_max_bytes`` or the timeout.
+
+        A rebalance during a call ends the batch. Records of earlier calls from a partition
+        revoked meanwhile are left out: the revoke settled the in-flight transaction, and
+        whoever owns the partition now (this process again, perhaps) reads them from the
+        committed offset.
+        """
         from confluent_kafka import KafkaError
 
         s = self.settings
+        k = s.kafka
+        consume = self._consumer.consume
         records: list[Record] = []
-        for m in self._consumer.consume(num_messages=s.kafka.batch_size, timeout=s.kafka.consume_timeout_s):
-            err = m.error()
-            if err is not None:
-                if err.fatal():
-                    raise translate_kafka_error(err, action=f"consume {s.input!r}")
-                if err.code() != KafkaError._PARTITION_EOF:
-                    log.warning("consumer: %s", err)
-                continue
-            records.append(Record(
-                topic=m.topic(), partition=m.partition(), offset=m.offset(), key=m.key(),
-                value=m.value(), headers=tuple(m.headers() or ()), timestamp_ms=m.timestamp()[1],
-            ))
-        return records
+        nbytes = 0
+        deadline = time.monotonic() + k.consume_timeout_s
+        wait = k.consume_timeout_s
+        while True:
+            self._revoked.clear()
+            rebalances = self.counters.rebalances
+            messages = consume(num_messages=min(k.poll_records, k.batch_size - len(records)), timeout=wait)
+            polled: list[Record] = []
+            append = polled.append
+            for m in messages:
+                err = m.error()
+                if err is not None:
+                    if err.fatal():
+                        raise translate_kafka_error(err, action=f"consume {s.input!r}")
+                    if err.code() != KafkaError._PARTITION_EOF:
+                        log.warning("consumer: %s", err)
+                    continue
+                value = m.value()
+                if value is not None:
+                    nbytes += len(value)
+                append(Record(m.topic(), m.partition(), m.offset(), m.key(), value,
+                              tuple(m.headers() or ()), m.timestamp()[1]))
+            if self.counters.rebalances != rebalances:
+                revoked = self._revoked
+                return [*(r for r in records if r.partition not in revoked), *polled]
+            records.extend(polled)
+            if (not messages or len(records) >= k.batch_size or nbytes >= k.batch_max_bytes
+                    or time.monotonic() >= deadline or self.stop_event.is_set()):
+                return records
+            # Later calls take what the fetcher has (waiting briefly for it): a batch that
+            # stops filling commits now instead of waiting out the timeout.
+            wait = min(_REFILL_WAIT_S, max(0.0, deadline - time.monotonic()))
 
     def _loop(self, until_caught_up: bool, upstream: Callable[[], bool] | None) -> None:
         s = self.settings

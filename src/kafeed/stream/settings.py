@@ -16,7 +16,12 @@ class _Frozen(BaseModel):
 class KafkaTuning(_Frozen):
     """Client knobs chosen by measurement (docs/prepare.md, "Tuning")."""
 
+    # A batch (one transaction) closes at batch_size records, at batch_max_bytes of input
+    # values, or consume_timeout_s after it started, whichever comes first; it is gathered
+    # over consume calls of at most poll_records each (one call when batch_size <= poll_records).
     batch_size: int = Field(default=2000, ge=1, le=1_000_000)
+    poll_records: int = Field(default=2000, ge=1, le=1_000_000)
+    batch_max_bytes: int = Field(default=67_108_864, ge=1024)
     consume_timeout_s: float = Field(default=0.5, gt=0, le=60)
     linger_ms: int = Field(default=20, ge=0, le=900_000)  # librdkafka's range
     compression: Compression = "lz4"

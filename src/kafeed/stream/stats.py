@@ -79,11 +79,11 @@ class StreamCounters:
         m.RECORDS_IN.labels(stage=stage, topic=self.input_topic).inc(len(records))
         m.BYTES_IN.labels(stage=stage, topic=self.input_topic).inc(
             sum(len(r.value) for r in records if r.value))
-        out: Counter[str] = Counter({t: 0 for t in self.output_topics})
-        nbytes: Counter[str] = Counter({t: 0 for t in self.output_topics})
-        for o in result.outputs:
-            out[o.topic] += 1
-            nbytes[o.topic] += len(o.value or b"")
+        out = dict.fromkeys(self.output_topics, 0)  # plain dicts: this loop runs per output record
+        nbytes = dict.fromkeys(self.output_topics, 0)
+        for topic, _, value, _, _ in result.outputs:
+            out[topic] = out.get(topic, 0) + 1
+            nbytes[topic] = nbytes.get(topic, 0) + (len(value) if value else 0)
         for topic, n in out.items():
             m.RECORDS_OUT.labels(stage=stage, topic=topic).inc(n)
             m.BYTES_OUT.labels(stage=stage, topic=topic).inc(nbytes[topic])

@@ -8,19 +8,21 @@ compacted ``<prefix>.results`` and park tasks that used up their attempts in
 
 from __future__ import annotations
 
-from kafeed.tasks.handlers import load_handler
+from kafeed.tasks.handlers import TaskContext, load_handler
 from kafeed.tasks.model import Attempt, Task, TaskResult, make_task
 from kafeed.tasks.settings import QueueSettings, queue_settings
-from kafeed.tasks.submit import read_task_file, submit, submit_tasks
+from kafeed.tasks.submit import directory_tasks, read_task_file, submit, submit_tasks
 from kafeed.tasks.worker import Worker, WorkerStats
 
 __all__ = [
     "Attempt",
     "QueueSettings",
     "Task",
+    "TaskContext",
     "TaskResult",
     "Worker",
     "WorkerStats",
+    "directory_tasks",
     "load_handler",
     "make_task",
     "queue_settings",

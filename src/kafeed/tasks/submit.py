@@ -40,6 +40,23 @@ def submit(connection: ConnectionSettings, kind: str, key: str, params: dict[str
     return task
 
 
+def directory_tasks(kind: str, directory: Path, params: dict[str, Any], *, key_prefix: str | None = None,
+                    **fields: Any) -> list[Task]:
+    """One task per file directly in ``directory`` (sorted; hidden files left out): ``params``
+    plus ``"path"``, the file's absolute path. The key is ``<prefix>:<path>``, the prefix
+    ``key_prefix`` or the kind (and the ``topic`` param, when there is one), so submitting a
+    directory again queues no new work for files already done."""
+    if not directory.is_dir():
+        raise ConfigError(f"{str(directory)!r} is not a directory.", hint="Pass --dir DIRECTORY.")
+    files = sorted(p for p in directory.iterdir() if p.is_file() and not p.name.startswith("."))
+    if not files:
+        raise ConfigError(f"Directory {str(directory)!r} holds no files to make tasks of.")
+    if key_prefix is None:
+        key_prefix = f"{kind}:{params['topic']}" if "topic" in params else kind
+    return [make_task(kind=kind, key=f"{key_prefix}:{path.absolute()}",
+                      params={**params, "path": str(path.absolute())}, **fields) for path in files]
+
+
 def read_task_file(path: Path) -> Iterator[Task]:
     """One task per JSON line (``kind``, ``key``, ``params`` and the optional fields)."""
     try:

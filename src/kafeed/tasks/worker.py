@@ -31,7 +31,7 @@ from kafeed.config import ConnectionSettings
 from kafeed.errors import KafeedError, translate_kafka_error
 from kafeed.kafka import deadletters
 from kafeed.kafka.clients import client_config
-from kafeed.tasks.handlers import Handler, json_output
+from kafeed.tasks.handlers import Handler, TaskContext, json_output, wants_context
 from kafeed.tasks.model import FINAL, Attempt, Task, TaskResult, decode_task
 from kafeed.tasks.queue import configure_group, ensure_topics, lock_ms, share_group_error
 from kafeed.tasks.results import ResultsView
@@ -77,6 +77,7 @@ class Worker:
         self.connection = connection
         self.kind = kind
         self.handler = handler
+        self._with_context = wants_context(handler)
         self.settings = settings or QueueSettings()
         self.concurrency = max(1, concurrency)
         self.timeout_s = timeout_s
@@ -240,7 +241,7 @@ class Worker:
                                                                            task.not_before)))
         m.TASKS_RUNNING.labels(kind=self.kind).inc()
         try:
-            output = json_output(self.handler(dict(task.params)))
+            output = json_output(self._call(task))
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
             log.debug("task %s attempt %d failed:\n%s", task.key, task.attempt, traceback.format_exc())
@@ -284,6 +285,13 @@ class Worker:
         self._count("parked")
         m.TASKS_PARKED.labels(kind=self.kind).inc()
         return ACCEPT
+
+    def _call(self, task: Task) -> Any:
+        if not self._with_context:
+            return self.handler(dict(task.params))
+        context = TaskContext(connection=self.connection, kind=task.kind, key=task.key,
+                              attempt=task.attempt, worker=self.worker_id, stop=self.stop)
+        return self.handler(dict(task.params), context=context)
 
     def _heartbeat(self) -> None:
         every = max(0.2, self.lease_s / 4)

@@ -159,7 +159,13 @@ TASKS_QUEUE_WAIT = Histogram(
     "kafeed_tasks_queue_wait_seconds", "Submit (or retry not-before) to handler start.", ["kind"],
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 60, 300, 900, 3600),
     registry=REGISTRY)
-
+#: Set by `kafeed monitor` from the queue and results topics (cluster-side, every worker or none).
+TASK_QUEUE = Gauge("kafeed_tasks_queue", "Tasks per kind by state (queued, in_flight, done, failed, "
+                   "parked, cancelled), read from the queue by kafeed monitor.",
+                   ["prefix", "kind", "state"], registry=REGISTRY)
+TASK_OLDEST_WAIT = Gauge("kafeed_tasks_oldest_waiting_seconds", "Age of the oldest task of a kind that "
+                         "no worker has finished or holds, read by kafeed monitor (0: none waiting).",
+                         ["prefix", "kind"], registry=REGISTRY)
 
 
 def observe_latencies(stage: str, timestamps_ms: Sequence[int] | np.ndarray, *,

@@ -28,6 +28,8 @@ from kafeed.telemetry.metrics import REGISTRY
 log = logging.getLogger("kafeed")
 
 METRICS_FILE = "metrics.jsonl"
+#: Where evaluate tasks put their results for ``kafeed report`` (one JSON object per line).
+EVALUATIONS_FILE = "evaluations.jsonl"
 
 
 def snapshot(registry: CollectorRegistry = REGISTRY) -> dict[str, list[dict[str, Any]]]:

@@ -155,12 +155,20 @@ class TopicAdmin:
             time.sleep(0.1)
         raise TopicError(f"Topic {name!r} was created but has no leaders after {self.timeout}s.")
 
-    def max_message_bytes(self, name: str) -> int:
-        """The topic's effective ``max.message.bytes`` (default included); TopicError when missing."""
+    def max_message_bytes(self, name: str, *, just_created: bool = False) -> int:
+        """The topic's effective ``max.message.bytes`` (default included); TopicError when missing.
+
+        ``just_created``: this client created the topic a moment ago, so a broker whose metadata
+        does not list it yet is asked again before the topic counts as missing.
+        """
         from confluent_kafka.admin import ConfigResource
 
-        if not self.exists(name):
-            raise self._missing(name)
+        for attempt in range(6 if just_created else 1):
+            if self.exists(name):
+                break
+            if attempt == (5 if just_created else 0):
+                raise self._missing(name)
+            time.sleep(0.2 * 2**attempt)
         res = ConfigResource(ConfigResource.Type.TOPIC, name)
         for attempt in range(6):
             try:

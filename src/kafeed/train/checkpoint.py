@@ -124,6 +124,26 @@ def check_writable(directory: Path) -> None:
                 break
 
 
+def load_checkpoint(pt: Path) -> Checkpoint:
+    """The checkpoint ``pt`` (a ``step-*.pt``), checked against its manifest; raises
+    :class:`CheckpointError` when it is gone, torn or corrupt."""
+    import torch
+
+    manifest_path = pt.with_suffix(".json")
+    if not manifest_path.exists():
+        raise CheckpointError(f"Checkpoint {pt} has no manifest {manifest_path.name}: it was "
+                              "pruned (see --keep) or never finished.")
+    manifest = read_manifest(manifest_path)
+    try:
+        data = pt.read_bytes()
+    except OSError as exc:
+        raise CheckpointError(f"Checkpoint {pt} is unreadable: {exc.strerror or exc}.") from None
+    if len(data) != manifest["bytes"] or hashlib.sha256(data).hexdigest() != manifest["sha256"]:
+        raise CheckpointError(f"{pt} does not match its checksum (torn or corrupt).")
+    payload = torch.load(io.BytesIO(data), map_location="cpu", weights_only=False)
+    return Checkpoint(step=int(manifest["step"]), path=pt, manifest=manifest, payload=payload)
+
+
 class CheckpointManager:
     """Save and find checkpoints in ``directory``, keeping the newest ``keep``."""
 

@@ -40,4 +40,7 @@ TRAIN_DEFAULTS: dict[str, Any] = {
     "num_labels": 2,
     "pretrained": True,
     "max_length": 128,
+    "eval_every": 0,  # steps between evaluated checkpoints (0: no evaluate tasks)
+    "eval_records": 256,  # held-out records an evaluate task reads at most
+    "tasks_prefix": "tasks",  # the task queue evaluate tasks go to
 }

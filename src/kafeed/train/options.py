@@ -54,6 +54,10 @@ class TrainOptions(BaseModel):
     num_labels: int = Field(default=_D["num_labels"], ge=2)
     pretrained: bool = _D["pretrained"]
     max_length: int = Field(default=_D["max_length"], ge=8, le=MAX_ENCODER_LENGTH)
+    # evaluation tasks (docs/tasks.md)
+    eval_every: int = Field(default=_D["eval_every"], ge=0)
+    eval_records: int = Field(default=_D["eval_records"], ge=1, le=1_000_000)
+    tasks_prefix: str = Field(default=_D["tasks_prefix"], pattern=r"^[A-Za-z0-9._-]{1,100}$")
 
     @model_validator(mode="before")
     @classmethod

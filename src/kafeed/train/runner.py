@@ -111,7 +111,9 @@ class Runner:
 
     ``step_fn(batch) -> (loss, tokens)`` does forward, backward and optimizer step;
     ``optimizer`` (its schedule included) is saved with the model;
-    ``manifest_fn(loader_state)`` adds JSON fields (lineage).
+    ``manifest_fn(loader_state)`` adds JSON fields (lineage); ``on_checkpoint(step, path)``
+    runs on rank 0 after each checkpoint is written (evaluation tasks), and ``eval_every``
+    adds a checkpoint every that many steps for it.
 
     SIGTERM/SIGINT arrive through :func:`kafeed.signals.stop_request`: a step in progress
     finishes first, then a checkpoint is saved and :meth:`run` returns; a wait for the next
@@ -135,6 +137,8 @@ class Runner:
     gather_loader_state: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     after_checkpoint: Callable[[dict[str, Any]], None] | None = None
     manifest_fn: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    on_checkpoint: Callable[[int, str], None] | None = None
+    eval_every: int = 0
     lag_fn: Callable[[], int | None] | None = None
     progress: Callable[[str], None] = print
     config: dict[str, Any] = field(default_factory=dict)
@@ -181,6 +185,8 @@ class Runner:
             if self.manifest_fn is not None:
                 manifest.update(self.manifest_fn(loader_state))
             path = str(self.checkpoints.save(self.step, payload, manifest=manifest))
+            if self.on_checkpoint is not None:
+                self.on_checkpoint(self.step, path)
         if self.after_checkpoint is not None:
             self.after_checkpoint(loader_state)
         return path
@@ -188,7 +194,8 @@ class Runner:
     def run(self) -> RunResult:
         start_step = self.step
         totals = _Totals()
-        policy = CheckpointPolicy(every=self.checkpoint_every, saved_at=self.step)
+        policy = CheckpointPolicy(every=self.checkpoint_every, saved_at=self.step,
+                                  also_every=self.eval_every)
         stops = _StopHandling()
         recorder = None
         try:
@@ -265,16 +272,17 @@ class _Totals:
 
 @dataclass
 class CheckpointPolicy:
-    """When the loop saves: every ``every`` steps (0: not mid-run) and once at the end, unless
-    the last step was just saved. ``last`` is the newest checkpoint written (None on ranks
-    that write none)."""
+    """When the loop saves: every ``every`` steps and every ``also_every`` steps (0: not
+    mid-run) and once at the end, unless the last step was just saved. ``last`` is the newest
+    checkpoint written (None on ranks that write none)."""
 
     every: int
     saved_at: int
+    also_every: int = 0
     last: str | None = None
 
     def after_step(self, step: int, save: Callable[[], str | None]) -> None:
-        if self.every and step % self.every == 0:
+        if any(n and step % n == 0 for n in (self.every, self.also_every)):
             self._save(step, save)
 
     def at_end(self, step: int, save: Callable[[], str | None]) -> None:

@@ -197,6 +197,11 @@ def run_on_loader(
     from kafeed.train.checkpoint import CheckpointManager
 
     wiring = LoaderWiring(loader, connection, options, rank=rank, world=world)
+    submit_eval = None
+    if options.eval_every and rank == 0:
+        from kafeed.train.eval_tasks import EvalSubmitter
+
+        submit_eval = EvalSubmitter(connection, options, progress=progress)
     runner = Runner(
         model=model, optimizer=optimizer, loader=loader, step_fn=step_fn,
         checkpoints=CheckpointManager(options.checkpoint_dir, keep=options.keep),
@@ -205,7 +210,7 @@ def run_on_loader(
         gather_loader_state=wiring.gather if world > 1 else None,
         after_checkpoint=wiring.mirror_offsets, manifest_fn=wiring.manifest, lag_fn=wiring.lag,
         progress=progress, config={**options.model_dump(mode="json"), **config},
-        source=options.source,
+        source=options.source, on_checkpoint=submit_eval, eval_every=options.eval_every,
     )
     resumed = runner.resume() if options.resume else None
     wiring.begin(resumed_manifest=resumed_manifest(resumed))

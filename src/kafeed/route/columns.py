@@ -1,0 +1,79 @@
+"""One batch as columns a rule reads: texts, sources, lengths, ...; each built when a rule first asks.
+
+Rules run a batch at a time (:meth:`kafeed.route.RuleSet.assign`): a condition takes
+the indices still in question and returns those that pass, reading a column of this
+batch, so no per-record object is built and a field no rule uses is never read.
+The language is detected only for the records a ``language`` condition reaches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from kafeed.route.language import detect_language
+from kafeed.schema.records_pb2 import TrainingSample
+
+Headers = Sequence[tuple[str, bytes | None]]
+
+
+class Columns:
+    """The samples, texts and headers of one batch, at the same index each."""
+
+    __slots__ = ("_header_maps", "_labels", "_languages", "_lengths", "_sources", "headers", "samples",
+                 "texts")
+
+    def __init__(self, samples: Sequence[TrainingSample], texts: Sequence[str],
+                 headers: Sequence[Headers]) -> None:
+        self.samples = samples
+        self.texts = texts
+        self.headers = headers
+        self._lengths: list[int] | None = None
+        self._sources: list[str] | None = None
+        self._labels: list[float | None] | None = None
+        self._languages: list[str | None] | None = None
+        self._header_maps: list[Mapping[str, str] | None] | None = None
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    @property
+    def lengths(self) -> list[int]:
+        """Characters of each text."""
+        if self._lengths is None:
+            self._lengths = list(map(len, self.texts))
+        return self._lengths
+
+    @property
+    def sources(self) -> list[str]:
+        if self._sources is None:
+            self._sources = [s.source for s in self.samples]
+        return self._sources
+
+    @property
+    def labels(self) -> list[float | None]:
+        """``target_values[0]``, or None for a sample without targets."""
+        if self._labels is None:
+            self._labels = [s.target_values[0] if s.target_values else None for s in self.samples]
+        return self._labels
+
+    def metadata(self, i: int) -> Mapping[str, str]:
+        return self.samples[i].metadata
+
+    def header_map(self, i: int) -> Mapping[str, str]:
+        """Record ``i``'s headers as text (the last value of a repeated name wins)."""
+        if self._header_maps is None:
+            self._header_maps = [None] * len(self.texts)
+        have = self._header_maps[i]
+        if have is None:
+            have = {k: (v or b"").decode("utf-8", "replace") for k, v in self.headers[i]}
+            self._header_maps[i] = have
+        return have
+
+    def language(self, i: int) -> str:
+        """The detected language of text ``i`` (:func:`kafeed.route.detect_language`), once."""
+        if self._languages is None:
+            self._languages = [None] * len(self.texts)
+        have = self._languages[i]
+        if have is None:
+            have = self._languages[i] = detect_language(self.texts[i])
+        return have

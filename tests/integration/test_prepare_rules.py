@@ -1,0 +1,90 @@
+"""`kafeed prepare --rules` on the real broker: one pass cleans, dedups, tokenizes and fans out."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from kafeed.config import ConnectionSettings
+from kafeed.schema import decode_document, make_sample
+from kafeed.schema.records_pb2 import TrainingSample
+from tests.prepare_support import paragraphs, produce, read_topic
+
+RULES = """
+[[rule]]
+name = "code"                  # before english: code comments are English too
+metadata = {{ kind = "code" }}
+to = "{raw}.code"
+
+[[rule]]
+name = "english"
+language = "en"
+to = "{raw}.en"
+
+[[rule]]
+name = "german"
+language = "de"
+to = "drop"
+"""
+
+DE = "Der Hund ist nicht in dem Haus, und die Katze schläft auf dem Sofa, sagt die Frau"
+FR = "Le chat est sur la table et il dort dans le salon avec les enfants de la maison"
+
+
+@pytest.mark.parametrize("scope", ["global", "partition"])
+def test_prepare_routes_each_document_to_its_first_rule_once(  # type: ignore[no-untyped-def]
+        kafka: ConnectionSettings, make_topic, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch, scope: str) -> None:
+    from kafeed.cli.main import main
+    from kafeed.signals import stop_request
+
+    monkeypatch.setenv("KAFEED_HOME", str(tmp_path))
+    raw = make_topic(partitions=3)
+    expected: dict[str, str] = {}
+    records = []
+    english = paragraphs(30, seed="en")
+    for i, text in enumerate(english):
+        kind = "code" if i % 3 == 0 else "prose"
+        records.append((f"en{i}".encode(), make_sample(text, id=f"en{i}", metadata={"kind": kind})
+                        .SerializeToString(), None))
+        expected[f"en{i}"] = "code" if kind == "code" else "en"
+    for i in range(10):
+        records.append((f"de{i}".encode(), make_sample(f"{DE} {i}.", id=f"de{i}").SerializeToString(), None))
+        expected[f"de{i}"] = "drop"
+        records.append((f"fr{i}".encode(), make_sample(f"{FR} {i}.", id=f"fr{i}").SerializeToString(), None))
+        expected[f"fr{i}"] = "dlq"  # no rule and no default: unrouted
+    copies = [records[1], records[2]]  # duplicates: dropped by dedup before any rule sees them
+    produce(kafka, raw, records + copies)
+    rules = tmp_path / "routes.toml"
+    rules.write_text(RULES.format(raw=raw))
+
+    try:
+        code = main(["prepare", "-b", kafka.bootstrap, "-i", raw, "-g", f"g-{raw}", "--rules", str(rules),
+                     "--dedup-scope", scope, "--batch-size", "20", "--until-caught-up", "--json"])
+    finally:
+        stop_request().uninstall()
+        stop_request().reset()
+    captured = capsys.readouterr()
+    assert code == 0, captured.err[-3000:]
+    stats = json.loads(captured.out)
+    assert stats["balanced"] and stats["duplicates"] == 2
+    assert stats["by_rule"] == {"code": 10, "english": 20, "german": 10}
+    assert stats["dropped"] == 10 and stats["dead_letter_kinds"] == {"unrouted": 10}
+    outputs = {t: n for t, n in stats["records_out"].items() if not t.startswith("__kafeed")}
+    assert outputs == {f"{raw}.code": 10, f"{raw}.en": 20}  # and nothing to --output's "tokens"
+
+    seen: Counter[str] = Counter()
+    for where in ("code", "en"):
+        for m in read_topic(kafka, f"{raw}.{where}"):
+            doc = decode_document(m.value())
+            assert expected[doc.id] == where, f"{doc.id} landed in {where}, not {expected[doc.id]}"
+            seen[doc.id] += 1
+    for m in read_topic(kafka, f"{raw}.dlq"):
+        headers = dict(m.headers())
+        assert headers["kafeed.error.kind"] == b"unrouted"
+        assert headers["kafeed.error.reason"] == b"no rule matched and there is no default topic"
+        seen[TrainingSample.FromString(m.value()).id] += 1  # global dedup re-keys by content hash
+    assert seen == Counter(k for k, w in expected.items() if w != "drop"), "a document is missing or doubled"
