@@ -110,3 +110,10 @@ def test_entry_checks() -> None:
     with pytest.raises(ResumeMismatch, match="index"):
         check_entry(entry, "readers['1']", sources)
     assert tokens_delivered({"readers": {"0": _entry(), "1": _entry()}}) == {"a": 64, "b": 32}
+
+
+def test_a_mixture_refuses_max_wait() -> None:
+    import kafeed
+
+    with pytest.raises(ConfigError, match="does not take max_wait_s"):
+        kafeed.Mixture({"web": 0.6, "code": 0.4}, seq_len=8, eos_id=0, end=None, max_wait_s=0.01)

@@ -82,6 +82,11 @@ class ColdRecord:
     def error(self) -> None:
         return None
 
+    def __len__(self) -> int:
+        """0: the read-ahead counts bytes librdkafka fetched; a cold record's are in the table's
+        arrays (kafeed.loader.read_ahead)."""
+        return 0
+
     def _row(self) -> dict[str, Any]:
         if self._full is None:  # rare (bad records): one more scan for the whole row
             self._full = self._source.row(self._partition, self._offset)

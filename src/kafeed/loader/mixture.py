@@ -69,6 +69,11 @@ class Mixture(KafkaTokenDataset):
         if base.mode == "group":
             raise ConfigError("A Mixture reads with mode 'static' or 'replicated', not 'group': each source "
                               "needs its own share of partitions per reader.")
+        if base.max_wait_s is not None:
+            # A source handing out fewer windows than asked counts as dry (MixtureStream).
+            raise ConfigError("A Mixture does not take max_wait_s: a source that hands out a short "
+                              "batch would count as run dry.",
+                              hint="Leave max_wait_s unset, or read the topics with one KafkaTokenDataset.")
         fields = {name: getattr(base, name) for name in LoaderSettings.model_fields}
         try:
             self.source_settings = {

@@ -4,7 +4,10 @@ Records are fetched in batches (``consume(num_messages=...)``) into one small qu
 partition and handed out round-robin over the partitions (sorted), one record per turn.
 In bounded mode the reader waits for a partition that is behind, so the order depends
 only on the data; in unbounded mode a partition that is caught up is skipped for that
-turn. A queue that grows past ``queue_records`` pauses its partition, so memory stays flat.
+turn. How much is read ahead follows the consumption rate within ``read_ahead_bytes``
+(kafeed.loader.read_ahead): the queues are topped up from librdkafka while they hold less
+than the target, and partitions with records queued are paused once they hold the target
+(or a queue passes ``queue_records``), so memory stays flat.
 
 The reader tracks, per partition, what is in flight (taken but not yet delivered) and
 what was delivered out of order, which is what the state needs (see kafeed.loader.state).
@@ -34,6 +37,7 @@ from kafeed.loader.assignment import assign, parse_key, partition_key, warn_if_i
 from kafeed.loader.decode import RecordDecoder
 from kafeed.loader.offsets import list_partitions, resolve_end, resolve_start, watermarks, with_retry
 from kafeed.loader.parent import ParentWatch
+from kafeed.loader.read_ahead import ReadAhead
 from kafeed.loader.resume import (
     PartitionStart,
     check_saved_partitions,
@@ -48,6 +52,9 @@ log = logging.getLogger("kafeed")
 
 Ref = tuple[str, int]
 Item = tuple[Ref, Any, int]  # (partition key, offset), payload, tokens already emitted
+CHECK_S = 0.02  # how often taking records looks at the queues (rate, top-up, pause)
+REFILL_S = 0.05  # the longest a refill after resuming waits for its records
+GATHER_S = 0.002  # how long an unbounded reader's consume() waits to fill a whole call
 STATE_VERSION = 1
 STATE_KEYS = ("version", "partitions", "rr", "stats")
 # Offsets per partition read from an archive table at once: every scan reads whole data files
@@ -117,6 +124,8 @@ class KafkaReader:
         self._last_error_log = 0.0
         self._client_stats = client_stats  # librdkafka statistics -> metrics (main process only)
         self._parent = parent  # in a DataLoader worker: end when the trainer is gone
+        self.read_ahead = ReadAhead(settings.read_ahead_bytes)
+        self._check_at = 0.0
         self._archive = {topic: ArchiveSource(settings, topic, table)
                          for topic, table in settings.archive_tables().items()}
         self._log_starts: dict[str, int] = {}
@@ -134,11 +143,9 @@ class KafkaReader:
             # A position that retention overtook goes back to the archive table, not on.
             **({"auto.offset.reset": "error"} if self._archive else {}),
             "isolation.level": "read_committed",
-            # Read-ahead (128 MB per reader) big enough that consume() finds records waiting;
-            # with librdkafka defaults the round-robin stalled on many calls (benchmarks/).
-            "queued.max.messages.kbytes": 131072,
-            "fetch.max.bytes": 32 * 1024 * 1024,
-            "max.partition.fetch.bytes": 8 * 1024 * 1024,
+            # Fetch sizes from read_ahead_bytes: what librdkafka may fetch between two
+            # looks at the queues (kafeed.loader.read_ahead).
+            **self.read_ahead.budget.client_config(),
             "error_cb": self._log_error,
             **s.consumer_config,
         }, stage="loader" if self._client_stats else None)
@@ -259,6 +266,7 @@ class KafkaReader:
             part = self._by_tp.pop((tp.topic, tp.partition), None)
             if part is not None:
                 self._by_key.pop(part.key, None)
+                self.read_ahead.dropped(sum(len(msg) for msg in part.queue))
                 self.parts.remove(part)
         self.rr = self.rr % len(self.parts) if self.parts else 0
         try:
@@ -268,19 +276,45 @@ class KafkaReader:
 
     # -- fetching --------------------------------------------------------------------------
     def _fetch(self, timeout: float) -> int:
-        """One consume() call; returns how many records were queued or restored."""
+        """Records from librdkafka into the queues: one ``consume()`` waiting up to
+        ``timeout``, more at once while librdkafka has them and the queues are below the
+        target; then pause or resume. Returns how many records were queued or restored."""
+        queued, more = self._pull(timeout)
+        ahead = self.read_ahead
+        while more and ahead.want_more:
+            got, more = self._pull(0)
+            queued += got
+        self._hold()
+        return queued
+
+    def _pull(self, timeout: float) -> tuple[int, bool]:
+        """One consume() call sized to the room left: (records queued or restored, whether
+        it brought all it asked for, so librdkafka may hold more)."""
         from confluent_kafka import KafkaError
 
         if self._parent is not None:
             self._parent.check()
         if self.settings.bounded:
-            # consume() waits for a full batch or the timeout; near a partition's end the
-            # batch never fills, so a long wait there is pure stall.
             timeout = min(timeout, 0.05)
         queued = self._fetch_cold() if self._cold else 0
         if queued:
             timeout = 0  # records are waiting: take what Kafka has, do not wait for more
-        msgs = self._consumer.consume(num_messages=self.settings.consume_batch, timeout=timeout)
+        consume = self._consumer.consume
+        ahead = self.read_ahead
+        batch = ahead.pull(self.settings.consume_batch)
+        if self.settings.bounded or timeout <= GATHER_S:
+            # A replay: waiting a little for a full batch makes fewer, fuller calls (and
+            # leaves the CPU to librdkafka's fetcher meanwhile).
+            msgs = consume(num_messages=batch, timeout=timeout)
+        else:
+            # consume() waits for a full batch or the timeout, so a reader that may be caught
+            # up gathers briefly, then waits for one record and takes what else is there: a
+            # fresh record is handed on at once instead of after the timeout.
+            msgs = consume(num_messages=batch, timeout=GATHER_S)
+            if not msgs:
+                msgs = consume(num_messages=1, timeout=timeout - GATHER_S)
+                if msgs and batch > 1:
+                    msgs.extend(consume(num_messages=batch - 1, timeout=0))
         limit = self.settings.queue_records
         by_tp = self._by_tp
         last_tp: tuple[str, int] | None = None
@@ -324,13 +358,52 @@ class KafkaReader:
                 continue
             queue = part.queue
             queue.append(msg)
+            ahead.added(len(msg))
             part.eof = False
             queued += 1
             if end is not None and offset + 1 >= end:
                 part.fetch_done = True
             if len(queue) >= limit and not part.paused:
                 self._pause(part, True)
-        return queued
+        return queued, len(msgs) >= batch
+
+    def _hold(self) -> None:
+        """Above half the target, pause the partitions with records queued: pausing stops
+        a partition's fetching and makes librdkafka drop what it had fetched for it. Its own
+        queue cap does not hold for assigned partitions (kafeed.loader.read_ahead), and a
+        partition left running while the caller is away (a training step) fetches without
+        limit. At half or below, resume them and refill to the target at once (waiting up
+        to REFILL_S). A partition whose queue is empty keeps fetching: its turn is coming,
+        and resuming a paused one takes librdkafka a fetch round (up to a second)."""
+        ahead = self.read_ahead
+        if ahead.low:
+            half = self.settings.queue_records // 2
+            waking = [p for p in self.parts if p.paused and len(p.queue) <= half]
+            if waking:
+                self._pause_many(waking, False)
+                # Refill to the target at once and pause again: left running until the next
+                # take (a whole training step later, maybe), the fetcher would bring in far more.
+                deadline = time.monotonic() + min(REFILL_S, self.settings.poll_timeout_s)
+                while ahead.want_more:
+                    left = deadline - time.monotonic()
+                    if left <= 0 or not self._pull(left)[0]:
+                        break
+        if not ahead.low:
+            self._pause_many([p for p in self.parts if p.queue and not p.paused and not p.fetch_done
+                              and p.cold_until is None], True)  # a cold one is not assigned
+
+    def _top_up(self) -> None:
+        """Now and then while records are taken: update the rate, pause or resume, and move
+        what librdkafka has fetched into the queues while they hold less than the target
+        (never waiting), so its fetcher keeps going."""
+        now = time.monotonic()
+        self._check_at = now + CHECK_S
+        ahead = self.read_ahead
+        ahead.tick(now)
+        if ahead.want_more:
+            self._fetch(0)
+        else:
+            self._hold()
 
     # -- the cold tier ---------------------------------------------------------------------
     def _fetch_cold(self) -> int:
@@ -426,11 +499,17 @@ class KafkaReader:
         return self._decoder.decode(msg)
 
     def _pause(self, part: _Partition, pause: bool) -> None:
+        self._pause_many([part], pause)
+
+    def _pause_many(self, parts: list[_Partition], pause: bool) -> None:
         from confluent_kafka import TopicPartition
 
-        tp = [TopicPartition(part.topic, part.partition)]
-        (self._consumer.pause if pause else self._consumer.resume)(tp)
-        part.paused = pause
+        if not parts:
+            return
+        tps = [TopicPartition(part.topic, part.partition) for part in parts]
+        (self._consumer.pause if pause else self._consumer.resume)(tps)
+        for part in parts:
+            part.paused = pause
 
     def _log_error(self, err: Any) -> None:
         """One clear line per 30 s while the cluster misbehaves (librdkafka retries itself)."""
@@ -466,8 +545,9 @@ class KafkaReader:
         decoded (kafeed.loader.decode explains when a topic is judged)."""
         self._decoder.check_end()
 
-    def take(self) -> Item | None:
-        """The next record in order; ``None`` when exhausted or (unbounded) nothing is there now."""
+    def take(self, wait: float | None = None) -> Item | None:
+        """The next record in order; ``None`` when exhausted or (unbounded) nothing came
+        within ``wait`` seconds (default ``poll_timeout_s``)."""
         # Fast path (the common case): the partition whose turn it is has a record queued.
         parts = self.parts
         n = len(parts)
@@ -475,22 +555,26 @@ class KafkaReader:
             rr = self.rr if self.rr < n else 0
             part = parts[rr]
             queue = part.queue
-            if queue and not part.paused:
+            if queue:
                 msg = queue.popleft()
+                self.read_ahead.taken(len(msg))
                 self.rr = rr + 1 if rr + 1 < n else 0
+                if time.monotonic() >= self._check_at:
+                    self._top_up()
                 item = self._accept(part, msg)
                 if item is not None:
                     return item
-        return self._take_slow()
+        return self._take_slow(self.settings.poll_timeout_s if wait is None else wait)
 
-    def _take_slow(self) -> Item | None:
+    def _take_slow(self, wait: float) -> Item | None:
         idle = 0
+        ahead = self.read_ahead
         while True:
             parts = self.parts
             if not parts:
                 if self.exhausted:
                     return None
-                if not self._fetch(self.settings.poll_timeout_s) and not self.settings.bounded:
+                if not self._fetch(wait) and not self.settings.bounded:
                     return None
                 continue
             n = len(parts)
@@ -499,9 +583,10 @@ class KafkaReader:
             part = parts[self.rr]
             if part.queue:
                 msg = part.queue.popleft()
+                ahead.taken(len(msg))
                 self.rr = (self.rr + 1) % n
-                if part.paused and len(part.queue) <= self.settings.queue_records // 2:
-                    self._pause(part, False)
+                if time.monotonic() >= self._check_at:
+                    self._top_up()
                 item = self._accept(part, msg)
                 if item is not None:
                     return item
@@ -515,15 +600,19 @@ class KafkaReader:
                     return None
                 self.rr = (self.rr + 1) % n
                 continue
+            if part.paused:  # emptied while paused: its turn needs it
+                self._pause(part, False)
+                ahead.starved()
             if not self.settings.bounded and part.eof:
                 self.rr = (self.rr + 1) % n
                 idle += 1
                 if idle >= n:
-                    if not self._fetch(self.settings.poll_timeout_s):
+                    if not self._fetch(wait):
                         return None
                     idle = 0
                 continue
-            self._fetch(self.settings.poll_timeout_s)
+            ahead.tick(time.monotonic())
+            self._fetch(wait)
 
     def _accept(self, part: _Partition, msg: Any) -> Item | None:
         offset = msg.offset()

@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, Strict, model_validator
 
 from kafeed.archive.settings import CatalogSettings
 from kafeed.config import ConnectionSettings
+from kafeed.loader.read_ahead import MIB, MIN_READ_AHEAD
 
 Mode = Literal["static", "group", "replicated"]
 Kind = Literal["tokens", "samples"]
@@ -78,6 +79,11 @@ class LoaderSettings(BaseModel):
     world_size: int | None = Field(default=None, ge=1)
     consume_batch: int = Field(default=2000, ge=1, le=MAX_CONSUME_BATCH)
     queue_records: int = Field(default=8000, ge=1)
+    # Per reader: librdkafka's queue plus the partition queues (kafeed.loader.read_ahead).
+    read_ahead_bytes: int = Field(default=256 * MIB, ge=MIN_READ_AHEAD, le=64 * 1024 * MIB)
+    # Unbounded runs: hand out a batch of the whole windows there are this long after its
+    # first token was ready, full or not (freshness over batch fill).
+    max_wait_s: float | None = Field(default=None, gt=0, le=3600, allow_inf_nan=False)
     poll_timeout_s: float = Field(default=0.5, gt=0, le=3600, allow_inf_nan=False)
     broker_timeout_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     dlq_topic: str | None = None

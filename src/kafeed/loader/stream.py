@@ -8,6 +8,7 @@ pieces' own states.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any
@@ -137,15 +138,19 @@ class _Stream:
         self.reader.close()
 
     # -- records ---------------------------------------------------------------------------
-    def _next_item(self) -> Item | None:
+    def _next_item(self, wait: float | None = None) -> Item | None:
         if self.shuffle is None:
-            return self.reader.take()
+            return self.reader.take(wait)
         while not self.shuffle.full:
-            item = self.reader.take()
+            item = self.reader.take(wait)
             if item is None:
                 break
             self.shuffle.add(item)
         return self.shuffle.pop() if len(self.shuffle) else None
+
+    def _max_wait(self) -> float | None:
+        """``max_wait_s`` where it applies: only an unbounded run waits for records."""
+        return None if self.settings.bounded else self.settings.max_wait_s
 
     @property
     def exhausted(self) -> bool:
@@ -177,14 +182,29 @@ class TokenStream(_Stream):
                                  f"it names ({exc}).", hint=RECREATED_HINT) from None
 
     def next_batch(self, batch_size: int) -> Batch | None:
-        """Up to ``batch_size`` windows; ``None`` once a bounded stream is used up."""
+        """Up to ``batch_size`` windows; ``None`` once a bounded stream is used up. With
+        ``max_wait_s`` (unbounded), fewer whole windows once that long has passed since
+        the batch's first token was there."""
         window = self.settings.window
         need = batch_size * window
         packer = self.packer
         next_item = self._next_item
         push = packer.push
+        max_wait = self._max_wait()
+        deadline: float | None = None
+        cut = False
         while packer.available < need:
-            item = next_item()
+            wait = None
+            if max_wait is not None and packer.available:
+                now = time.monotonic()
+                if deadline is None:
+                    deadline = now + max_wait
+                if packer.available >= window:  # a partial batch could go now
+                    if now >= deadline:
+                        cut = True
+                        break
+                    wait = deadline - now
+            item = next_item(wait)
             if item is None:
                 if self._ended():
                     break
@@ -196,7 +216,9 @@ class TokenStream(_Stream):
             push(ref, tokens, start)
         count = min(need, packer.available)
         pad = 0
-        if count < need:  # a bounded stream's tail
+        if cut:
+            count -= count % window
+        elif count < need:  # a bounded stream's tail
             whole = count - count % window
             if self.settings.drop_last or count == whole:
                 count = whole
@@ -221,14 +243,25 @@ class SampleStream(_Stream):
     """TrainingSample records as dicts, ``batch_size`` at a time (collated by the dataset)."""
 
     def next_batch(self, batch_size: int) -> list[dict[str, Any]] | None:
+        """Up to ``batch_size`` samples; ``None`` once a bounded stream is used up. With
+        ``max_wait_s`` (unbounded), fewer once that long has passed since the first."""
         items: list[Item] = []
+        max_wait = self._max_wait()
+        deadline: float | None = None
         while len(items) < batch_size:
-            item = self._next_item()
+            wait = None
+            if deadline is not None:
+                wait = deadline - time.monotonic()
+                if wait <= 0:
+                    break
+            item = self._next_item(wait)
             if item is None:
                 if self._ended():
                     break
                 continue
             items.append(item)
+            if max_wait is not None and deadline is None:
+                deadline = time.monotonic() + max_wait
         if not items or (self.settings.drop_last and len(items) < batch_size):
             return None  # a dropped tail stays undelivered: the state still points before it
         out = []

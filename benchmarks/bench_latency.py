@@ -1,0 +1,176 @@
+"""Freshness: record timestamp -> batch handed to the step, with a producer at a fixed rate.
+
+Starts a LocalCluster on free ports in a temp dir. First measures what the loader sustains
+(records/s, reading a bounded backlog of the same documents), then for each rate and each
+loader setting runs a producer process writing at that rate (``linger.ms=1``) to a fresh
+topic while an unbounded StreamLoader reads it, and reports p50 / p99 / p99.9 of the time
+from each record's Kafka timestamp (CreateTime, set by the producer, ms resolution) to the
+moment the batch holding its last token is handed to the caller, plus the mean batch fill.
+The step itself takes no time here: what is measured is the loader's hand-off.
+
+    PYTHONPATH=src python benchmarks/bench_latency.py [--seconds 15] [--full-only] [--workers N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import multiprocessing as mp
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kafeed.broker import LocalCluster, free_port_block
+from kafeed.config import ConnectionSettings
+from kafeed.schema import make_document
+from kafeed.topics import TopicAdmin, plan_topic
+
+DOC_TOKENS = 127  # + end-of-document = 128 = one window of seq_len 127
+SEQ_LEN = 127
+BATCH = 8
+WARMUP_S = 1.0
+
+
+def _values(count: int) -> list[bytes]:
+    rng = np.random.default_rng(0)
+    return [make_document(rng.integers(1, 50000, DOC_TOKENS, dtype=np.uint16), id=f"d{i}",
+                          vocab_size=50000).SerializeToString() for i in range(count)]
+
+
+def produce_at(bootstrap: str, topic: str, rate: float, seconds: float) -> None:
+    """Write ``rate`` records/s for ``seconds`` (a separate process: no GIL shared with the loader)."""
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 1, "acks": 1,
+                  "logger": logging.getLogger("quiet")})
+    values = _values(256)
+    start = time.monotonic()
+    sent = 0
+    while True:
+        now = time.monotonic()
+        if now - start >= seconds:
+            break
+        due = int((now - start) * rate) + 1
+        while sent < due:
+            try:
+                p.produce(topic, value=values[sent % len(values)])
+            except BufferError:
+                p.poll(0.001)
+                continue
+            sent += 1
+        p.poll(0)
+        wait = start + sent / rate - time.monotonic()
+        if wait > 0:
+            time.sleep(min(wait, 0.001))
+    p.flush(30)
+
+
+def sustained(conn: ConnectionSettings, topic: str, records: int) -> float:
+    """Records/s the loader reads from a backlog of ``records`` documents (num_workers=0)."""
+    from confluent_kafka import Producer
+
+    import kafeed
+
+    p = Producer({"bootstrap.servers": conn.bootstrap, "linger.ms": 20, "logger": logging.getLogger("quiet")})
+    values = _values(256)
+    for i in range(records):
+        while True:
+            try:
+                p.produce(topic, value=values[i % len(values)])
+                break
+            except BufferError:
+                p.poll(0.05)
+    p.flush(60)
+    ds = kafeed.KafkaTokenDataset(topic, seq_len=SEQ_LEN, eos_id=0, connection=conn)
+    loader = kafeed.StreamLoader(ds, batch_size=BATCH)
+    t0 = time.perf_counter()
+    for _ in loader:
+        pass
+    return records / (time.perf_counter() - t0)
+
+
+class _Recorder:
+    """Stands in for the loader's metrics: keeps each record's timestamp and hand-off time."""
+
+    def __init__(self) -> None:
+        self.lat_ms: list[np.ndarray] = []
+        self.rows: list[int] = []
+        self.after_ms = 0.0
+
+    def positions(self, delivered: Any) -> None:
+        pass
+
+    def batch(self, delivered: Any, tokens: int) -> None:
+        now = time.time() * 1000
+        stamps = delivered.timestamps
+        stamps = stamps[stamps >= self.after_ms]
+        if stamps.size:
+            self.lat_ms.append(now - stamps)
+            self.rows.append(tokens // (SEQ_LEN + 1))
+
+
+def run(conn: ConnectionSettings, topic: str, rate: float, seconds: float, max_wait: float | None,
+        workers: int) -> dict[str, float]:
+    import kafeed
+
+    fresh = {} if max_wait is None else {"max_wait_s": max_wait}  # --full-only runs older code too
+    ds = kafeed.KafkaTokenDataset(topic, seq_len=SEQ_LEN, eos_id=0, connection=conn, end=None, **fresh)
+    loader = kafeed.StreamLoader(ds, batch_size=BATCH, num_workers=workers)
+    recorder = _Recorder()
+    loader._metrics = recorder  # type: ignore[assignment]  # a benchmark's hook
+    producer = mp.get_context("spawn").Process(target=produce_at, args=(conn.bootstrap, topic, rate, seconds))
+    producer.start()
+    recorder.after_ms = time.time() * 1000 + WARMUP_S * 1000  # the consumer's start is not measured
+    deadline = time.monotonic() + seconds - 0.5
+    for _ in loader:
+        if time.monotonic() > deadline:
+            break
+    producer.join()
+    lat = np.concatenate(recorder.lat_ms) if recorder.lat_ms else np.zeros(1)
+    return {"records": float(lat.size), "p50": float(np.percentile(lat, 50)),
+            "p99": float(np.percentile(lat, 99)), "p999": float(np.percentile(lat, 99.9)),
+            "max": float(lat.max()), "fill": float(np.mean(recorder.rows)) / BATCH if recorder.rows else 0.0}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seconds", type=float, default=15.0, help="per run")
+    ap.add_argument("--backlog", type=int, default=100_000, help="records for the sustained-rate run")
+    ap.add_argument("--workers", type=int, default=0)
+    ap.add_argument("--full-only", action="store_true", help="only the runs without max_wait_s")
+    args = ap.parse_args()
+    logging.getLogger("kafeed").setLevel(logging.ERROR)
+    with tempfile.TemporaryDirectory(prefix="kafeed-latency-") as tmp:
+        cluster = LocalCluster(Path(tmp) / "kafka", nodes=1, port=free_port_block(2), heap_mb=1024)
+        cluster.start()
+        try:
+            conn = ConnectionSettings(bootstrap=cluster.bootstrap)
+            admin = TopicAdmin(conn)
+            admin.create(plan_topic("backlog", brokers=1, partitions=1))
+            top = sustained(conn, "backlog", args.backlog)
+            print(f"loader sustains {top:,.0f} records/s ({top * (DOC_TOKENS + 1) / 1e6:.1f}M tokens/s) "
+                  f"of {DOC_TOKENS}-token documents, seq_len {SEQ_LEN}, batch {BATCH}", flush=True)
+            plans: list[tuple[float, float | None]] = [
+                (100, None), (100, 0.05), (100, 0.02), (100, 0.005),
+                (top / 2, None), (top / 2, 0.02), (top / 2, 0.005)]
+            if args.full_only:
+                plans = [(rate, wait) for rate, wait in plans if wait is None]
+            print("| rate (records/s) | max_wait_s | records | p50 ms | p99 ms | p99.9 ms | max ms "
+                  "| batch fill |")
+            print("|---|---|---|---|---|---|---|---|")
+            for n, (rate, max_wait) in enumerate(plans):
+                topic = f"fresh-{n}"
+                admin.create(plan_topic(topic, brokers=1, partitions=1))
+                r = run(conn, topic, rate, args.seconds, max_wait, args.workers)
+                print(f"| {rate:,.0f} | {max_wait} | {r['records']:,.0f} | {r['p50']:.1f} | {r['p99']:.1f} | "
+                      f"{r['p999']:.1f} | {r['max']:.1f} | {100 * r['fill']:.0f} % |", flush=True)
+        finally:
+            cluster.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,174 @@
+"""How far a reader reads ahead: a depth in bytes that follows the consumption rate.
+
+A reader keeps records fetched from Kafka in two places: librdkafka's queue (filled by its
+fetcher thread) and the reader's partition queues (counted exactly here). One setting,
+``read_ahead_bytes``, bounds both:
+
+- librdkafka gets a quarter (:attr:`Budget.client`) as its fetch sizes: what can arrive
+  between two looks at the queues. Its own cap, ``queued.max.messages.kbytes``, is set too
+  but does not hold for assigned partitions (measured: it fetched a whole 46 MB topic
+  with a 1 MB cap), so the reader pauses partitions instead, which stops their fetching
+  and makes librdkafka drop what it had fetched for them;
+- the partition queues get a *target* between :attr:`Budget.floor` and
+  :attr:`Budget.ceiling` (the rest): ``lead_s`` seconds of the measured consumption rate.
+  The reader lets librdkafka fetch only while its queues are at most half the target,
+  refilling them to the target at once, and pauses every partition above that.
+
+A reader starts at the ceiling (until measured, its consumer may be fast). A fast trainer
+keeps it: its rate, or the boost each wait for a paused partition gives, holds the
+target up. A slow one's target falls to ``lead_s`` of its rate, at least the floor, within
+seconds (the boost halves every ``half_life``), and it then holds about that plus one fetch.
+
+:func:`depth` and :func:`next_rate` are the policy, pure; :class:`ReadAhead` applies it
+to the counts the reader keeps.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+MIB = 1024 * 1024
+MIN_READ_AHEAD = 4 * MIB  # librdkafka's quarter must hold one fetch of a 1 MiB record
+LEAD_S = 2.0  # seconds of consumption kept ready
+HALF_LIFE_S = 1.0  # the rate estimate forgets half of its past every second
+
+
+@dataclass(frozen=True)
+class Budget:
+    """``read_ahead_bytes`` split between librdkafka's queue and the partition queues."""
+
+    total: int
+
+    @property
+    def client(self) -> int:
+        """librdkafka's share: its fetch sizes (and ``queued.max.messages.kbytes``)."""
+        return self.total // 4
+
+    @property
+    def ceiling(self) -> int:
+        """The partition queues' hard cap."""
+        return self.total - self.client
+
+    @property
+    def floor(self) -> int:
+        """The smallest target: what a consumer that takes almost nothing still keeps ready."""
+        return self.total // 16
+
+    def client_config(self) -> dict[str, int]:
+        """librdkafka properties sized from :attr:`client`."""
+        share = self.client
+        return {"queued.max.messages.kbytes": share // 1024,
+                "fetch.max.bytes": min(32 * MIB, share),
+                "max.partition.fetch.bytes": min(8 * MIB, share)}
+
+
+def next_rate(rate: float, nbytes: int, elapsed: float, half_life: float = HALF_LIFE_S) -> float:
+    """The consumption rate (bytes/s) after ``nbytes`` were taken in ``elapsed`` seconds: an
+    exponential average in time, so a burst of calls counts as much as its duration."""
+    if elapsed <= 0:
+        return rate
+    weight = 1.0 - math.exp(-elapsed * math.log(2) / half_life)
+    return rate + weight * (nbytes / elapsed - rate)
+
+
+def depth(rate: float, budget: Budget, lead_s: float = LEAD_S, boost: float = 0.0) -> int:
+    """The partition queues' target: ``lead_s`` seconds at ``rate``, or ``boost`` if more,
+    within floor .. ceiling."""
+    wanted = max(rate * lead_s, boost)
+    if not wanted > budget.floor:  # NaN-safe: anything odd means the floor
+        return budget.floor
+    return budget.ceiling if wanted >= budget.ceiling else int(wanted)
+
+
+def decay(boost: float, elapsed: float, half_life: float = HALF_LIFE_S) -> float:
+    """``boost`` after ``elapsed`` seconds: halved every ``half_life``."""
+    return boost * math.pow(0.5, max(elapsed, 0.0) / half_life)
+
+
+def pull_count(room: int, record_bytes: float, most: int, least: int = 16) -> int:
+    """Records to take from librdkafka in one ``consume()``: about ``room`` bytes of records
+    of ``record_bytes`` each, within ``least`` .. ``most``; ``least`` before any record was
+    seen. librdkafka may hold far more than the room, and one call must not bring it all."""
+    least = min(least, most)
+    if not record_bytes > 0:
+        return least
+    wanted = room / record_bytes
+    return most if wanted >= most else max(least, int(wanted))
+
+
+class ReadAhead:
+    """The reader's byte counts and the target they are held to.
+
+    The reader calls :meth:`added` / :meth:`taken` as records enter and leave its partition
+    queues, :meth:`starved` when the caller had to wait for a partition it had paused, and
+    :meth:`tick` now and then (it reads the clock); :attr:`want_more` says whether to top
+    up from librdkafka, :attr:`low` whether its fetcher may run.
+
+    The rate alone cannot raise the target: a consumer held back by a small read-ahead
+    takes little, so its measured rate stays low. Hence a boost, which starts at the
+    ceiling (until measured, a consumer may be fast), doubles each time the caller was
+    starved, and halves every ``half_life``; the target is the larger of the two."""
+
+    def __init__(self, total: int, *, lead_s: float = LEAD_S, half_life: float = HALF_LIFE_S) -> None:
+        self.budget = Budget(total)
+        self.lead_s = lead_s
+        self.half_life = half_life
+        self.held = 0  # bytes in the partition queues
+        self.records = 0  # records ever queued
+        self.volume = 0  # their bytes
+        self.peak = 0  # the most they held
+        self.rate = 0.0
+        self.boost = float(self.budget.ceiling)
+        self.target = self.budget.ceiling
+        self._taken = 0  # bytes taken since the last tick
+        self._last: float | None = None
+
+    def added(self, nbytes: int) -> None:
+        self.held += nbytes
+        self.records += 1
+        self.volume += nbytes
+        if self.held > self.peak:
+            self.peak = self.held
+
+    def taken(self, nbytes: int) -> None:
+        self.held -= nbytes
+        self._taken += nbytes
+
+    def dropped(self, nbytes: int) -> None:
+        """Queued bytes let go without being taken (a partition revoked)."""
+        self.held -= nbytes
+
+    def starved(self) -> None:
+        """The caller waited for records a pause held back: read further ahead."""
+        self.boost = min(float(self.budget.ceiling), 2.0 * max(self.boost, self.target))
+        self.target = depth(self.rate, self.budget, self.lead_s, self.boost)
+
+    def tick(self, now: float) -> None:
+        """Fold the bytes taken since the last tick into the rate and move the target."""
+        if self._last is None:
+            self._last = now
+            self._taken = 0
+            return
+        elapsed = now - self._last
+        if elapsed <= 0:
+            return
+        self.rate = next_rate(self.rate, self._taken, elapsed, self.half_life)
+        self.boost = decay(self.boost, elapsed, self.half_life)
+        self.target = depth(self.rate, self.budget, self.lead_s, self.boost)
+        self._last = now
+        self._taken = 0
+
+    def pull(self, most: int) -> int:
+        """How many records the next ``consume()`` may bring (:func:`pull_count`)."""
+        mean = self.volume / self.records if self.records else 0.0
+        return pull_count(self.target - self.held, mean, most)
+
+    @property
+    def want_more(self) -> bool:
+        return self.held < self.target
+
+    @property
+    def low(self) -> bool:
+        """At most half the target: let librdkafka fetch (refill); above, pause it."""
+        return self.held <= self.target // 2

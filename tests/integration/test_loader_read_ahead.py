@@ -1,0 +1,135 @@
+"""Read-ahead within read_ahead_bytes, and batches handed out early under max_wait_s."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from confluent_kafka import Consumer, TopicPartition
+
+import kafeed
+from kafeed.config import ConnectionSettings
+from kafeed.loader.read_ahead import MIB, ReadAhead
+from kafeed.loader.stream import _Stream
+from tests.integration.loader_data import EOS, produce_docs
+from tests.kafka_fixtures import TopicFactory
+
+
+def _rss() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS in /proc/self/status")
+
+
+def _read_ahead(loader: kafeed.StreamLoader) -> ReadAhead:
+    stream = loader.dataset._stream  # the main process's reader (num_workers=0)
+    assert isinstance(stream, _Stream)
+    return stream.reader.read_ahead
+
+
+def _loader(kafka: ConnectionSettings, topic: str, *, batch: int = 4, **kw: Any) -> kafeed.StreamLoader:
+    ds = kafeed.KafkaTokenDataset(topic, seq_len=255, connection=kafka, eos_id=EOS, **kw)
+    return kafeed.StreamLoader(ds, batch_size=batch)
+
+
+def test_slow_consumer_holds_no_more_than_the_bound(kafka: ConnectionSettings,
+                                                    make_topic: TopicFactory) -> None:
+    topic = make_topic(partitions=4)
+    # ~48 MB of records (uint16 tokens): twelve times the bound, all there from the start.
+    expected = produce_docs(kafka.bootstrap, topic, 6000, low=3000, high=5000, seed=3)
+    assert expected.sum() * 2 > 40 * MIB
+    bound = 4 * MIB
+    loader = _loader(kafka, topic, read_ahead_bytes=bound)
+    it = iter(loader)
+    ahead: ReadAhead | None = None
+    base = peak_rss = 0
+    start = time.monotonic()
+    batches = 0
+    while time.monotonic() - start < 6.0:  # a trainer taking ~8 KB every 20 ms
+        next(it)
+        batches += 1
+        if ahead is None:
+            ahead = _read_ahead(loader)
+        if base == 0 and ahead.target == ahead.budget.floor:
+            # Settled: the target starts at the ceiling (the consumer might be fast) and
+            # falls to the floor as the rate is measured. Until then librdkafka may have
+            # fetched more for a partition it was waiting on (docs/loader.md).
+            base = peak_rss = _rss()
+            settled = batches
+        elif base:
+            peak_rss = max(peak_rss, _rss())
+        time.sleep(0.02)
+    it.close()
+    assert ahead is not None and base, "the target never fell to the floor"
+    # The queues' own count never passed the ceiling plus one pull.
+    assert ahead.peak <= ahead.budget.ceiling + ahead.budget.client, ahead.peak
+    # The process once settled, librdkafka's buffers included. Without the pauses
+    # librdkafka's queue held the whole topic (48 MB) within the first second.
+    assert peak_rss - base < bound + 4 * MIB, (peak_rss - base) / MIB
+    assert batches - settled > 50
+
+
+def _partition_docs(kafka: ConnectionSettings, topic: str, partitions: int, total: int) -> list[list[int]]:
+    """Each partition's document values in offset order, read with a bare consumer."""
+    c = Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": "read-ahead-check",
+                  "enable.auto.commit": False, "enable.partition.eof": True})
+    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    docs: list[list[int]] = [[] for _ in range(partitions)]
+    done: set[int] = set()
+    deadline = time.monotonic() + 60
+    while len(done) < partitions and time.monotonic() < deadline:
+        for msg in c.consume(num_messages=1000, timeout=1.0):
+            if msg.error() is not None:
+                done.add(msg.partition())
+                continue
+            docs[msg.partition()].append(int(msg.key().decode().split("-")[1]) + 1)
+    c.close()
+    assert sum(len(d) for d in docs) == total
+    return docs
+
+
+def test_batches_and_state_do_not_depend_on_the_read_ahead(kafka: ConnectionSettings,
+                                                          make_topic: TopicFactory) -> None:
+    topic = make_topic(partitions=3)
+    expected = produce_docs(kafka.bootstrap, topic, 1500, low=500, high=3500, seed=4)  # ~6 MB
+    # The reader's documented order: one record per partition per turn, in partition order.
+    per_partition = _partition_docs(kafka, topic, 3, 1500)
+    stream: list[int] = []
+    for turn in range(max(len(d) for d in per_partition)):
+        for docs in per_partition:
+            if turn < len(docs):
+                stream.extend([docs[turn]] * int(expected[docs[turn]]) + [EOS])
+    runs = {}
+    for bound in (4 * MIB, 1024 * MIB):  # the cap pauses partitions / never reached
+        loader = _loader(kafka, topic, batch=8, read_ahead_bytes=bound)
+        tokens = np.concatenate([b["tokens"].numpy().ravel() for b in loader])
+        runs[bound] = (tokens, loader.state_dict())
+    small, large = runs[4 * MIB], runs[1024 * MIB]
+    assert np.array_equal(small[0], large[0])
+    assert small[1] == large[1]
+    got = small[0]
+    assert np.array_equal(got[: len(stream)], np.array(stream))
+    assert not got[len(stream):].any()  # the last window's padding
+
+
+def test_max_wait_hands_out_a_partial_batch(kafka: ConnectionSettings, make_topic: TopicFactory) -> None:
+    topic = make_topic(partitions=2)
+    expected = produce_docs(kafka.bootstrap, topic, 6, low=40, high=41)  # 246 tokens: 15 windows of 16
+    ds = kafeed.KafkaTokenDataset(topic, seq_len=15, connection=kafka, eos_id=EOS, end=None, max_wait_s=0.05)
+    loader = kafeed.StreamLoader(ds, batch_size=64)  # 1,024 tokens: never filled
+    got: list[Any] = []
+
+    def first_batch() -> None:
+        got.append(next(iter(loader)))
+
+    thread = threading.Thread(target=first_batch, daemon=True)
+    thread.start()
+    thread.join(60)
+    assert got, "no batch within 60 s: the batch waited to be filled"
+    rows = got[0]["tokens"].shape[0]
+    assert 1 <= rows <= int(expected.sum() + 6) // 16 < 64
+    assert not (got[0]["tokens"] == EOS).all(axis=1).any()  # whole windows of data, no padding
