@@ -1,16 +1,26 @@
 """Archive throughput vs a bare consume loop on the same topic. Not a test.
 
 Starts a LocalCluster on free ports in a temporary directory, writes ``--docs``
-TokenizedDocument records (``--tokens`` ids each) to a topic, then measures, on the
-same records:
+TokenizedDocument records (``--tokens`` ids each) to a topic, then measures, each round,
+on the same records:
 
-1. a bare ``read_committed`` consume loop (``consume(num_messages=5000)``) to the end;
-2. ``run_archive --until-caught-up`` into a fresh local SQLite catalog: decode, map to
-   rows, write Parquet, commit with positions (``--flush-mb`` per commit).
+1. a bare ``read_committed`` consume loop (``consume(num_messages=5000)``) to the end,
+   before and after each sink;
+2. ``kafeed archive --until-caught-up`` (``ArchiveSink.run``) into a fresh table of a local
+   SQLite catalog: decode, map to rows, write Parquet, commit with positions (``--flush-mb``
+   per commit), in its own process;
+3. with ``--baseline-src DIR``, the sink of another source tree (a checkout of an older
+   commit) the same way, so a change is measured against what it replaces on the same
+   broker, data and machine load.
 
-and prints records/s and MB/s of each and the ratio (target >= 0.5).
+Both loops are timed from the moment their partitions are assigned (the bare loop: its
+``assign``; a sink: the end of its assignment callback, positions read) to the end (the
+sink: its last commit landed). A sink's start (imports, opening the catalog and table,
+joining the group) is printed apart as ``start_s``, a fixed cost per process, not per
+record. Prints records/s, MB/s and each sink's ratio to the mean of the bare loops around it
+(target >= 0.5).
 
-    PYTHONPATH=src python benchmarks/bench_archive.py --docs 50000 --tokens 256
+    PYTHONPATH=src python benchmarks/bench_archive.py --docs 30000 --baseline-src ../old/src
 """
 
 from __future__ import annotations
@@ -18,15 +28,18 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
+import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from confluent_kafka import Producer, TopicPartition
 
-from kafeed.archive import ArchiveSettings, CatalogSettings
-from kafeed.archive.sink import run_archive
 from kafeed.broker import LocalCluster, free_port_block
 from kafeed.config import ConnectionSettings
 from kafeed.kafka import client_config, read_committed_consumer
@@ -50,6 +63,7 @@ def produce(conn: ConnectionSettings, topic: str, docs: int, tokens: int) -> int
 
 
 def bare_consume(conn: ConnectionSettings, topic: str, partitions: int, docs: int) -> float:
+    """Seconds from the assignment to the last record."""
     c = read_committed_consumer(conn, {"group.id": "bench-bare", "fetch.max.bytes": 32 << 20,
                                        "max.partition.fetch.bytes": 8 << 20})
     c.assign([TopicPartition(topic, p, -2) for p in range(partitions)])
@@ -62,36 +76,98 @@ def bare_consume(conn: ConnectionSettings, topic: str, partitions: int, docs: in
     return took
 
 
+def archive_only(bootstrap: str, table: str, warehouse: str, flush_mb: float) -> None:
+    """One sink run to the end of the topic; prints its timings and counts as JSON."""
+    began = time.perf_counter()
+    from kafeed.archive import ArchiveSettings, CatalogSettings
+    from kafeed.archive.sink import ArchiveSink
+
+    logging.getLogger("kafeed.librdkafka").setLevel(logging.CRITICAL)
+    settings = ArchiveSettings(topic="bench", table=table, flush_interval_s=3600,
+                               target_file_bytes=int(flush_mb * 1024 * 1024),
+                               catalog=CatalogSettings(warehouse=Path(warehouse)))
+    assigned: list[float] = []
+    on_assign = ArchiveSink._on_assign
+
+    # The benchmark's own hook on the sink's assignment callback (the old and the new sink both
+    # have it), so each is timed the same way from its assignment.
+    def timed_on_assign(self: ArchiveSink, consumer: Any, partitions: list[Any]) -> None:
+        on_assign(self, consumer, partitions)
+        assigned.append(time.perf_counter())
+
+    ArchiveSink._on_assign = timed_on_assign  # type: ignore[method-assign]
+    sink = ArchiveSink(settings, ConnectionSettings(bootstrap=bootstrap))
+    sink.open()
+    stats = sink.run(until_caught_up=True)
+    done = time.perf_counter()
+    print(json.dumps({"rows": stats.rows_written, "commits": stats.commits, "busy_s": done - assigned[0],
+                      "start_s": assigned[0] - began}))
+
+
+def archive_once(bootstrap: str, table: str, warehouse: Path, flush_mb: float, src: str) -> dict[str, Any]:
+    env = dict(os.environ, PYTHONPATH=src)
+    cmd = [sys.executable, __file__, "--archive-only", "--bootstrap", bootstrap, "--table", table,
+           "--warehouse", str(warehouse), "--flush-mb", str(flush_mb)]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(done.stderr[-3000:])
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--docs", type=int, default=50000)
     ap.add_argument("--tokens", type=int, default=256)
     ap.add_argument("--partitions", type=int, default=3)
     ap.add_argument("--flush-mb", type=float, default=32)
+    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--baseline-src", default=None,
+                    help="also time the sink of this source tree (e.g. an older checkout's src/)")
+    ap.add_argument("--archive-only", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--bootstrap", help=argparse.SUPPRESS)
+    ap.add_argument("--table", help=argparse.SUPPRESS)
+    ap.add_argument("--warehouse", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.archive_only:
+        archive_only(args.bootstrap, args.table, args.warehouse, args.flush_mb)
+        return
     logging.getLogger("kafeed.librdkafka").setLevel(logging.CRITICAL)
-    with tempfile.TemporaryDirectory() as tmp:
+    here = str(Path(__file__).resolve().parent.parent / "src")
+    variants = {"archive": here} | ({"baseline": str(Path(args.baseline_src).resolve())}
+                                    if args.baseline_src else {})
+    rounds: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="kafeed-bench-") as tmp:
         cluster = LocalCluster(Path(tmp) / "kafka", nodes=1, port=free_port_block(2), heap_mb=768)
         cluster.start()
         try:
             conn = ConnectionSettings(bootstrap=cluster.bootstrap)
             TopicAdmin(conn).create(plan_topic("bench", brokers=1, partitions=args.partitions))
-            size = produce(conn, "bench", args.docs, args.tokens)
-            bare = bare_consume(conn, "bench", args.partitions, args.docs)
-            settings = ArchiveSettings(topic="bench", table="bench.t", flush_interval_s=3600,
-                                       target_file_bytes=int(args.flush_mb * 1024 * 1024),
-                                       catalog=CatalogSettings(warehouse=Path(tmp) / "wh"))
-            stats = run_archive(settings, conn, until_caught_up=True)
-            assert stats.rows_written == args.docs, stats.as_dict()
-            archive = stats.elapsed_s
+            mb = produce(conn, "bench", args.docs, args.tokens) / 1e6
+            for r in range(args.rounds):
+                # Alternate which sink goes first, so neither always meets a warmer broker.
+                order = list(variants.items()) if r % 2 == 0 else list(variants.items())[::-1]
+                bare = [bare_consume(conn, "bench", args.partitions, args.docs)]
+                row: dict[str, Any] = {}
+                for name, src in order:
+                    out = archive_once(cluster.bootstrap, f"bench.{name}_{r}", Path(tmp) / "wh",
+                                       args.flush_mb, src)
+                    assert out["rows"] == args.docs, out
+                    bare.append(bare_consume(conn, "bench", args.partitions, args.docs))
+                    around = (bare[-2] + bare[-1]) / 2
+                    row |= {f"{name}_records_per_s": round(args.docs / out["busy_s"]),
+                            f"{name}_mb_per_s": round(mb / out["busy_s"], 1),
+                            f"{name}_bare_records_per_s": round(args.docs / around),
+                            f"{name}_ratio": round(around / out["busy_s"], 3),
+                            f"{name}_commits": out["commits"], f"{name}_start_s": round(out["start_s"], 1)}
+                rounds.append(row)
         finally:
             cluster.stop(timeout=15, purge=True)
-    mb = size / 1e6
-    print(json.dumps({
-        "docs": args.docs, "tokens_per_doc": args.tokens, "mb": round(mb, 1),
-        "bare_records_per_s": round(args.docs / bare), "bare_mb_per_s": round(mb / bare, 1),
-        "archive_records_per_s": round(args.docs / archive), "archive_mb_per_s": round(mb / archive, 1),
-        "archive_commits": stats.commits, "ratio": round(bare / archive, 3)}))
+    result: dict[str, Any] = {"docs": args.docs, "tokens_per_doc": args.tokens, "mb": round(mb, 1),
+                              "rounds": rounds}
+    for name in variants:
+        result[f"{name}_median_ratio"] = statistics.median(rd[f"{name}_ratio"] for rd in rounds)
+    print(json.dumps(result))
 
 
 if __name__ == "__main__":

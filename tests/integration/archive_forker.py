@@ -24,7 +24,7 @@ def _warm_up() -> None:
     """Everything a sink loads lazily (SQL dialect, Parquet and Avro writers, transforms), by
     writing one row to a throwaway table; its engine is closed before any fork."""
     from kafeed.archive.catalog import open_catalog, open_table
-    from kafeed.archive.rows import ArchivedRecord, RowMapper
+    from kafeed.archive.rows import RecordBatch, RowMapper
     from kafeed.schema import make_document
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -32,7 +32,9 @@ def _warm_up() -> None:
         table = open_table(catalog, "warm.t", topic="warm", cluster_id="warm", kind="tokens",
                            target_file_bytes=1 << 20)
         doc = make_document([1, 2], id="w", vocab_size=10).SerializeToString()
-        table.append(RowMapper("tokens").rows([ArchivedRecord("warm", 0, 0, 1, None, doc)]))
+        batch = RecordBatch("warm")
+        batch.add(0, 0, 1, None, doc)
+        table.append(RowMapper("tokens").rows(batch))
         table.refresh()
         catalog.engine.dispose()
 

@@ -7,7 +7,7 @@ import pytest
 from kafeed.archive import ArchiveSettings
 from kafeed.archive.commit import plan_commit
 from kafeed.archive.position import decode_positions, encode_positions
-from kafeed.archive.rows import ArchivedRecord, RowMapper, record_headers, record_value
+from kafeed.archive.rows import Headers, RecordBatch, RowMapper, record_headers, record_value
 from kafeed.errors import ConfigError
 from kafeed.schema import make_document, make_sample
 
@@ -18,13 +18,23 @@ def _doc(n: int) -> bytes:
                          targets=[0.5]).SerializeToString()
 
 
+Record = tuple[int, int, int, bytes | None, bytes | None, Headers]
+
+
+def _batch(*records: Record) -> RecordBatch:
+    batch = RecordBatch("t")
+    for rec in records:
+        batch.add(*rec)
+    return batch
+
+
 def test_documents_map_to_columns_and_back_to_the_same_bytes() -> None:
-    records = [ArchivedRecord("t", 1, 9, 1_700_000_000_000, b"k9", _doc(3), (("h", b"v"), ("n", None))),
-               ArchivedRecord("t", 0, 4, 1_700_000_000_001, None, _doc(0)),
-               ArchivedRecord("t", 0, 5, 1_700_000_000_002, b"bad", b"\xff\xfe not protobuf"),
-               ArchivedRecord("t", 0, 6, 1_700_000_000_003, b"gone", None)]
+    records: list[Record] = [(1, 9, 1_700_000_000_000, b"k9", _doc(3), (("h", b"v"), ("n", None))),
+                             (0, 4, 1_700_000_000_001, None, _doc(0), ()),
+                             (0, 5, 1_700_000_000_002, b"bad", b"\xff\xfe not protobuf", ()),
+                             (0, 6, 1_700_000_000_003, b"gone", None, ())]
     mapper = RowMapper("tokens")
-    table = mapper.rows(records)
+    table = mapper.rows(_batch(*records))
     rows = table.to_pylist()
     assert [(r["partition"], r["offset"]) for r in rows] == [(0, 4), (0, 5), (0, 6), (1, 9)]
     by_offset = {r["offset"]: r for r in rows}
@@ -35,20 +45,42 @@ def test_documents_map_to_columns_and_back_to_the_same_bytes() -> None:
     assert doc["timestamp"].timestamp() == 1_700_000_000.0
     assert by_offset[4]["tokens"] == []
     assert by_offset[5]["kind"] == by_offset[6]["kind"] == "raw"
-    for rec in records:
-        row = by_offset[rec.offset]
-        assert record_value(row) == rec.value
-        assert record_headers(row) == rec.headers
+    for _, offset, _, _, value, headers in records:
+        row = by_offset[offset]
+        assert record_value(row) == value
+        assert record_headers(row) == headers
     assert (mapper.stats.rows, mapper.stats.decoded, mapper.stats.kept_raw) == (4, 2, 2)
+
+
+def test_a_batch_of_mixed_token_dtypes_keeps_every_documents_ids() -> None:
+    small = make_document([7, 8], id="s", vocab_size=10).SerializeToString()  # uint16 ids
+    large = make_document([65_536, 1, 70_000], id="l", vocab_size=70_001).SerializeToString()  # uint32 ids
+    batch = _batch((2, 3, 0, None, large, ()), (0, 1, 0, None, small, ()), (2, 2, 0, None, b"\x01", ()),
+                   (0, 0, 0, None, large, ()))
+    assert batch.ranges() == {0: (0, 2), 2: (2, 4)}
+    rows = RowMapper("tokens").rows(batch).to_pylist()
+    assert [r["tokens"] for r in rows] == [[65_536, 1, 70_000], [7, 8], None, [65_536, 1, 70_000]]
+    assert [r["dtype"] for r in rows] == ["uint32", "uint16", None, "uint32"]
+
+
+def test_decoding_in_steps_gives_the_rows_of_decoding_at_once() -> None:
+    docs = [(0, i, i, None, _doc(i % 4), ()) for i in range(10)]
+    whole = RowMapper("tokens").rows(_batch(*docs))
+    mapper = RowMapper("tokens")
+    batch = RecordBatch("t")
+    for rec in docs:
+        batch.add(*rec)
+        mapper.decode(batch)
+    assert mapper.rows(batch).equals(whole)
 
 
 def test_samples_and_raw_tables() -> None:
     sample = make_sample("héllo", id="s1", source="f.txt", targets=[1.0, 2.0], metadata={"x": "y"},
                          timestamp_ms=5).SerializeToString()
-    row = RowMapper("samples").rows([ArchivedRecord("t", 0, 0, 0, None, sample)]).to_pylist()[0]
+    row = RowMapper("samples").rows(_batch((0, 0, 0, None, sample, ()))).to_pylist()[0]
     assert row["input_data"] == "héllo".encode() and row["source"] == "f.txt" and row["event_time_ms"] == 5
     assert record_value(row) == sample
-    raw = RowMapper("raw").rows([ArchivedRecord("t", 0, 0, 0, None, sample)]).to_pylist()[0]
+    raw = RowMapper("raw").rows(_batch((0, 0, 0, None, sample, ()))).to_pylist()[0]
     assert raw["kind"] == "raw" and raw["value"] == sample and raw["input_data"] is None
 
 
@@ -56,7 +88,7 @@ def test_bytes_that_do_not_re_encode_are_kept() -> None:
     # A field written twice parses fine but re-encodes shorter: the original bytes are stored.
     doc = make_document([1], id="x", vocab_size=10)
     odd = doc.SerializeToString() + make_document([1], id="x", vocab_size=10).SerializeToString()[:3]
-    row = RowMapper("tokens").rows([ArchivedRecord("t", 0, 0, 0, None, odd)]).to_pylist()[0]
+    row = RowMapper("tokens").rows(_batch((0, 0, 0, None, odd, ()))).to_pylist()[0]
     assert row["value"] == odd and record_value(row) == odd
 
 

@@ -23,10 +23,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kafeed.archive.append import append_rows
 from kafeed.archive.catalog import open_catalog, open_table
 from kafeed.archive.commit import CommitPlan, plan_commit
 from kafeed.archive.position import encode_positions, read_positions
-from kafeed.archive.rows import ArchivedRecord, RowMapper, from_message
+from kafeed.archive.rows import RecordBatch, RowMapper
 from kafeed.archive.schema import offsets_key
 from kafeed.archive.settings import ArchiveSettings
 from kafeed.config import ConnectionSettings
@@ -94,8 +95,8 @@ class ArchiveSink:
         self._key = ""
         self._expected: dict[int, int | None] = {}  # assigned partition -> table position
         self._eof: dict[int, bool] = {}
-        self._buffer: list[ArchivedRecord] = []
-        self._buffer_bytes = 0
+        # Consumed, not yet committed records, per partition, each in offset order.
+        self._buffers: dict[int, RecordBatch] = {}
         self._buffer_since = 0.0
         self._assigned = False
         self._writer = f"{socket.gethostname()}-{os.getpid()}"
@@ -112,15 +113,17 @@ class ArchiveSink:
         self._consumer = read_committed_consumer(self.connection, extra, stage="archive")
         try:
             cluster_id = cluster_id_of(self._consumer, s.topic)
+            self._key = offsets_key(cluster_id, s.topic)
+            # Joining the group goes on in the client's thread while the catalog opens; the
+            # assignment is only handed over (to _on_assign, which needs the table) in consume().
+            self._consumer.subscribe([s.topic], on_assign=self._on_assign, on_revoke=self._on_revoke,
+                                     on_lost=self._on_lost)
             catalog = open_catalog(s.catalog)
             self._table = open_table(catalog, s.table, topic=s.topic, cluster_id=cluster_id, kind=s.kind,
                                      target_file_bytes=s.target_file_bytes)
         except BaseException:
             self.close()
             raise
-        self._key = offsets_key(cluster_id, s.topic)
-        self._consumer.subscribe([s.topic], on_assign=self._on_assign, on_revoke=self._on_revoke,
-                                 on_lost=self._on_lost)
 
     def close(self) -> None:
         if self._consumer is not None:
@@ -159,9 +162,8 @@ class ArchiveSink:
         self._forget(consumer, partitions)
 
     def _on_lost(self, consumer: Any, partitions: list[Any]) -> None:
-        lost = {tp.partition for tp in partitions}
-        self._buffer = [r for r in self._buffer if r.partition not in lost]
-        self._buffer_bytes = sum(len(r.value or b"") for r in self._buffer)
+        for tp in partitions:
+            self._buffers.pop(tp.partition, None)
         self._forget(consumer, partitions)
 
     def _forget(self, consumer: Any, partitions: list[Any]) -> None:
@@ -176,60 +178,81 @@ class ArchiveSink:
     # -- the loop --------------------------------------------------------------------------
     def run(self, *, until_caught_up: bool = False) -> ArchiveStats:
         """Archive until stopped (or, with ``until_caught_up``, until every assigned partition
-        is at its end with nothing buffered). Commits what is buffered before returning."""
-        from confluent_kafka import KafkaError
+        is at its end with nothing buffered). Commits what is buffered before returning.
 
+        A running sink commits when the buffer reaches ``target_file_bytes`` or its oldest record
+        is ``flush_interval_s`` old, not whenever it has caught up: a sink that keeps up with a
+        slow topic would otherwise commit a small file every few records."""
         if self._consumer is None:
             self.open()
         s = self.settings
         try:
             while not self.stop_event.is_set():
-                msgs = self._consumer.consume(num_messages=s.consume_batch, timeout=0.2)
-                for msg in msgs:
-                    err = msg.error()
-                    if err is not None:
-                        if err.code() == KafkaError._PARTITION_EOF:
-                            if msg.partition() in self._eof:
-                                self._eof[msg.partition()] = True
-                        else:
-                            log.warning("kafeed archive: Kafka error (%s); retrying.", err.str())
-                        continue
-                    if msg.partition() not in self._expected:
-                        continue
-                    rec = from_message(msg)
-                    if not self._buffer:
-                        self._buffer_since = time.monotonic()
-                    self._buffer.append(rec)
-                    self._buffer_bytes += len(rec.value or b"")
-                    self._eof[rec.partition] = False
-                    self.stats.records_in += 1
+                self._take(self._consumer.consume(num_messages=s.consume_batch, timeout=0.2))
                 caught_up = self._assigned and all(self._eof.values())
-                if self._buffer and (caught_up or self._buffer_bytes >= s.target_file_bytes
-                                     or time.monotonic() - self._buffer_since >= s.flush_interval_s):
+                buffered = sum(b.value_bytes for b in self._buffers.values())
+                if self._buffers and ((until_caught_up and caught_up) or buffered >= s.target_file_bytes
+                                      or time.monotonic() - self._buffer_since >= s.flush_interval_s):
                     self.flush()
-                if until_caught_up and caught_up and not self._buffer:
+                if until_caught_up and caught_up and not self._buffers:
                     break
             self.flush()
         finally:
             self.close()
         return self.stats
 
+    def _take(self, msgs: list[Any]) -> None:
+        """Buffer and decode one consumed batch; the per-message work is reading its fields."""
+        from confluent_kafka import KafkaError
+
+        buffers, expected, eof = self._buffers, self._expected, self._eof
+        was_empty = not buffers
+        taken = 0
+        for msg in msgs:
+            err = msg.error()
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF:
+                    if msg.partition() in eof:
+                        eof[msg.partition()] = True
+                else:
+                    log.warning("kafeed archive: Kafka error (%s); retrying.", err.str())
+                continue
+            p = msg.partition()
+            if p not in expected:
+                continue
+            if eof.get(p):
+                eof[p] = False
+            buffer = buffers.get(p)
+            if buffer is None:
+                buffer = buffers[p] = RecordBatch(self.settings.topic)
+            buffer.add_message(msg)
+            taken += 1
+        if taken:
+            if was_empty:
+                self._buffer_since = time.monotonic()
+            self.stats.records_in += taken
+            for buffer in buffers.values():
+                self.mapper.decode(buffer)
+
     # -- committing ------------------------------------------------------------------------
     def flush(self) -> None:
         """Commit the buffered records to the table (decided against its current state)."""
-        if not self._buffer:
+        import pyarrow as pa
+
+        if not self._buffers:
             return
-        records, self._buffer, self._buffer_bytes = self._buffer, [], 0
+        buffers, self._buffers = self._buffers, {}
         batch: dict[int, tuple[int, int]] = {}
-        for r in records:
-            first, end = batch.get(r.partition, (r.offset, r.offset + 1))
-            batch[r.partition] = (min(first, r.offset), max(end, r.offset + 1))
-        rows = self.mapper.rows(records)
-        self.stats.value_bytes += sum(len(r.value or b"") for r in records)
+        for buffer in buffers.values():
+            batch |= buffer.ranges()
+        # One table per partition, joined without copying: the rows are in (partition, offset) order.
+        rows = pa.concat_tables([self.mapper.rows(buffers[p]) for p in sorted(buffers)])
+        n_records = rows.num_rows
+        self.stats.value_bytes += sum(b.value_bytes for b in buffers.values())
         for attempt in range(COMMIT_ATTEMPTS):
             table = self._refresh()
             plan = plan_commit(table, self._expected, batch)
-            if self._commit(plan, rows, len(records)):
+            if self._commit(plan, batch, rows, n_records):
                 return
             self.stats.lost_races += 1
             log.info("kafeed archive: commit lost a race (attempt %d); deciding again on the new "
@@ -240,7 +263,7 @@ class ArchiveSink:
             "other writers keep committing first.",
             hint="Nothing was lost; restart the sink (it resumes from the table).")
 
-    def _commit(self, plan: CommitPlan, rows: Any, n_records: int) -> bool:
+    def _commit(self, plan: CommitPlan, batch: dict[int, tuple[int, int]], rows: Any, n_records: int) -> bool:
         """Apply ``plan``; False when the commit lost a race (or its outcome is unknown)."""
         import pyarrow as pa
         import pyarrow.compute as pc
@@ -248,15 +271,18 @@ class ArchiveSink:
         from sqlalchemy.exc import DBAPIError
 
         kept = rows
-        if plan.adds_rows:
+        # Usually every row goes in; filtering would copy the whole batch (token lists included).
+        partial = plan.keep_from != {p: first for p, (first, _) in batch.items()}
+        if plan.adds_rows and partial:
             mask = None
             for p, first in plan.keep_from.items():
                 cond = pc.and_(pc.equal(rows["partition"], pa.scalar(p, pa.int32())),
                                pc.greater_equal(rows["offset"], pa.scalar(first, pa.int64())))
                 mask = cond if mask is None else pc.or_(mask, cond)
             kept = rows.filter(mask)
+        if plan.adds_rows:
             try:
-                self._table.append(kept, snapshot_properties={
+                append_rows(self._table, kept, {
                     self._key: encode_positions(plan.positions), WRITER_PROPERTY: self._writer})
             except CommitFailedException:
                 return False
