@@ -28,6 +28,7 @@ import signal
 import sys
 import threading
 import time
+from types import TracebackType
 
 log = logging.getLogger("kafeed")
 
@@ -81,6 +82,7 @@ def watch_parent(origin: int | None = None) -> ParentWatch:
     """Arm both mechanisms in this worker process. ``origin``: the pid of the process that
     started the DataLoader (with ``forkserver`` that is not the direct parent)."""
     watch = ParentWatch(os.getppid(), origin)
+    _quiet_closed_connections()
     if origin is not None and origin != watch.parent:
         # The kernel's signal follows the forkserver, which lives as long as any worker
         # holds its liveness pipe, so it never comes; a worker blocked on a full queue
@@ -88,6 +90,22 @@ def watch_parent(origin: int | None = None) -> ParentWatch:
         threading.Thread(target=_watch_origin, args=(watch,), name="kafeed-parent-watch",
                          daemon=True).start()
     return watch
+
+
+def _quiet_closed_connections() -> None:
+    """A worker hands batches over through multiprocessing's fd-sharing thread, which
+    reports its errors with ``sys.excepthook``; when the trainer exits (a stop signal)
+    mid-handover that thread meets a closed connection and would print a traceback under
+    the trainer's own exit message. Such errors are logged at debug; others print as before."""
+    previous = sys.excepthook
+
+    def hook(kind: type[BaseException], value: BaseException, trace: TracebackType | None) -> None:
+        if isinstance(value, ConnectionError):
+            log.debug("kafeed loader: worker: %s (the trainer has gone)", value)
+            return
+        previous(kind, value, trace)
+
+    sys.excepthook = hook
 
 
 def _watch_origin(watch: ParentWatch) -> None:
