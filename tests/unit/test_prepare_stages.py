@@ -67,3 +67,36 @@ def test_filter_measures() -> None:
 def test_filter_order_names_the_first_failure() -> None:
     # Fails min_words and mean_word_length; counted under the first.
     assert first_failed_filter("a b") == "min_words"
+
+
+def _normalize_reference(text: str) -> str:
+    """The plain form of the rules: every whitespace run replaced, every newline's spaces dropped."""
+    import re
+    import unicodedata
+
+    text = unicodedata.normalize("NFC", text)
+    text = re.sub(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]+", "", text)
+    text = re.sub(r"[^\S\n]+", " ", text)
+    text = re.sub(r" ?\n ?", "\n", text)
+    text = re.sub("\n{3,}", "\n\n", text)  # at most one blank line
+    return text.strip()
+
+
+def test_normalize_matches_the_plain_rules_on_random_text() -> None:
+    import random
+
+    rng = random.Random(7)
+    alphabet = list("ab.# \n\t\r\x0b\x0c\x1c\x1f\x85\xa0\u2003\u3000\x00e\u0301\u00e9")
+    for _ in range(20_000):
+        raw = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
+        assert normalize_text(raw) == _normalize_reference(raw), repr(raw)
+
+
+def test_global_busy_time_spans_both_steps() -> None:
+    from kafeed.prepare.stats import BatchCounts, PrepareStats
+    from kafeed.stream import StreamStats
+
+    route, dedup = StreamStats(records_in=10, busy_s=2.0), StreamStats(records_in=9, busy_s=3.0)
+    steps = ((BatchCounts(), route), (BatchCounts(), dedup))
+    assert PrepareStats.of_steps(*steps).busy_s == 3.0
+    assert PrepareStats.of_steps(*steps, busy_s=4.5).busy_s == 4.5

@@ -133,7 +133,9 @@ class GlobalPrepare:
 
     def snapshot(self) -> PrepareStats:
         r, d = self.route.snapshot(), self.dedup.snapshot()
-        return PrepareStats.of_steps((r.counts, r.stream), (d.counts, d.stream))
+        first, last = self.route.counters.first_data, self.dedup.counters.last_commit
+        span = last - first if first is not None and last is not None and last > first else None
+        return PrepareStats.of_steps((r.counts, r.stream), (d.counts, d.stream), busy_s=span)
 
     def _progress(self, _: object) -> None:
         if self.on_progress is not None:

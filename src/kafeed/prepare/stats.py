@@ -31,8 +31,13 @@ class PrepareStats(StreamStats):
 
     @classmethod
     def of_steps(cls, route: tuple[BatchCounts, StreamStats],
-                 dedup: tuple[BatchCounts, StreamStats]) -> PrepareStats:
-        """The two steps of global dedup as one summary: input counts from the route, output from dedup."""
+                 dedup: tuple[BatchCounts, StreamStats], *, busy_s: float | None = None) -> PrepareStats:
+        """The two steps of global dedup as one summary: input counts from the route, output from dedup.
+
+        ``busy_s``: the span from the route's first record to the dedup step's last commit.
+        The steps overlap only in part (the dedup step starts when the route's first batch
+        commits), so the longer of their own busy times (the fallback) undercounts it.
+        """
         (rc, rs), (dc, ds) = route, dedup
         kinds = Counter(rs.dead_letter_kinds)
         kinds.update(ds.dead_letter_kinds)
@@ -44,7 +49,7 @@ class PrepareStats(StreamStats):
             rebalances=rs.rebalances + ds.rebalances,
             producer_rebuilds=rs.producer_rebuilds + ds.producer_rebuilds,
             state_records_read=ds.state_records_read, elapsed_s=max(rs.elapsed_s, ds.elapsed_s),
-            busy_s=max(rs.busy_s, ds.busy_s), documents_out=dc.documents_out,
+            busy_s=max(rs.busy_s, ds.busy_s) if busy_s is None else busy_s, documents_out=dc.documents_out,
             tokens_out=dc.tokens_out, filtered=dict(rc.filtered), duplicates=dc.duplicates,
             near_duplicates=dc.near_duplicates,
             global_dedup=True, routed_out=sum(rs.records_out.values()), routed_in=ds.records_in,
