@@ -37,7 +37,7 @@ test: fetch system-deps
 	@$(MAKE) --no-print-directory -j2 lint pytest
 
 pytest: fetch
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=15
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --durations=15
 
 test-all: fetch
 	KAFEED_HYPOTHESIS=thorough $(PY) -m pytest -q -m "slow or not slow"

@@ -21,6 +21,29 @@ settings.load_profile(os.environ.get("KAFEED_HYPOTHESIS", "default"))
 
 pytest_plugins = ["tests.kafka_fixtures"]
 
+# Under pytest-xdist (`make test`) each of these runs whole in one process, with the others of
+# its group: their fixture (a secured or three-node cluster, a task scenario, a sink forker,
+# filled source topics) is expensive and module- or session-wide. Every other test is
+# scheduled on its own.
+WHOLE_IN_ONE_PROCESS = {
+    "tests/integration/test_secure.py": "secure",
+    "tests/integration/test_secure_train.py": "secure",
+    "tests/integration/test_three_nodes.py": "three-nodes",
+    "tests/integration/test_tasks.py": "tasks",
+    "tests/integration/test_archive_faults.py": "archive-sinks",
+    "tests/integration/test_loader_mixture.py": "mixture-sources",
+}
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Grouped(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return WHOLE_IN_ONE_PROCESS.get(nodeid.split("::", 1)[0], nodeid)
+
+    return Grouped(config, log)
+
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 

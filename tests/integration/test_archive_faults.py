@@ -29,10 +29,6 @@ from tests.integration.archive_support import settings, table_keys, topic_record
 from tests.integration.loader_data import produce_docs
 from tests.kafka_fixtures import TopicFactory
 
-# Under pytest-xdist the module's sink forker starts once, in one worker.
-pytestmark = pytest.mark.xdist_group("archive-sinks")
-
-
 ROOT = Path(__file__).resolve().parents[2]
 DEADLINE_S = 90
 

@@ -16,10 +16,6 @@ from kafeed.topics import TopicAdmin, plan_topic
 from tests.integration.loader_data import EOS, counts, produce_docs
 from tests.stateful_harness import Stateful, check_save_resume
 
-# Under pytest-xdist the module's source topics are filled once, in one worker.
-pytestmark = pytest.mark.xdist_group("mixture-sources")
-
-
 FIRST = {"web": 0, "code": 3000, "books": 6000}  # token value = document number + 1
 WINDOW = 16
 

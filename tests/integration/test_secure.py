@@ -36,8 +36,6 @@ from tests.integration.task_handlers import runs
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# Under pytest-xdist the secured cluster starts once, in one worker.
-pytestmark = pytest.mark.xdist_group("secure")
 
 
 WORDS = ["the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "while", "seven", "bold",

@@ -29,8 +29,6 @@ from tests.integration.process_output import StderrLines
 from tests.integration.secure_support import leaked, process_tree
 from tests.integration.train_data import paragraphs, produce_documents
 
-pytestmark = pytest.mark.xdist_group("secure")
-
 TOPIC = "secure-train-tokens"
 PARTITIONS = 4
 # _train_cli's small settings in test_train.py, smaller still: the point is the processes.

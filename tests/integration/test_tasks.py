@@ -26,10 +26,6 @@ from kafeed.tasks.results import ResultsView
 from kafeed.tasks.status import queue_status, read_all
 from tests.integration.task_handlers import runs
 
-# Under pytest-xdist the module's task scenario runs once, in one worker.
-pytestmark = pytest.mark.xdist_group("tasks")
-
-
 ROOT = Path(__file__).resolve().parents[2]
 DEADLINE_S = 150.0
 

@@ -28,9 +28,6 @@ from tests.cluster_support import (
     read_all,
 )
 
-# Under pytest-xdist the three-node cluster starts once, in one worker.
-pytestmark = pytest.mark.xdist_group("three-nodes")
-
 
 def _commit_when_coordinated(consumer: Consumer, offsets: list[TopicPartition]) -> None:
     """Commit once the group has a coordinator: on a fresh cluster __consumer_offsets is still
