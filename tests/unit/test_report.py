@@ -133,3 +133,16 @@ def test_no_evaluations_no_evaluation_chart(tmp_path: Path) -> None:
     write_run(tmp_path)
     result = render_report(tmp_path)
     assert result.evaluations == [] and not (tmp_path / "evaluation.png").exists()
+
+
+def test_a_chart_with_many_series_is_still_drawn(tmp_path: Path) -> None:
+    """Sixty stages make legends taller than the figure: tight margins give up (a warning,
+    an error in tests) and the chart is drawn with the default ones, at its fixed size."""
+    from kafeed.monitor.report import CHARTS, _draw, _pyplot
+
+    chart = CHARTS[0]
+    many = {f"stage-{i}": ([0.0, 1.0], [float(i), float(i + 1)]) for i in range(60)}
+    path = tmp_path / "many.png"
+    _draw(_pyplot(), chart, [many for _ in chart.panels], path)
+    width, height = struct.unpack(">II", path.read_bytes()[16:24])
+    assert (width, height) == (round(FIG_INCHES[0] * DPI), round(FIG_INCHES[1] * DPI))

@@ -14,6 +14,7 @@ import html
 import json
 import logging
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -157,6 +158,14 @@ def _pyplot() -> Any:
     return plt
 
 
+def _tight(fig: Any) -> None:
+    """Tight margins, best effort: with many series (stages, topics) the legends can outgrow
+    the fixed figure, and the chart is then drawn with matplotlib's default margins."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Tight layout not applied")
+        fig.tight_layout()
+
+
 def _draw(plt: Any, chart: Chart, data: list[Series], path: Path) -> None:
     fig, axes = plt.subplots(len(data), 1, figsize=FIG_INCHES, dpi=DPI, sharex=True, squeeze=False)
     for ax, (ylabel, _maker), series in zip(axes[:, 0], chart.panels, data, strict=True):
@@ -168,7 +177,7 @@ def _draw(plt: Any, chart: Chart, data: list[Series], path: Path) -> None:
             ax.legend(loc="best", fontsize="small")
     axes[0, 0].set_title(chart.title)
     axes[-1, 0].set_xlabel("seconds since the first snapshot")
-    fig.tight_layout()
+    _tight(fig)
     fig.savefig(path, dpi=DPI)  # no bbox_inches: every PNG keeps its fixed pixel size
     plt.close(fig)
 
@@ -232,7 +241,7 @@ def _evaluation_chart(plt: Any, lines: list[dict[str, Any]], evaluations: list[d
             ax.legend(loc="best", fontsize="small")
     axes[0, 0].set_title("Evaluation of each checkpoint (held-out records) and training loss")
     axes[-1, 0].set_xlabel("step")
-    fig.tight_layout()
+    _tight(fig)
     fig.savefig(path, dpi=DPI)
     plt.close(fig)
 
