@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import random
+import signal
+import subprocess
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -11,7 +15,14 @@ import pytest
 from kafeed.config import ConnectionSettings
 from kafeed.schema import decode_document, make_sample
 from kafeed.schema.records_pb2 import TrainingSample
-from tests.prepare_support import paragraphs, produce, read_topic
+from tests.prepare_support import (
+    high_watermarks,
+    paragraphs,
+    prepare_command,
+    prepare_env,
+    produce,
+    read_topic,
+)
 
 RULES = """
 [[rule]]
@@ -87,4 +98,52 @@ def test_prepare_routes_each_document_to_its_first_rule_once(  # type: ignore[no
         assert headers["kafeed.error.kind"] == b"unrouted"
         assert headers["kafeed.error.reason"] == b"no rule matched and there is no default topic"
         seen[TrainingSample.FromString(m.value()).id] += 1  # global dedup re-keys by content hash
+    assert seen == Counter(k for k, w in expected.items() if w != "drop"), "a document is missing or doubled"
+
+
+def test_prepare_rules_stay_exactly_once_when_the_worker_is_sigkilled(  # type: ignore[no-untyped-def]
+        kafka: ConnectionSettings, make_topic, tmp_path: Path) -> None:
+    """SIGKILL mid-run, then a rerun to the end: every document once, in its first rule's topic."""
+    raw = make_topic(partitions=3)
+    expected: dict[str, str] = {}
+    records = []
+    for i, text in enumerate(paragraphs(300, seed="kill")):
+        kind = "code" if i % 3 == 0 else "prose"
+        records.append((f"en{i}".encode(), make_sample(text, id=f"en{i}", metadata={"kind": kind})
+                        .SerializeToString(), None))
+        expected[f"en{i}"] = "code" if kind == "code" else "en"
+    for i in range(30):
+        records.append((f"de{i}".encode(), make_sample(f"{DE} {i}.", id=f"de{i}").SerializeToString(), None))
+        expected[f"de{i}"] = "drop"
+    random.Random(5).shuffle(records)
+    produce(kafka, raw, records)
+    rules = tmp_path / "routes.toml"
+    rules.write_text(RULES.format(raw=raw))
+    env = prepare_env(str(tmp_path))
+    base = prepare_command(kafka.bootstrap, raw, f"{raw}.tokens", f"g-{raw}", "--rules", str(rules),
+                           "--batch-size", "20")
+
+    proc = subprocess.Popen(base, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while high_watermarks(kafka, f"{raw}.en") < 60:  # part of the output is committed
+        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+        assert time.monotonic() < deadline, "no output within 120 s"
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    if proc.stderr:
+        proc.stderr.close()
+    # killed mid-run: fewer than the 200 English documents (the offsets count commit markers too)
+    assert high_watermarks(kafka, f"{raw}.en") < 200
+    rerun = subprocess.run([*base, "--until-caught-up", "--json"], env=env, capture_output=True, text=True,
+                           timeout=180)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert json.loads(rerun.stdout)["balanced"]
+
+    seen: Counter[str] = Counter()
+    for where in ("code", "en"):
+        for m in read_topic(kafka, f"{raw}.{where}"):
+            doc = decode_document(m.value())
+            assert expected[doc.id] == where, f"{doc.id} landed in {where}, not {expected[doc.id]}"
+            seen[doc.id] += 1
     assert seen == Counter(k for k, w in expected.items() if w != "drop"), "a document is missing or doubled"
