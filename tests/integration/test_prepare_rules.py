@@ -9,6 +9,7 @@ import subprocess
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -45,6 +46,35 @@ DE = "Der Hund ist nicht in dem Haus, und die Katze schläft auf dem Sofa, sagt 
 FR = "Le chat est sur la table et il dort dans le salon avec les enfants de la maison"
 
 
+def _corpus(english: int, german: int, french: int, *, seed: str) -> tuple[list[Any], dict[str, str]]:
+    """Samples and where each must land: every third English one is code, German is dropped,
+    French matches no rule (the DLQ)."""
+    expected: dict[str, str] = {}
+    records = []
+    for i, text in enumerate(paragraphs(english, seed=seed)):
+        kind = "code" if i % 3 == 0 else "prose"
+        records.append((f"en{i}".encode(), make_sample(text, id=f"en{i}", metadata={"kind": kind})
+                        .SerializeToString(), None))
+        expected[f"en{i}"] = "code" if kind == "code" else "en"
+    for lang, text, count, where in (("de", DE, german, "drop"), ("fr", FR, french, "dlq")):
+        for i in range(count):
+            records.append((f"{lang}{i}".encode(),
+                            make_sample(f"{text} {i}.", id=f"{lang}{i}").SerializeToString(), None))
+            expected[f"{lang}{i}"] = where
+    return records, expected
+
+
+def _routed(kafka: ConnectionSettings, raw: str, expected: dict[str, str]) -> Counter[str]:
+    """How often each document is in the rule topics, each checked to be its first rule's."""
+    seen: Counter[str] = Counter()
+    for where in ("code", "en"):
+        for m in read_topic(kafka, f"{raw}.{where}"):
+            doc = decode_document(m.value())
+            assert expected[doc.id] == where, f"{doc.id} landed in {where}, not {expected[doc.id]}"
+            seen[doc.id] += 1
+    return seen
+
+
 @pytest.mark.parametrize("scope", ["global", "partition"])
 def test_prepare_routes_each_document_to_its_first_rule_once(  # type: ignore[no-untyped-def]
         kafka: ConnectionSettings, make_topic, tmp_path: Path, capsys: pytest.CaptureFixture[str],
@@ -54,19 +84,7 @@ def test_prepare_routes_each_document_to_its_first_rule_once(  # type: ignore[no
 
     monkeypatch.setenv("KAFEED_HOME", str(tmp_path))
     raw = make_topic(partitions=3)
-    expected: dict[str, str] = {}
-    records = []
-    english = paragraphs(30, seed="en")
-    for i, text in enumerate(english):
-        kind = "code" if i % 3 == 0 else "prose"
-        records.append((f"en{i}".encode(), make_sample(text, id=f"en{i}", metadata={"kind": kind})
-                        .SerializeToString(), None))
-        expected[f"en{i}"] = "code" if kind == "code" else "en"
-    for i in range(10):
-        records.append((f"de{i}".encode(), make_sample(f"{DE} {i}.", id=f"de{i}").SerializeToString(), None))
-        expected[f"de{i}"] = "drop"
-        records.append((f"fr{i}".encode(), make_sample(f"{FR} {i}.", id=f"fr{i}").SerializeToString(), None))
-        expected[f"fr{i}"] = "dlq"  # no rule and no default: unrouted
+    records, expected = _corpus(30, 10, 10, seed="en")
     copies = [records[1], records[2]]  # duplicates: dropped by dedup before any rule sees them
     produce(kafka, raw, records + copies)
     rules = tmp_path / "routes.toml"
@@ -87,12 +105,7 @@ def test_prepare_routes_each_document_to_its_first_rule_once(  # type: ignore[no
     outputs = {t: n for t, n in stats["records_out"].items() if not t.startswith("__kafeed")}
     assert outputs == {f"{raw}.code": 10, f"{raw}.en": 20}  # and nothing to --output's "tokens"
 
-    seen: Counter[str] = Counter()
-    for where in ("code", "en"):
-        for m in read_topic(kafka, f"{raw}.{where}"):
-            doc = decode_document(m.value())
-            assert expected[doc.id] == where, f"{doc.id} landed in {where}, not {expected[doc.id]}"
-            seen[doc.id] += 1
+    seen = _routed(kafka, raw, expected)
     for m in read_topic(kafka, f"{raw}.dlq"):
         headers = dict(m.headers())
         assert headers["kafeed.error.kind"] == b"unrouted"
@@ -105,16 +118,7 @@ def test_prepare_rules_stay_exactly_once_when_the_worker_is_sigkilled(  # type: 
         kafka: ConnectionSettings, make_topic, tmp_path: Path) -> None:
     """SIGKILL mid-run, then a rerun to the end: every document once, in its first rule's topic."""
     raw = make_topic(partitions=3)
-    expected: dict[str, str] = {}
-    records = []
-    for i, text in enumerate(paragraphs(300, seed="kill")):
-        kind = "code" if i % 3 == 0 else "prose"
-        records.append((f"en{i}".encode(), make_sample(text, id=f"en{i}", metadata={"kind": kind})
-                        .SerializeToString(), None))
-        expected[f"en{i}"] = "code" if kind == "code" else "en"
-    for i in range(30):
-        records.append((f"de{i}".encode(), make_sample(f"{DE} {i}.", id=f"de{i}").SerializeToString(), None))
-        expected[f"de{i}"] = "drop"
+    records, expected = _corpus(300, 30, 0, seed="kill")
     random.Random(5).shuffle(records)
     produce(kafka, raw, records)
     rules = tmp_path / "routes.toml"
@@ -140,10 +144,5 @@ def test_prepare_rules_stay_exactly_once_when_the_worker_is_sigkilled(  # type: 
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     assert json.loads(rerun.stdout)["balanced"]
 
-    seen: Counter[str] = Counter()
-    for where in ("code", "en"):
-        for m in read_topic(kafka, f"{raw}.{where}"):
-            doc = decode_document(m.value())
-            assert expected[doc.id] == where, f"{doc.id} landed in {where}, not {expected[doc.id]}"
-            seen[doc.id] += 1
+    seen = _routed(kafka, raw, expected)
     assert seen == Counter(k for k, w in expected.items() if w != "drop"), "a document is missing or doubled"
