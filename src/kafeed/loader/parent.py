@@ -1,6 +1,6 @@
 """DataLoader workers end when the process that started them dies, however it dies.
 
-Two mechanisms, armed by :func:`watch_parent` when a reader opens inside a worker:
+Three mechanisms, armed by :func:`watch_parent` when a reader opens inside a worker:
 
 - Linux: ``prctl(PR_SET_PDEATHSIG, SIGKILL)``, so the kernel kills the worker the moment its
   parent goes. SIGKILL, not SIGTERM: a trainer's SIGTERM handler is inherited by forked
@@ -79,7 +79,7 @@ class ParentWatch:
 
 
 def watch_parent(origin: int | None = None) -> ParentWatch:
-    """Arm both mechanisms in this worker process. ``origin``: the pid of the process that
+    """Arm them in this worker process. ``origin``: the pid of the process that
     started the DataLoader (with ``forkserver`` that is not the direct parent)."""
     watch = ParentWatch(os.getppid(), origin)
     _quiet_closed_connections()
@@ -98,6 +98,8 @@ def _quiet_closed_connections() -> None:
     mid-handover that thread meets a closed connection and would print a traceback under
     the trainer's own exit message. Such errors are logged at debug; others print as before."""
     previous = sys.excepthook
+    if getattr(previous, "quiets_closed_connections", False):
+        return  # installed when an earlier epoch's reader opened in this worker
 
     def hook(kind: type[BaseException], value: BaseException, trace: TracebackType | None) -> None:
         if isinstance(value, ConnectionError):
@@ -105,6 +107,7 @@ def _quiet_closed_connections() -> None:
             return
         previous(kind, value, trace)
 
+    hook.quiets_closed_connections = True  # type: ignore[attr-defined]
     sys.excepthook = hook
 
 
