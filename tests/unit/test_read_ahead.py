@@ -127,3 +127,23 @@ def test_one_pull_brings_about_the_room_left() -> None:
     for _ in range(10):
         ahead.added(65536)
     assert ahead.pull(2000) == (ahead.target - ahead.held) // 65536
+
+
+def test_librdkafka_takes_the_budget_s_client_config() -> None:
+    from confluent_kafka import Consumer
+
+    # Names and ranges are checked when the client is made: a typo or a value out of range
+    # (fetch.queue.backoff.ms above 300,000) fails here, not in the first reader.
+    consumer = Consumer({"bootstrap.servers": "localhost:1", "group.id": "g",
+                         **Budget(MIN_READ_AHEAD).client_config()})
+    consumer.close()
+
+
+def test_share_is_each_partition_s_part_of_the_target_in_records() -> None:
+    ahead = ReadAhead(64 * MIB)
+    assert ahead.share(24) == 0  # no record seen yet: nothing to size a share by
+    for _ in range(10):
+        ahead.added(2048)
+    assert ahead.share(24) == ahead.target // 2048 // 24
+    assert ahead.share(1) == ahead.target // 2048
+    assert ahead.share(0) == 0

@@ -32,6 +32,7 @@ MIB = 1024 * 1024
 MIN_READ_AHEAD = 4 * MIB  # librdkafka's quarter must hold one fetch of a 1 MiB record
 LEAD_S = 2.0  # seconds of consumption kept ready
 HALF_LIFE_S = 1.0  # the rate estimate forgets half of its past every second
+FETCH_QUEUE_BACKOFF_MS = 20  # about how often a reader moves records out of librdkafka's queue
 
 
 @dataclass(frozen=True)
@@ -60,7 +61,13 @@ class Budget:
         share = self.client
         return {"queued.max.messages.kbytes": share // 1024,
                 "fetch.max.bytes": min(32 * MIB, share),
-                "max.partition.fetch.bytes": min(8 * MIB, share)}
+                "max.partition.fetch.bytes": min(8 * MIB, share),
+                # Once its queue passed the cap, librdkafka waits this long before it fetches
+                # those partitions again (default 1 s), even when the reader empties the queue
+                # a few ms later; the reader bounds memory by pausing, so a short wait does.
+                # At the default, one reader of 24 partitions on three brokers stalled
+                # 0.4-0.9 s three or four times per 120 MB (benchmarks/bench_scaleout.py).
+                "fetch.queue.backoff.ms": FETCH_QUEUE_BACKOFF_MS}
 
 
 def next_rate(rate: float, nbytes: int, elapsed: float, half_life: float = HALF_LIFE_S) -> float:
@@ -158,6 +165,14 @@ class ReadAhead:
         self.target = depth(self.rate, self.budget, self.lead_s, self.boost)
         self._last = now
         self._taken = 0
+
+    def share(self, partitions: int) -> int:
+        """Records each of ``partitions`` partitions taken in turn holds at the target (0 before
+        any record was seen)."""
+        mean = self.volume / self.records if self.records else 0.0
+        if partitions <= 0 or not mean > 0:
+            return 0
+        return int(self.target / mean / partitions)
 
     def pull(self, most: int) -> int:
         """How many records the next ``consume()`` may bring (:func:`pull_count`)."""
