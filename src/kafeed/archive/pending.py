@@ -21,6 +21,8 @@ import logging
 from concurrent.futures import Executor, Future
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from kafeed.archive.append import write_data_files
 from kafeed.archive.rows import RecordBatch, RowMapper
 from kafeed.archive.schema import Kind
@@ -41,13 +43,18 @@ class PendingCommit:
         #: Per partition: (first offset, last offset + 1) of the sealed rows.
         self.ranges: dict[int, tuple[int, int]] = {}
         self.chunks: list[pa.Table] = []
-        self.records = 0
+        self._counts: dict[int, int] = {}  # rows per partition
         self.value_bytes = 0
         self._writes: list[Future[list[Any]]] = []
         self._files_usable = True  # the written files hold exactly the rows in ranges
 
     def __bool__(self) -> bool:
         return bool(self.chunks)
+
+    @property
+    def records(self) -> int:
+        """Rows sealed, of the partitions still in :attr:`ranges`."""
+        return sum(self._counts.values())
 
     def add(self, table: Any, rows: pa.Table, ranges: dict[int, tuple[int, int]], value_bytes: int) -> None:
         """Seal ``rows`` (of the partitions in ``ranges``, each continuing where the previous chunk
@@ -56,7 +63,9 @@ class PendingCommit:
             had = self.ranges.get(p)
             self.ranges[p] = (first, end) if had is None else (min(had[0], first), max(had[1], end))
         self.chunks.append(rows)
-        self.records += rows.num_rows
+        parts, counts = np.unique(rows["partition"].to_numpy(), return_counts=True)
+        for p, n in zip(parts.tolist(), counts.tolist(), strict=True):
+            self._counts[p] = self._counts.get(p, 0) + n
         self.value_bytes += value_bytes
         # The table's metadata and FileIO as of now: the consuming thread may refresh the table
         # meanwhile, and a file is written against one state of it.
@@ -68,6 +77,7 @@ class PendingCommit:
         if partitions & self.ranges.keys():
             for p in partitions:
                 self.ranges.pop(p, None)
+                self._counts.pop(p, None)
             self._files_usable = False
 
     def files(self) -> list[Any] | None:

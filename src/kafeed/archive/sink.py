@@ -120,8 +120,8 @@ class ArchiveSink:
         self._pending = PendingCommit(self._writer_thread)
         # While the group is joined and the catalog opened, load what the first batch would.
         warming = self._writer_thread.submit(warm_up, s.kind)
-        self._consumer = read_committed_consumer(self.connection, extra, stage="archive")
         try:
+            self._consumer = read_committed_consumer(self.connection, extra, stage="archive")
             cluster_id = cluster_id_of(self._consumer, s.topic)
             self._key = offsets_key(cluster_id, s.topic)
             # Joining the group goes on in the client's thread while the catalog opens; the
