@@ -17,8 +17,9 @@ Both loops are timed from the moment their partitions are assigned (the bare loo
 ``assign``; a sink: the end of its assignment callback, positions read) to the end (the
 sink: its last commit landed). A sink's start (imports, opening the catalog and table,
 joining the group) is printed apart as ``start_s``, a fixed cost per process, not per
-record. Prints records/s, MB/s and each sink's ratio to the mean of the bare loops around it
-(target >= 0.5).
+record. Prints records/s, MB/s, each sink's ratio to the mean of the bare loops around it
+(target >= 0.5), and ``cpu_s``: the CPU seconds the sink's process used (every thread) over
+the same span, steadier than wall time on a machine shared with other jobs.
 
     PYTHONPATH=src python benchmarks/bench_archive.py --docs 30000 --baseline-src ../old/src
 """
@@ -87,6 +88,7 @@ def archive_only(bootstrap: str, table: str, warehouse: str, flush_mb: float) ->
                                target_file_bytes=int(flush_mb * 1024 * 1024),
                                catalog=CatalogSettings(warehouse=Path(warehouse)))
     assigned: list[float] = []
+    cpu: list[float] = []
     on_assign = ArchiveSink._on_assign
 
     # The benchmark's own hook on the sink's assignment callback (the old and the new sink both
@@ -94,14 +96,15 @@ def archive_only(bootstrap: str, table: str, warehouse: str, flush_mb: float) ->
     def timed_on_assign(self: ArchiveSink, consumer: Any, partitions: list[Any]) -> None:
         on_assign(self, consumer, partitions)
         assigned.append(time.perf_counter())
+        cpu.append(time.process_time())
 
     ArchiveSink._on_assign = timed_on_assign  # type: ignore[method-assign]
     sink = ArchiveSink(settings, ConnectionSettings(bootstrap=bootstrap))
     sink.open()
     stats = sink.run(until_caught_up=True)
-    done = time.perf_counter()
+    done, cpu_done = time.perf_counter(), time.process_time()
     print(json.dumps({"rows": stats.rows_written, "commits": stats.commits, "busy_s": done - assigned[0],
-                      "start_s": assigned[0] - began}))
+                      "cpu_s": cpu_done - cpu[0], "start_s": assigned[0] - began}))
 
 
 def archive_once(bootstrap: str, table: str, warehouse: Path, flush_mb: float, src: str) -> dict[str, Any]:
@@ -159,6 +162,7 @@ def main() -> None:
                             f"{name}_mb_per_s": round(mb / out["busy_s"], 1),
                             f"{name}_bare_records_per_s": round(args.docs / around),
                             f"{name}_ratio": round(around / out["busy_s"], 3),
+                            f"{name}_cpu_s": round(out["cpu_s"], 2),
                             f"{name}_commits": out["commits"], f"{name}_start_s": round(out["start_s"], 1)}
                 rounds.append(row)
         finally:

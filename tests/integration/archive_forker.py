@@ -1,6 +1,7 @@
 """Starts archive sinks cheaply: imports the archive's libraries once, then forks a sink per
-line ``INSTANCE TOPIC WAREHOUSE`` read on stdin (INSTANCE: its static group member name)
-and prints the child's pid.
+line ``INSTANCE TOPIC WAREHOUSE [TARGET_BYTES FLUSH_S]`` read on stdin (INSTANCE: its static
+group member name; TARGET_BYTES and FLUSH_S: its commit size and interval, default 128 MiB and
+the FLUSH_S given at start) and prints the child's pid.
 No Kafka client exists in this process when it forks, so each child builds its own. Used by
 the SIGKILL tests.
 
@@ -57,10 +58,12 @@ def main() -> None:
         if pid == 0:
             code = 0
             try:
-                instance, topic, warehouse = line.split()
+                instance, topic, warehouse, *sizes = line.split()
+                target, interval = (int(sizes[0]), float(sizes[1])) if sizes else (128 << 20, float(flush))
                 catalog = CatalogSettings(warehouse=Path(warehouse))
-                settings = ArchiveSettings(topic=topic, table="arch.t", flush_interval_s=float(flush),
-                                           group=f"g-{topic}", instance=instance, catalog=catalog)
+                settings = ArchiveSettings(topic=topic, table="arch.t", flush_interval_s=interval,
+                                           target_file_bytes=target, group=f"g-{topic}", instance=instance,
+                                           catalog=catalog)
                 run_archive(settings, ConnectionSettings(bootstrap=bootstrap))
             except BaseException:
                 traceback.print_exc()

@@ -44,11 +44,12 @@ class Forker:
                 cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=out, text=True)
         assert self.proc.stdout is not None and self.proc.stdout.readline().strip() == "ready"
 
-    def start(self, topic: str, warehouse: Path, instance: str = "sink-0") -> int:
+    def start(self, topic: str, warehouse: Path, instance: str = "sink-0", sizes: str = "") -> int:
         """A sink with static membership ``instance``: a restart with the same name takes the
-        partitions back at once, without waiting for the killed one's session to time out."""
+        partitions back at once, without waiting for the killed one's session to time out.
+        ``sizes``: ``"TARGET_BYTES FLUSH_S"`` instead of the defaults."""
         assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write(f"{instance} {topic} {warehouse}\n")
+        self.proc.stdin.write(f"{instance} {topic} {warehouse} {sizes}\n")
         self.proc.stdin.flush()
         return int(self.proc.stdout.readline())
 
@@ -82,6 +83,16 @@ class Snapshots:
                 return []
         self.table.refresh()
         return [dict(s.summary.model_dump()) for s in self.table.snapshots() if s.summary is not None]
+
+    def files(self) -> set[str]:
+        """Names of the data files the table's current snapshot references."""
+        if not self():
+            return set()
+        return {Path(task.file.file_path).name for task in self.table.scan().plan_files()}
+
+
+def data_files_on_disk(warehouse: Path) -> set[str]:
+    return {path.name for path in warehouse.rglob("*.parquet")}
 
 
 def _wait(condition, what: str, log: Path | None = None) -> None:  # type: ignore[no-untyped-def]
@@ -142,6 +153,38 @@ def _kill_run(kafka: ConnectionSettings, topic: str, tmp_path: Path, forker: For
 def test_sigkilled_sink_loses_and_repeats_nothing(kafka: ConnectionSettings, make_topic: TopicFactory,
                                                   tmp_path: Path, forker: Forker) -> None:
     _kill_run(kafka, make_topic(partitions=3), tmp_path, forker, kills=5, seed=12)
+
+
+def test_sink_killed_while_data_files_wait_for_their_commit(
+        kafka: ConnectionSettings, make_topic: TopicFactory, tmp_path: Path, forker: Forker) -> None:
+    # Commits of 8 KiB of values, so a chunk's data file (a quarter of that) is written on the helper
+    # thread every few dozen records and waits there for the commit: each kill lands after a file of
+    # the new sink appeared on disk that no snapshot references.
+    topic = make_topic(partitions=3)
+    producing = Producing(kafka, topic)
+    snapshots = Snapshots(tmp_path)
+    for _ in range(3):
+        before = len(snapshots())
+        pid = forker.start(topic, tmp_path, sizes="8192 30")
+        _wait(lambda: len(snapshots()) > before, "a commit by the new sink", forker.log)  # noqa: B023
+        ahead = data_files_on_disk(tmp_path) - snapshots.files()
+
+        def written_ahead() -> bool:
+            on_disk = data_files_on_disk(tmp_path)  # listed first: a file committed meanwhile is not ahead
+            return bool(on_disk - snapshots.files() - ahead)  # noqa: B023
+
+        _wait(written_ahead, "a data file written ahead of its commit", forker.log)
+        os.kill(pid, signal.SIGKILL)
+    produced = producing.stop()
+    final = run_archive(settings(topic, tmp_path, instance="sink-0"), kafka, until_caught_up=True)
+    held = topic_records(kafka, topic)
+    keys = table_keys(tmp_path)
+    assert len(held) == produced
+    assert len(keys) == len(set(keys)), "a record was archived twice"
+    assert set(keys) == set(held), "a record was lost"
+    assert final.rows_written < produced
+    # Files some kill left uncommitted: the kills did land between a file's write and its commit.
+    assert data_files_on_disk(tmp_path) - snapshots.files()
 
 
 @pytest.mark.slow

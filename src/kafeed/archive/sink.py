@@ -8,7 +8,9 @@ race, or whose outcome is unknown, is decided again on the refreshed table, so a
 never add a row twice. The consumer group only divides partitions between sinks; its
 offsets are committed after each table commit as a mirror for lag monitoring.
 
-A crash anywhere loses nothing: data files written for a commit that did not land are
+The data files of a commit are written on a helper thread, a chunk at a time, while the sink
+consumes the next records (kafeed.archive.pending); only the commit makes them part of the
+table. A crash anywhere loses nothing: data files written for a commit that did not land are
 orphans no snapshot references, and the next start rereads from the table's positions.
 """
 
@@ -20,12 +22,14 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from kafeed.archive.append import append_rows
+from kafeed.archive.append import commit_files, write_data_files
 from kafeed.archive.catalog import open_catalog, open_table
 from kafeed.archive.commit import CommitPlan, plan_commit
+from kafeed.archive.pending import CHUNKS_PER_COMMIT, PendingCommit, warm_up
 from kafeed.archive.position import encode_positions, read_positions
 from kafeed.archive.rows import RecordBatch, RowMapper
 from kafeed.archive.schema import offsets_key
@@ -95,9 +99,11 @@ class ArchiveSink:
         self._key = ""
         self._expected: dict[int, int | None] = {}  # assigned partition -> table position
         self._eof: dict[int, bool] = {}
-        # Consumed, not yet committed records, per partition, each in offset order.
+        # Consumed records not sealed into a chunk yet, per partition, each in offset order.
         self._buffers: dict[int, RecordBatch] = {}
-        self._buffer_since = 0.0
+        self._buffer_since = 0.0  # when the oldest record not committed yet arrived
+        self._writer_thread: ThreadPoolExecutor | None = None
+        self._pending: PendingCommit | None = None  # sealed chunks of the next commit
         self._assigned = False
         self._writer = f"{socket.gethostname()}-{os.getpid()}"
 
@@ -110,8 +116,12 @@ class ArchiveSink:
             "fetch.max.bytes": 32 * 1024 * 1024, "max.partition.fetch.bytes": 8 * 1024 * 1024}
         if s.instance is not None:
             extra["group.instance.id"] = s.instance
-        self._consumer = read_committed_consumer(self.connection, extra, stage="archive")
+        self._writer_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kafeed-archive-files")
+        self._pending = PendingCommit(self._writer_thread)
+        # While the group is joined and the catalog opened, load what the first batch would.
+        warming = self._writer_thread.submit(warm_up, s.kind)
         try:
+            self._consumer = read_committed_consumer(self.connection, extra, stage="archive")
             cluster_id = cluster_id_of(self._consumer, s.topic)
             self._key = offsets_key(cluster_id, s.topic)
             # Joining the group goes on in the client's thread while the catalog opens; the
@@ -121,11 +131,15 @@ class ArchiveSink:
             catalog = open_catalog(s.catalog)
             self._table = open_table(catalog, s.table, topic=s.topic, cluster_id=cluster_id, kind=s.kind,
                                      target_file_bytes=s.target_file_bytes)
+            warming.result()
         except BaseException:
             self.close()
             raise
 
     def close(self) -> None:
+        if self._writer_thread is not None:
+            self._writer_thread.shutdown(wait=True, cancel_futures=True)
+            self._writer_thread = None
         if self._consumer is not None:
             try:
                 self._consumer.close()
@@ -164,6 +178,7 @@ class ArchiveSink:
     def _on_lost(self, consumer: Any, partitions: list[Any]) -> None:
         for tp in partitions:
             self._buffers.pop(tp.partition, None)
+        self._staged().drop({tp.partition for tp in partitions})
         self._forget(consumer, partitions)
 
     def _forget(self, consumer: Any, partitions: list[Any]) -> None:
@@ -182,19 +197,26 @@ class ArchiveSink:
 
         A running sink commits when the buffer reaches ``target_file_bytes`` or its oldest record
         is ``flush_interval_s`` old, not whenever it has caught up: a sink that keeps up with a
-        slow topic would otherwise commit a small file every few records."""
+        slow topic would otherwise commit a small file every few records. Every
+        ``CHUNKS_PER_COMMIT``-th of ``target_file_bytes`` it seals what it has buffered, and the
+        helper thread writes those rows' data files while it consumes on."""
         if self._consumer is None:
             self.open()
         s = self.settings
+        chunk_bytes = max(1, s.target_file_bytes // CHUNKS_PER_COMMIT)
         try:
             while not self.stop_event.is_set():
                 self._take(self._consumer.consume(num_messages=s.consume_batch, timeout=0.2))
                 caught_up = self._assigned and all(self._eof.values())
-                buffered = sum(b.value_bytes for b in self._buffers.values())
-                if self._buffers and ((until_caught_up and caught_up) or buffered >= s.target_file_bytes
-                                      or time.monotonic() - self._buffer_since >= s.flush_interval_s):
+                unsealed = sum(b.value_bytes for b in self._buffers.values())
+                waiting = bool(self._buffers) or bool(self._staged())
+                if waiting and ((until_caught_up and caught_up)
+                                or unsealed + self._staged().value_bytes >= s.target_file_bytes
+                                or time.monotonic() - self._buffer_since >= s.flush_interval_s):
                     self.flush()
-                if until_caught_up and caught_up and not self._buffers:
+                elif unsealed >= chunk_bytes:
+                    self._seal()
+                if until_caught_up and caught_up and not self._buffers and not self._staged():
                     break
             self.flush()
         finally:
@@ -206,7 +228,7 @@ class ArchiveSink:
         from confluent_kafka import KafkaError
 
         buffers, expected, eof = self._buffers, self._expected, self._eof
-        was_empty = not buffers
+        was_empty = not buffers and not self._staged()
         taken = 0
         for msg in msgs:
             err = msg.error()
@@ -235,24 +257,43 @@ class ArchiveSink:
                 self.mapper.decode(buffer)
 
     # -- committing ------------------------------------------------------------------------
-    def flush(self) -> None:
-        """Commit the buffered records to the table (decided against its current state)."""
+    def _staged(self) -> PendingCommit:
+        if self._pending is None:
+            raise RuntimeError("the sink is not open")
+        return self._pending
+
+    def _seal(self) -> None:
+        """Hand the buffered records, as one chunk of rows, to the helper thread to be written."""
         import pyarrow as pa
 
-        if not self._buffers:
-            return
         buffers, self._buffers = self._buffers, {}
-        batch: dict[int, tuple[int, int]] = {}
+        if not buffers:
+            return
+        ranges: dict[int, tuple[int, int]] = {}
         for buffer in buffers.values():
-            batch |= buffer.ranges()
+            ranges |= buffer.ranges()
         # One table per partition, joined without copying: the rows are in (partition, offset) order.
         rows = pa.concat_tables([self.mapper.rows(buffers[p]) for p in sorted(buffers)])
-        n_records = rows.num_rows
-        self.stats.value_bytes += sum(b.value_bytes for b in buffers.values())
+        self._staged().add(self._table, rows, ranges, sum(b.value_bytes for b in buffers.values()))
+
+    def flush(self) -> None:
+        """Commit the buffered records to the table (decided against its current state)."""
+        self._seal()
+        pending = self._staged()
+        if not pending:
+            return
+        self._pending = PendingCommit(pending.executor)
+        self.stats.value_bytes += pending.value_bytes
         for attempt in range(COMMIT_ATTEMPTS):
+            try:
+                # Written before the table is read again: the commit decides on the newest state.
+                files = pending.files()
+            except OSError as exc:  # a full disk, a store that failed: written again below
+                log.warning("kafeed archive: writing data files failed (%s); writing them again.", exc)
+                files = None
             table = self._refresh()
-            plan = plan_commit(table, self._expected, batch)
-            if self._commit(plan, batch, rows, n_records):
+            plan = plan_commit(table, self._expected, pending.ranges)
+            if self._commit(plan, pending, files):
                 return
             self.stats.lost_races += 1
             log.info("kafeed archive: commit lost a race (attempt %d); deciding again on the new "
@@ -263,38 +304,34 @@ class ArchiveSink:
             "other writers keep committing first.",
             hint="Nothing was lost; restart the sink (it resumes from the table).")
 
-    def _commit(self, plan: CommitPlan, batch: dict[int, tuple[int, int]], rows: Any, n_records: int) -> bool:
-        """Apply ``plan``; False when the commit lost a race (or its outcome is unknown)."""
-        import pyarrow as pa
-        import pyarrow.compute as pc
+    def _commit(self, plan: CommitPlan, pending: PendingCommit, files: list[Any] | None) -> bool:
+        """Apply ``plan``; False when the commit lost a race (or its outcome is unknown).
+
+        ``files``: the chunks' data files as written, used when every row goes in (the usual case);
+        otherwise the rows the plan keeps are written again (filtering copies token lists too)."""
         from pyiceberg.exceptions import CommitFailedException
         from sqlalchemy.exc import DBAPIError
 
-        kept = rows
-        # Usually every row goes in; filtering would copy the whole batch (token lists included).
-        partial = plan.keep_from != {p: first for p, (first, _) in batch.items()}
-        if plan.adds_rows and partial:
-            mask = None
-            for p, first in plan.keep_from.items():
-                cond = pc.and_(pc.equal(rows["partition"], pa.scalar(p, pa.int32())),
-                               pc.greater_equal(rows["offset"], pa.scalar(first, pa.int64())))
-                mask = cond if mask is None else pc.or_(mask, cond)
-            kept = rows.filter(mask)
+        kept = pending.records
         if plan.adds_rows:
             try:
-                append_rows(self._table, kept, {
+                if files is None or plan.keep_from != {p: first for p, (first, _) in pending.ranges.items()}:
+                    rows = pending.rows(plan.keep_from)
+                    kept = rows.num_rows
+                    files = write_data_files(self._table.metadata, self._table.io, rows)
+                commit_files(self._table, files, {
                     self._key: encode_positions(plan.positions), WRITER_PROPERTY: self._writer})
             except CommitFailedException:
                 return False
             except (OSError, DBAPIError) as exc:
-                # SQLite "database is locked", a dropped connection: the outcome is unknown,
-                # and deciding again on the refreshed table is safe either way.
+                # SQLite "database is locked", a dropped connection, a full disk: the outcome is
+                # unknown, and deciding again on the refreshed table is safe either way.
                 log.warning("kafeed archive: commit failed (%s); deciding again.", exc)
                 return False
             self.stats.commits += 1
-            self.stats.rows_written += kept.num_rows
-            log.debug("kafeed archive: committed %d rows, positions %s", kept.num_rows, plan.positions)
-        self.stats.already_archived += n_records - (kept.num_rows if plan.adds_rows else 0)
+            self.stats.rows_written += kept
+            log.debug("kafeed archive: committed %d rows, positions %s", kept, plan.positions)
+        self.stats.already_archived += pending.records - (kept if plan.adds_rows else 0)
         self._after_commit(plan)
         return True
 
