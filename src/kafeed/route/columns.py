@@ -3,14 +3,15 @@
 Rules run a batch at a time (:meth:`kafeed.route.RuleSet.assign`): a condition takes
 the indices still in question and returns those that pass, reading a column of this
 batch, so no per-record object is built and a field no rule uses is never read.
-The language is detected only for the records a ``language`` condition reaches.
+The language is detected only for the records a ``language`` condition reaches, those of
+one condition together.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from kafeed.route.language import detect_language
+from kafeed.route.language import detect_languages
 from kafeed.schema.records_pb2 import TrainingSample
 
 Headers = Sequence[tuple[str, bytes | None]]
@@ -49,6 +50,10 @@ class Columns:
             self._sources = [s.source for s in self.samples]
         return self._sources
 
+    def source_in(self, allowed: frozenset[str]) -> Sequence[bool]:
+        """Per record, whether its ``source`` is one of ``allowed``."""
+        return [s in allowed for s in self.sources]
+
     @property
     def labels(self) -> list[float | None]:
         """``target_values[0]``, or None for a sample without targets."""
@@ -69,11 +74,17 @@ class Columns:
             self._header_maps[i] = have
         return have
 
-    def language(self, i: int) -> str:
-        """The detected language of text ``i`` (:func:`kafeed.route.detect_language`), once."""
+    def languages(self, idx: list[int]) -> list[str]:
+        """The detected language of each text in ``idx`` (:func:`kafeed.route.detect_language`).
+
+        Texts not asked about before are detected together (:func:`~kafeed.route.language.detect_languages`).
+        """
         if self._languages is None:
             self._languages = [None] * len(self.texts)
-        have = self._languages[i]
-        if have is None:
-            have = self._languages[i] = detect_language(self.texts[i])
-        return have
+        have = self._languages
+        missing = [i for i in idx if have[i] is None]
+        if missing:
+            texts = self.texts
+            for i, code in zip(missing, detect_languages([texts[i] for i in missing]), strict=True):
+                have[i] = code
+        return [have[i] for i in idx]  # type: ignore[misc]  # every one detected above

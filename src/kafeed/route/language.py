@@ -8,6 +8,9 @@ for a trained identifier on short or mixed texts. Returns an ISO 639-1 code, or
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+
+import numpy as np
 
 #: The most frequent function words of each Latin-script language (top of their
 #: frequency lists), few enough that one text rarely scores in two languages by chance.
@@ -100,3 +103,63 @@ def detect_language(text: str) -> str:
         if n > most or (n == most and _ORDER[code] < _ORDER[best]):
             best, most = code, n
     return best if most >= _MIN_HITS else "und"
+
+
+# The batch path (:func:`detect_languages`) for ASCII texts: every word of up to
+# _KEY_CHARS letters packed into one integer, looked up in the sorted keys of the ASCII
+# stop words, and the hits counted per text and language with one bincount.
+_CODES = tuple(_STOP_WORDS)
+_ASCII_STOP_WORDS = sorted({w for words in _STOP_WORDS.values() for w in words if w.isascii()})
+_KEY_CHARS = max(map(len, _ASCII_STOP_WORDS))
+
+
+def _key(word: str) -> int:
+    key = 0
+    for j in range(_KEY_CHARS):
+        key = key << 8 | (ord(word[j]) if j < len(word) else 0)
+    return key
+
+
+_KEYS = np.array(sorted(map(_key, _ASCII_STOP_WORDS)), dtype=np.int64)
+_WORD_OF_KEY = {_key(w): w for w in _ASCII_STOP_WORDS}
+#: Row k: which languages (in _CODES order) have the stop word of _KEYS[k].
+_MEMBER = np.array([[_WORD_OF_KEY[int(k)] in _STOP_WORDS[c] for c in _CODES] for k in _KEYS], dtype=bool)
+_ANSWERS = np.array([*_CODES, "und"], dtype=object)
+
+
+def detect_languages(texts: Sequence[str]) -> list[str]:
+    """:func:`detect_language` of each text; ASCII texts are scored together, with numpy."""
+    samples = [t[:_SAMPLE_CHARS] for t in texts]
+    ascii_ = [i for i, t in enumerate(samples) if t.isascii()]
+    if len(ascii_) == len(samples):
+        return _detect_ascii(samples)
+    out = [detect_language(t) if not t.isascii() else "" for t in samples]
+    for i, code in zip(ascii_, _detect_ascii([samples[i] for i in ascii_]), strict=True):
+        out[i] = code
+    return out
+
+
+def _detect_ascii(samples: Sequence[str]) -> list[str]:
+    """The stop-word vote of each ASCII sample (already cut to _SAMPLE_CHARS), as detect_language's."""
+    n = len(samples)
+    if n == 0:
+        return []
+    lengths = np.fromiter(map(len, samples), dtype=np.int64, count=n)
+    chars = np.frombuffer(" ".join(samples).lower().encode("ascii") + bytes(_KEY_CHARS), dtype=np.uint8)
+    letter = (chars >= ord("a")) & (chars <= ord("z"))
+    edges = np.flatnonzero(np.diff(letter.view(np.int8), prepend=0, append=0))
+    starts, sizes = edges[0::2], edges[1::2] - edges[0::2]  # every maximal [a-z]+ run: a word
+    short = sizes <= _KEY_CHARS
+    starts, sizes = starts[short], sizes[short]
+    keys = np.zeros(len(starts), dtype=np.int64)
+    for j in range(_KEY_CHARS):
+        keys = keys << 8 | np.where(j < sizes, chars[starts + j], 0)
+    at = np.searchsorted(_KEYS, keys)
+    at[at == len(_KEYS)] = 0
+    hit = _KEYS[at] == keys
+    text_of = np.searchsorted(np.cumsum(lengths + 1), starts[hit], side="right")
+    word, lang = np.nonzero(_MEMBER[at[hit]])
+    langs = len(_CODES)
+    counts = np.bincount(text_of[word] * langs + lang, minlength=n * langs).reshape(n, langs)
+    best = counts.argmax(axis=1)  # the first of equal counts: ties go to the language listed first
+    return list(_ANSWERS[np.where(counts.max(axis=1) >= _MIN_HITS, best, len(_CODES))])

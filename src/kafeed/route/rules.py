@@ -130,8 +130,8 @@ def _condition(where: str, key: str, value: Any) -> Condition:
         sources = _strings(where, key, value)
 
         def source(c: Columns, idx: list[int]) -> list[int]:
-            col = c.sources
-            return [i for i in idx if col[i] in sources]
+            col = c.source_in(sources)
+            return [i for i in idx if col[i]]
         return source
     if key == "label":
         values = value if isinstance(value, list) else [value]
@@ -151,8 +151,7 @@ def _condition(where: str, key: str, value: Any) -> Condition:
                               f"({', '.join(sorted(LANGUAGES))}).")
 
         def language(c: Columns, idx: list[int]) -> list[int]:
-            detect = c.language
-            return [i for i in idx if detect(i) in languages]
+            return [i for i, code in zip(idx, c.languages(idx), strict=True) if code in languages]
         return language
     if key == "metadata":
         return _table(where, key, value, Columns.metadata)
