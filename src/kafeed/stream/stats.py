@@ -10,9 +10,12 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
-from kafeed.stream.records import BatchResult, Record
+import numpy as np
+
+from kafeed.stream.records import BatchResult, Output, Record
 from kafeed.telemetry import metrics as m
 
 
@@ -52,6 +55,27 @@ class StreamStats:
         }
 
 
+_RECORD_VALUE = itemgetter(Record._fields.index("value"))
+_OUTPUT_TOPIC = itemgetter(Output._fields.index("topic"))
+_OUTPUT_VALUE = itemgetter(Output._fields.index("value"))
+
+
+def _bytes_per_topic(outputs: Sequence[Output], topics: list[str]) -> dict[str, int]:
+    """Value bytes per output topic, summed without a Python step per output (they are many)."""
+    values = list(map(_OUTPUT_VALUE, outputs))
+    try:
+        sizes = np.fromiter(map(len, values), dtype=np.int64, count=len(values))
+    except TypeError:  # a tombstone (None) among the values
+        sizes = np.fromiter((len(v) if v else 0 for v in values), dtype=np.int64, count=len(values))
+    if len(topics) <= 1:
+        return {t: int(sizes.sum()) for t in topics}
+    index = {t: i for i, t in enumerate(topics)}
+    codes = np.fromiter(map(index.__getitem__, map(_OUTPUT_TOPIC, outputs)), dtype=np.int64,
+                        count=len(values))
+    sums = np.bincount(codes, weights=sizes, minlength=len(topics))
+    return {t: int(sums[i]) for t, i in index.items()}
+
+
 class StreamCounters:
     """Running totals of one processor; :meth:`snapshot` freezes them."""
 
@@ -78,12 +102,10 @@ class StreamCounters:
         self.last_commit = now
         m.RECORDS_IN.labels(stage=stage, topic=self.input_topic).inc(len(records))
         m.BYTES_IN.labels(stage=stage, topic=self.input_topic).inc(
-            sum(len(r.value) for r in records if r.value))
-        out = dict.fromkeys(self.output_topics, 0)  # plain dicts: this loop runs per output record
-        nbytes = dict.fromkeys(self.output_topics, 0)
-        for topic, _, value, _, _ in result.outputs:
-            out[topic] = out.get(topic, 0) + 1
-            nbytes[topic] = nbytes.get(topic, 0) + (len(value) if value else 0)
+            sum(map(len, filter(None, map(_RECORD_VALUE, records)))))
+        counts = Counter(map(_OUTPUT_TOPIC, result.outputs))
+        out = dict.fromkeys(self.output_topics, 0) | counts
+        nbytes = dict.fromkeys(self.output_topics, 0) | _bytes_per_topic(result.outputs, list(counts))
         for topic, n in out.items():
             m.RECORDS_OUT.labels(stage=stage, topic=topic).inc(n)
             m.BYTES_OUT.labels(stage=stage, topic=topic).inc(nbytes[topic])
