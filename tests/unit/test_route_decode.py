@@ -147,7 +147,7 @@ def test_batch_decode_keeps_rejects_and_routes_as_upb_per_record(records: list[R
 
 
 def test_the_scan_takes_plain_samples_and_leaves_other_shapes_to_upb() -> None:
-    plain = make_sample("the text", id="d1", source="wiki", timestamp_ms=5).SerializeToString()
+    plain = make_sample("the text", id="d1", source="wiki", timestamp_ms=2**40).SerializeToString()
     labelled = make_sample("x", id="d2", targets=[1.0]).SerializeToString()
     unicode_source = make_sample("x", id="d3", source="wïki").SerializeToString()
     negative_time = make_sample("x", id="d4", timestamp_ms=-1).SerializeToString()
@@ -173,3 +173,9 @@ def test_batch_language_detection_is_the_per_text_one(texts: list[str]) -> None:
 def test_batch_language_detection_reads_only_the_first_2000_characters() -> None:
     texts = ["x " * 1000 + "the and the of", "the and of " + "x " * 2000, "".join(["und die "] * 400)]
     assert detect_languages(texts) == [detect_language(t) for t in texts] == ["und", "en", "de"]
+
+
+def test_every_ascii_stop_word_fits_the_batch_key() -> None:
+    from kafeed.route.language import _KEY_BYTES, _STOP_WORDS
+
+    assert max(len(w) for words in _STOP_WORDS.values() for w in words if w.isascii()) <= _KEY_BYTES

@@ -44,6 +44,7 @@ for _field, _wire in ((_TEXT, _LEN), (_TIMESTAMP, _VARINT), (_ID, _LEN), (_SOURC
 _LEN_BYTES = 4  # lengths up to 2**28 - 1 (256 MiB); a longer one takes the per-record path
 _VARINT_BYTES = 9  # int64 timestamps need at most 9 bytes unless negative; those go to upb
 _PAD = 16  # zero bytes after the joined values, so no read runs past the buffer
+_HEADERS, _VALUE = (itemgetter(Record._fields.index(f)) for f in ("headers", "value"))
 
 
 @dataclass(frozen=True)
@@ -60,14 +61,21 @@ Bools = npt.NDArray[np.bool_]
 
 
 def _varint(arr: npt.NDArray[np.uint8], at: Int64s, most: int) -> tuple[Int64s, Int64s, Bools]:
-    """Value and size of the varints at ``at``, and which did not end within ``most`` bytes."""
-    value = np.zeros(len(at), dtype=np.int64)
-    size = np.zeros(len(at), dtype=np.int64)
-    going = np.ones(len(at), dtype=bool)
-    for k in range(most):
-        byte = arr[at + k].astype(np.int64)
-        if k < 8:  # the value is only needed for lengths (4 bytes); sizes go further
-            value |= np.where(going, (byte & 0x7F) << (7 * k), 0)
+    """Value and size of the varints at ``at``, and which did not end within ``most`` bytes.
+
+    Values are right for up to 8 bytes (lengths take 4); beyond that only the size is.
+    """
+    byte = arr[at]
+    going = byte >= 0x80
+    value = byte.astype(np.int64)
+    size = np.ones(len(at), dtype=np.int64)
+    if not going.any():  # the common case: every varint is one byte
+        return value, size, going
+    value &= 0x7F
+    for k in range(1, most):
+        byte = arr[at + k]
+        if k < 8:
+            value |= np.where(going, (byte & 0x7F).astype(np.int64) << (7 * k), 0)
         size += going
         going &= byte >= 0x80
         if not going.any():
@@ -87,29 +95,32 @@ def scan_samples(values: Sequence[bytes]) -> SampleScan:
     source = (np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64))
     strings: list[tuple[Int64s, Int64s]] = []  # every id and source payload: checked at the end
     pos = stops - lengths
-    rows = np.flatnonzero(pos < stops)
+    rows = np.flatnonzero(lengths)
     while rows.size:
         at = pos[rows]
         tag = arr[at]
         good = _FAST_TAGS[tag]
-        is_len = (tag & 7) == _LEN
-        # A length-delimited field: its length (a varint), then the payload.
-        length, size, long = _varint(arr, at + 1, _LEN_BYTES)
-        start = at + 1 + size
-        stop = start + length
-        # A varint field (the timestamp): skip it.
-        _, vsize, vlong = _varint(arr, at + 1, _VARINT_BYTES)
-        after = np.where(is_len, stop, at + 1 + vsize)
-        good &= np.where(is_len, ~long, ~vlong) & (after <= stops[rows])
-        bad = rows[~good]
-        ok[bad] = False
+        # A length-delimited field: its length (a varint), then the payload from ``start``.
+        start = at + 1
+        length, size, long = _varint(arr, start, _LEN_BYTES)
+        start += size
+        after = start + length
+        is_varint = (tag & 7) == _VARINT
+        good &= ~long | is_varint
+        varints = np.flatnonzero(is_varint)  # the timestamp: skip it
+        if varints.size:
+            _, size, long = _varint(arr, at[varints] + 1, _VARINT_BYTES)
+            after[varints] = at[varints] + 1 + size
+            good[varints] &= ~long
+        good &= after <= stops[rows]
+        ok[rows[~good]] = False
         field = tag >> 3
         for number, into in ((_TEXT, text), (_SOURCE, source)):
             hit = good & (field == number)
             into[0][rows[hit]] = start[hit]
-            into[1][rows[hit]] = stop[hit]
+            into[1][rows[hit]] = after[hit]
         hit = good & ((field == _ID) | (field == _SOURCE))
-        strings.append((start[hit], stop[hit]))
+        strings.append((start[hit], after[hit]))
         pos[rows] = after
         rows = rows[good & (after < stops[rows])]
     # upb checks that strings are UTF-8; ASCII is, and anything else is left to upb.
@@ -139,12 +150,12 @@ class ScannedColumns(Columns):
     __slots__ = ("_parsed", "_rows", "_scan", "_values")
 
     def __init__(self, texts: list[str], headers: list[tuple[tuple[str, bytes], ...]], values: list[bytes],
-                 parsed: dict[int, TrainingSample], scan: SampleScan, rows: list[int]) -> None:
+                 parsed: dict[int, TrainingSample], scan: SampleScan, rows: Int64s) -> None:
         super().__init__(_LazySamples(self), texts, headers)
         self._values = values
         self._parsed = parsed  # index -> sample, for records that took the per-record path
         self._scan = scan
-        self._rows = np.array(rows, dtype=np.int64)  # each index's row in the scan; -1: parsed
+        self._rows = rows  # each index's row in the scan; -1: parsed
 
     def sample(self, i: int) -> TrainingSample:
         have = self._parsed.get(i)
@@ -216,9 +227,15 @@ def _not_utf8(record: Record, exc: UnicodeDecodeError) -> DeadLetter:
 
 def decode_batch(records: Sequence[Record]) -> tuple[list[Record], Columns, list[DeadLetter]]:
     """The readable records, their texts and fields as columns, and dead letters for the rest."""
-    plain = [i for i, r in enumerate(records) if not r.headers and r.value is not None]
-    scan = scan_samples([records[i].value for i in plain])  # type: ignore[misc]  # not None: filtered
-    if len(plain) == len(records) and scan.ok.all():  # the common case: one list per column
+    values: list[bytes] = list(map(_VALUE, records))  # None among them is taken out below
+    plain: Sequence[int]
+    if None not in values and not any(map(_HEADERS, records)):
+        plain = range(len(records))  # the common case: every record is a Protobuf value
+    else:
+        plain = [i for i, r in enumerate(records) if not r.headers and r.value is not None]
+        values = [values[i] for i in plain]
+    scan = scan_samples(values)
+    if len(plain) == len(records) and scan.ok.all():  # one list per column, no step per record
         buf = scan.buf
         try:
             texts = [buf[a:b].decode("utf-8") for a, b in zip(scan.text[0].tolist(), scan.text[1].tolist(),
@@ -227,7 +244,7 @@ def decode_batch(records: Sequence[Record]) -> tuple[list[Record], Columns, list
             pass  # the loop below finds which
         else:
             kept = list(records)
-            return kept, _columns(kept, texts, {}, scan, list(range(len(kept)))), []
+            return kept, _columns(kept, texts, {}, scan, np.arange(len(kept))), []
     row_of = dict(zip(plain, range(len(plain)), strict=True))
     ok = scan.ok.tolist()
     t0, t1 = scan.text[0].tolist(), scan.text[1].tolist()
@@ -269,10 +286,9 @@ def decode_batch(records: Sequence[Record]) -> tuple[list[Record], Columns, list
         kept.append(record)
         texts.append(text)
         rows.append(-1)
-    return kept, _columns(kept, texts, parsed, scan, rows), rejected
+    return kept, _columns(kept, texts, parsed, scan, np.array(rows, dtype=np.int64)), rejected
 
 
 def _columns(kept: list[Record], texts: list[str], parsed: dict[int, TrainingSample], scan: SampleScan,
-             rows: list[int]) -> ScannedColumns:
-    return ScannedColumns(texts, list(map(itemgetter(5), kept)), list(map(itemgetter(4), kept)),
-                          parsed, scan, rows)
+             rows: Int64s) -> ScannedColumns:
+    return ScannedColumns(texts, list(map(_HEADERS, kept)), list(map(_VALUE, kept)), parsed, scan, rows)

@@ -105,25 +105,27 @@ def detect_language(text: str) -> str:
     return best if most >= _MIN_HITS else "und"
 
 
-# The batch path (:func:`detect_languages`) for ASCII texts: every word of up to
-# _KEY_CHARS letters packed into one integer, looked up in the sorted keys of the ASCII
-# stop words, and the hits counted per text and language with one bincount.
+# The batch path (:func:`detect_languages`) for ASCII texts: every word of up to 8 letters
+# read as one little-endian integer (its bytes, zero-padded), looked up in the sorted keys of
+# the ASCII stop words; the hits are counted per text and combination of languages (a word
+# can be a stop word of several) with one bincount, and a small matrix product turns those
+# into counts per language.
 _CODES = tuple(_STOP_WORDS)
 _ASCII_STOP_WORDS = sorted({w for words in _STOP_WORDS.values() for w in words if w.isascii()})
-_KEY_CHARS = max(map(len, _ASCII_STOP_WORDS))
+_KEY_BYTES = 8  # longer than any stop word
 
 
 def _key(word: str) -> int:
-    key = 0
-    for j in range(_KEY_CHARS):
-        key = key << 8 | (ord(word[j]) if j < len(word) else 0)
-    return key
+    return int.from_bytes(word.encode("ascii"), "little")
 
 
-_KEYS = np.array(sorted(map(_key, _ASCII_STOP_WORDS)), dtype=np.int64)
-_WORD_OF_KEY = {_key(w): w for w in _ASCII_STOP_WORDS}
-#: Row k: which languages (in _CODES order) have the stop word of _KEYS[k].
-_MEMBER = np.array([[_WORD_OF_KEY[int(k)] in _STOP_WORDS[c] for c in _CODES] for k in _KEYS], dtype=bool)
+_KEYS = np.array(sorted(map(_key, _ASCII_STOP_WORDS)), dtype=np.uint64)
+_MASKS = np.array([(1 << 8 * k) - 1 for k in range(_KEY_BYTES + 1)], dtype=np.uint64)  # by word length
+_LANGS_OF_KEY = [tuple(c for c in _CODES if w in _STOP_WORDS[c])
+                 for w in sorted(_ASCII_STOP_WORDS, key=_key)]
+_COMBOS = sorted(set(_LANGS_OF_KEY))
+_COMBO_OF_KEY = np.array([_COMBOS.index(langs) for langs in _LANGS_OF_KEY], dtype=np.int64)
+_COMBO_LANGS = np.array([[c in langs for c in _CODES] for langs in _COMBOS], dtype=np.int64)
 _ANSWERS = np.array([*_CODES, "und"], dtype=object)
 
 
@@ -145,21 +147,22 @@ def _detect_ascii(samples: Sequence[str]) -> list[str]:
     if n == 0:
         return []
     lengths = np.fromiter(map(len, samples), dtype=np.int64, count=n)
-    chars = np.frombuffer(" ".join(samples).lower().encode("ascii") + bytes(_KEY_CHARS), dtype=np.uint8)
+    # A space before the first text and zero bytes after the last: every word has both edges.
+    text = (" " + " ".join(samples)).lower().encode("ascii") + bytes(_KEY_BYTES)
+    chars = np.frombuffer(text, dtype=np.uint8)
     letter = (chars >= ord("a")) & (chars <= ord("z"))
-    edges = np.flatnonzero(np.diff(letter.view(np.int8), prepend=0, append=0))
+    edges = np.flatnonzero(letter[1:] != letter[:-1]) + 1
     starts, sizes = edges[0::2], edges[1::2] - edges[0::2]  # every maximal [a-z]+ run: a word
-    short = sizes <= _KEY_CHARS
+    short = sizes <= _KEY_BYTES
     starts, sizes = starts[short], sizes[short]
-    keys = np.zeros(len(starts), dtype=np.int64)
-    for j in range(_KEY_CHARS):
-        keys = keys << 8 | np.where(j < sizes, chars[starts + j], 0)
+    at_every_byte = np.ndarray((len(chars) - _KEY_BYTES + 1,), dtype="<u8", buffer=text, strides=(1,))
+    keys = at_every_byte[starts] & _MASKS[sizes]
     at = np.searchsorted(_KEYS, keys)
     at[at == len(_KEYS)] = 0
     hit = _KEYS[at] == keys
     text_of = np.searchsorted(np.cumsum(lengths + 1), starts[hit], side="right")
-    word, lang = np.nonzero(_MEMBER[at[hit]])
-    langs = len(_CODES)
-    counts = np.bincount(text_of[word] * langs + lang, minlength=n * langs).reshape(n, langs)
+    combos = len(_COMBOS)
+    per_combo = np.bincount(text_of * combos + _COMBO_OF_KEY[at[hit]], minlength=n * combos)
+    counts = per_combo.reshape(n, combos) @ _COMBO_LANGS
     best = counts.argmax(axis=1)  # the first of equal counts: ties go to the language listed first
     return list(_ANSWERS[np.where(counts.max(axis=1) >= _MIN_HITS, best, len(_CODES))])
