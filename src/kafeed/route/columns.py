@@ -1,8 +1,9 @@
 """One batch as columns a rule reads: texts, sources, lengths, ...; each built when a rule first asks.
 
 Rules run a batch at a time (:meth:`kafeed.route.RuleSet.assign`): a condition takes
-the indices still in question and returns those that pass, reading a column of this
-batch, so no per-record object is built and a field no rule uses is never read.
+the indices still in question (a numpy array) and returns those that pass, reading a
+column of this batch, so no per-record object is built and a field no rule uses is
+never read.
 The language is detected only for the records a ``language`` condition reaches, those of
 one condition together.
 """
@@ -11,10 +12,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+import numpy as np
+import numpy.typing as npt
+
 from kafeed.route.language import detect_languages
 from kafeed.schema.records_pb2 import TrainingSample
 
 Headers = Sequence[tuple[str, bytes | None]]
+Ints = npt.NDArray[np.int64]
+Bools = npt.NDArray[np.bool_]
 
 
 class Columns:
@@ -28,7 +34,7 @@ class Columns:
         self.samples = samples
         self.texts = texts
         self.headers = headers
-        self._lengths: list[int] | None = None
+        self._lengths: Ints | None = None
         self._sources: list[str] | None = None
         self._labels: list[float | None] | None = None
         self._languages: list[str | None] | None = None
@@ -38,10 +44,10 @@ class Columns:
         return len(self.texts)
 
     @property
-    def lengths(self) -> list[int]:
+    def lengths(self) -> Ints:
         """Characters of each text."""
         if self._lengths is None:
-            self._lengths = list(map(len, self.texts))
+            self._lengths = np.fromiter(map(len, self.texts), dtype=np.int64, count=len(self.texts))
         return self._lengths
 
     @property
@@ -50,9 +56,9 @@ class Columns:
             self._sources = [s.source for s in self.samples]
         return self._sources
 
-    def source_in(self, allowed: frozenset[str]) -> Sequence[bool]:
+    def source_in(self, allowed: frozenset[str]) -> Bools:
         """Per record, whether its ``source`` is one of ``allowed``."""
-        return [s in allowed for s in self.sources]
+        return np.array([s in allowed for s in self.sources], dtype=bool)
 
     @property
     def labels(self) -> list[float | None]:

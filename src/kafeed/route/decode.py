@@ -173,7 +173,7 @@ class ScannedColumns(Columns):
                              for i, row in enumerate(self._rows.tolist())]
         return self._sources
 
-    def source_in(self, allowed: frozenset[str]) -> Sequence[bool]:
+    def source_in(self, allowed: frozenset[str]) -> Bools:
         """Compares the source bytes in place, one allowed value at a time, for every record at once."""
         scan = self._scan
         arr = np.frombuffer(scan.buf, dtype=np.uint8)
@@ -193,7 +193,7 @@ class ScannedColumns(Columns):
         out[fast] = hit[rows[fast]]
         for i in np.flatnonzero(~fast).tolist():
             out[i] = self._parsed[i].source in allowed
-        return out.tolist()
+        return out
 
 
 class _LazySamples(Sequence[TrainingSample]):

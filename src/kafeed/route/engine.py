@@ -51,7 +51,7 @@ class Router:
     def run(self, records: Sequence[Record]) -> RouteBatch:
         kept, columns, rejected = decode_batch(records)
         out = RouteBatch(dead_letters=rejected)
-        choice = np.array(self.rules.assign(columns), dtype=np.int64)
+        choice = self.rules.assign_array(columns)
         default = self.rules.default
         unmatched = np.flatnonzero(choice < 0)
         if default is None:
