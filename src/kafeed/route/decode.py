@@ -237,14 +237,19 @@ def decode_batch(records: Sequence[Record]) -> tuple[list[Record], Columns, list
     scan = scan_samples(values)
     if len(plain) == len(records) and scan.ok.all():  # one list per column, no step per record
         buf = scan.buf
-        try:
-            texts = [buf[a:b].decode("utf-8") for a, b in zip(scan.text[0].tolist(), scan.text[1].tolist(),
-                                                               strict=True)]
-        except UnicodeDecodeError:
-            pass  # the loop below finds which
+        bounds = zip(scan.text[0].tolist(), scan.text[1].tolist(), strict=True)
+        every: list[str] | None
+        if buf.isascii():  # every text is ASCII: decode the batch once, then cut it
+            whole = buf.decode("ascii")
+            every = [whole[a:b] for a, b in bounds]
         else:
+            try:
+                every = [buf[a:b].decode("utf-8") for a, b in bounds]
+            except UnicodeDecodeError:
+                every = None  # the loop below finds which
+        if every is not None:
             kept = list(records)
-            return kept, _columns(kept, texts, {}, scan, np.arange(len(kept))), []
+            return kept, _columns(kept, every, {}, scan, np.arange(len(kept))), []
     row_of = dict(zip(plain, range(len(plain)), strict=True))
     ok = scan.ok.tolist()
     t0, t1 = scan.text[0].tolist(), scan.text[1].tolist()

@@ -131,10 +131,13 @@ _ANSWERS = np.array([*_CODES, "und"], dtype=object)
 
 def detect_languages(texts: Sequence[str]) -> list[str]:
     """:func:`detect_language` of each text; ASCII texts are scored together, with numpy."""
-    samples = [t[:_SAMPLE_CHARS] for t in texts]
-    ascii_ = [i for i, t in enumerate(samples) if t.isascii()]
-    if len(ascii_) == len(samples):
+    # Only the start of a text counts; the common batch (short ASCII texts) is checked in C.
+    samples = texts
+    if max(map(len, texts), default=0) > _SAMPLE_CHARS:
+        samples = [t[:_SAMPLE_CHARS] for t in texts]
+    if all(map(str.isascii, samples)):
         return _detect_ascii(samples)
+    ascii_ = [i for i, t in enumerate(samples) if t.isascii()]
     out = [detect_language(t) if not t.isascii() else "" for t in samples]
     for i, code in zip(ascii_, _detect_ascii([samples[i] for i in ascii_]), strict=True):
         out[i] = code
