@@ -60,20 +60,27 @@ _OUTPUT_TOPIC = itemgetter(Output._fields.index("topic"))
 _OUTPUT_VALUE = itemgetter(Output._fields.index("value"))
 
 
-def _bytes_per_topic(outputs: Sequence[Output], topics: list[str]) -> dict[str, int]:
-    """Value bytes per output topic, summed without a Python step per output (they are many)."""
-    values = list(map(_OUTPUT_VALUE, outputs))
-    try:
-        sizes = np.fromiter(map(len, values), dtype=np.int64, count=len(values))
-    except TypeError:  # a tombstone (None) among the values
-        sizes = np.fromiter((len(v) if v else 0 for v in values), dtype=np.int64, count=len(values))
-    if len(topics) <= 1:
-        return {t: int(sizes.sum()) for t in topics}
+def _per_topic(outputs: Sequence[Output], topics: Sequence[str]) -> tuple[dict[str, int], dict[str, int]]:
+    """Records and value bytes per output topic (each of ``topics`` listed, 0 when none).
+
+    Counted with numpy, without a Python step per output (they are many); a batch with an
+    output to a topic not in ``topics``, or a tombstone, is counted in Python.
+    """
     index = {t: i for i, t in enumerate(topics)}
-    codes = np.fromiter(map(index.__getitem__, map(_OUTPUT_TOPIC, outputs)), dtype=np.int64,
-                        count=len(values))
-    sums = np.bincount(codes, weights=sizes, minlength=len(topics))
-    return {t: int(sums[i]) for t, i in index.items()}
+    try:
+        codes = np.fromiter(map(index.__getitem__, map(_OUTPUT_TOPIC, outputs)), dtype=np.int64,
+                            count=len(outputs))
+        sizes = np.fromiter(map(len, map(_OUTPUT_VALUE, outputs)), dtype=np.int64, count=len(outputs))
+    except (KeyError, TypeError):
+        out = dict.fromkeys(topics, 0)
+        nbytes = dict.fromkeys(topics, 0)
+        for topic, _, value, _, _ in outputs:
+            out[topic] = out.get(topic, 0) + 1
+            nbytes[topic] = nbytes.get(topic, 0) + (len(value) if value else 0)
+        return out, nbytes
+    counts = np.bincount(codes, minlength=len(topics)).tolist()
+    sums = np.bincount(codes, weights=sizes, minlength=len(topics)).tolist()
+    return dict(zip(topics, counts, strict=True)), {t: int(n) for t, n in zip(topics, sums, strict=True)}
 
 
 class StreamCounters:
@@ -103,9 +110,7 @@ class StreamCounters:
         m.RECORDS_IN.labels(stage=stage, topic=self.input_topic).inc(len(records))
         m.BYTES_IN.labels(stage=stage, topic=self.input_topic).inc(
             sum(map(len, filter(None, map(_RECORD_VALUE, records)))))
-        counts = Counter(map(_OUTPUT_TOPIC, result.outputs))
-        out = dict.fromkeys(self.output_topics, 0) | counts
-        nbytes = dict.fromkeys(self.output_topics, 0) | _bytes_per_topic(result.outputs, list(counts))
+        out, nbytes = _per_topic(result.outputs, self.output_topics)
         for topic, n in out.items():
             m.RECORDS_OUT.labels(stage=stage, topic=topic).inc(n)
             m.BYTES_OUT.labels(stage=stage, topic=topic).inc(nbytes[topic])
