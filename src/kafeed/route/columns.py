@@ -3,9 +3,8 @@
 Rules run a batch at a time (:meth:`kafeed.route.RuleSet.assign`): a condition takes
 the indices still in question (a numpy array) and returns those that pass, reading a
 column of this batch, so no per-record object is built and a field no rule uses is
-never read.
-The language is detected only for the records a ``language`` condition reaches, those of
-one condition together.
+never read. The language is detected only for the records a ``language`` condition
+reaches, those of one condition together.
 """
 
 from __future__ import annotations

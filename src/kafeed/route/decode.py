@@ -26,12 +26,10 @@ import numpy.typing as npt
 from google.protobuf.message import DecodeError
 
 from kafeed.errors import SchemaError
-from kafeed.route.columns import Columns
+from kafeed.route.columns import Bools, Columns, Ints
 from kafeed.schema.avro import decode_raw
 from kafeed.schema.records_pb2 import TrainingSample
 from kafeed.stream import DeadLetter, Record
-
-Int64s = npt.NDArray[np.int64]
 
 # Wire format: a tag byte (field number << 3 | wire type), then a varint or a length and bytes.
 _VARINT, _LEN = 0, 2
@@ -52,15 +50,12 @@ class SampleScan:
     """Where each value's text and source lie in ``buf``, and which values the scan took."""
 
     buf: bytes
-    ok: npt.NDArray[np.bool_]  # False: read this value with upb instead
-    text: tuple[Int64s, Int64s]  # [start, stop) in buf; empty when the field is absent
-    source: tuple[Int64s, Int64s]
+    ok: Bools  # False: read this value with upb instead
+    text: tuple[Ints, Ints]  # [start, stop) in buf; empty when the field is absent
+    source: tuple[Ints, Ints]
 
 
-Bools = npt.NDArray[np.bool_]
-
-
-def _varint(arr: npt.NDArray[np.uint8], at: Int64s, most: int) -> tuple[Int64s, Int64s, Bools]:
+def _varint(arr: npt.NDArray[np.uint8], at: Ints, most: int) -> tuple[Ints, Ints, Bools]:
     """Value and size of the varints at ``at``, and which did not end within ``most`` bytes.
 
     Values are right for up to 8 bytes (lengths take 4); beyond that only the size is.
@@ -93,7 +88,7 @@ def scan_samples(values: Sequence[bytes]) -> SampleScan:
     ok = np.ones(n, dtype=bool)
     text = (np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64))
     source = (np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64))
-    strings: list[tuple[Int64s, Int64s]] = []  # every id and source payload: checked at the end
+    strings: list[tuple[Ints, Ints]] = []  # every id and source payload: checked at the end
     pos = stops - lengths
     rows = np.flatnonzero(lengths)
     while rows.size:
@@ -131,7 +126,7 @@ def scan_samples(values: Sequence[bytes]) -> SampleScan:
     return SampleScan(buf=buf, ok=ok, text=text, source=source)
 
 
-def _ascii(arr: npt.NDArray[np.uint8], starts: Int64s, stops: Int64s) -> npt.NDArray[np.bool_]:
+def _ascii(arr: npt.NDArray[np.uint8], starts: Ints, stops: Ints) -> Bools:
     """Per [start, stop) range of ``arr``, whether every byte is ASCII (reads only those bytes)."""
     sizes = stops - starts
     total = int(sizes.sum())
@@ -150,7 +145,7 @@ class ScannedColumns(Columns):
     __slots__ = ("_parsed", "_rows", "_scan", "_values")
 
     def __init__(self, texts: list[str], headers: list[tuple[tuple[str, bytes], ...]], values: list[bytes],
-                 parsed: dict[int, TrainingSample], scan: SampleScan, rows: Int64s) -> None:
+                 parsed: dict[int, TrainingSample], scan: SampleScan, rows: Ints) -> None:
         super().__init__(_LazySamples(self), texts, headers)
         self._values = values
         self._parsed = parsed  # index -> sample, for records that took the per-record path
@@ -295,5 +290,5 @@ def decode_batch(records: Sequence[Record]) -> tuple[list[Record], Columns, list
 
 
 def _columns(kept: list[Record], texts: list[str], parsed: dict[int, TrainingSample], scan: SampleScan,
-             rows: Int64s) -> ScannedColumns:
+             rows: Ints) -> ScannedColumns:
     return ScannedColumns(texts, list(map(_HEADERS, kept)), list(map(_VALUE, kept)), parsed, scan, rows)
