@@ -1,19 +1,25 @@
 """One batch as columns a rule reads: texts, sources, lengths, ...; each built when a rule first asks.
 
 Rules run a batch at a time (:meth:`kafeed.route.RuleSet.assign`): a condition takes
-the indices still in question and returns those that pass, reading a column of this
-batch, so no per-record object is built and a field no rule uses is never read.
-The language is detected only for the records a ``language`` condition reaches.
+the indices still in question (a numpy array) and returns those that pass, reading a
+column of this batch, so no per-record object is built and a field no rule uses is
+never read. The language is detected only for the records a ``language`` condition
+reaches, those of one condition together.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from kafeed.route.language import detect_language
+import numpy as np
+import numpy.typing as npt
+
+from kafeed.route.language import detect_languages
 from kafeed.schema.records_pb2 import TrainingSample
 
 Headers = Sequence[tuple[str, bytes | None]]
+Ints = npt.NDArray[np.int64]
+Bools = npt.NDArray[np.bool_]
 
 
 class Columns:
@@ -27,7 +33,7 @@ class Columns:
         self.samples = samples
         self.texts = texts
         self.headers = headers
-        self._lengths: list[int] | None = None
+        self._lengths: Ints | None = None
         self._sources: list[str] | None = None
         self._labels: list[float | None] | None = None
         self._languages: list[str | None] | None = None
@@ -37,10 +43,10 @@ class Columns:
         return len(self.texts)
 
     @property
-    def lengths(self) -> list[int]:
+    def lengths(self) -> Ints:
         """Characters of each text."""
         if self._lengths is None:
-            self._lengths = list(map(len, self.texts))
+            self._lengths = np.fromiter(map(len, self.texts), dtype=np.int64, count=len(self.texts))
         return self._lengths
 
     @property
@@ -48,6 +54,10 @@ class Columns:
         if self._sources is None:
             self._sources = [s.source for s in self.samples]
         return self._sources
+
+    def source_in(self, allowed: frozenset[str]) -> Bools:
+        """Per record, whether its ``source`` is one of ``allowed``."""
+        return np.array([s in allowed for s in self.sources], dtype=bool)
 
     @property
     def labels(self) -> list[float | None]:
@@ -69,11 +79,17 @@ class Columns:
             self._header_maps[i] = have
         return have
 
-    def language(self, i: int) -> str:
-        """The detected language of text ``i`` (:func:`kafeed.route.detect_language`), once."""
+    def languages(self, idx: list[int]) -> list[str]:
+        """The detected language of each text in ``idx`` (:func:`kafeed.route.detect_language`).
+
+        Texts not asked about before are detected together (:func:`~kafeed.route.language.detect_languages`).
+        """
         if self._languages is None:
             self._languages = [None] * len(self.texts)
-        have = self._languages[i]
-        if have is None:
-            have = self._languages[i] = detect_language(self.texts[i])
-        return have
+        have = self._languages
+        missing = [i for i in idx if have[i] is None]
+        if missing:
+            texts = self.texts
+            for i, code in zip(missing, detect_languages([texts[i] for i in missing]), strict=True):
+                have[i] = code
+        return [have[i] for i in idx]  # type: ignore[misc]  # every one detected above

@@ -26,8 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from kafeed.errors import ConfigError
-from kafeed.route.columns import Columns
+from kafeed.route.columns import Columns, Ints
 from kafeed.route.language import LANGUAGES
 from kafeed.stream.settings import TOPIC_PATTERN
 
@@ -36,8 +38,8 @@ _TOPIC = re.compile(TOPIC_PATTERN)
 _FILE_KEYS = frozenset({"default", "rule"})
 
 
-#: A condition compiled once: of the batch indices given, those whose record passes.
-Condition = Callable[[Columns, list[int]], list[int]]
+#: A condition compiled once: of the batch indices given, those whose record passes (in order).
+Condition = Callable[[Columns, Ints], Ints]
 
 #: Conditions of a rule run cheapest first (a rule is their conjunction, so order changes
 #: nothing but the cost): lengths and fields before regexes, the language detector last.
@@ -52,10 +54,10 @@ class Rule:
     to: str  # a topic, or DROP
     conditions: tuple[Condition, ...]
 
-    def select(self, columns: Columns, candidates: list[int]) -> list[int]:
+    def select(self, columns: Columns, candidates: Ints) -> Ints:
         """The candidates (indices into ``columns``) this rule matches, in order."""
         for condition in self.conditions:
-            if not candidates:
+            if not candidates.size:
                 break
             candidates = condition(columns, candidates)
         return candidates
@@ -79,18 +81,26 @@ class RuleSet:
 
         Each rule sees only the records no earlier rule took.
         """
-        choice = [-1] * len(columns)
-        pending = list(range(len(columns)))
+        return self.assign_array(columns).tolist()  # type: ignore[no-any-return]
+
+    def assign_array(self, columns: Columns) -> Ints:
+        """:meth:`assign` as a numpy array."""
+        choice = np.full(len(columns), -1, dtype=np.int64)
+        pending = np.arange(len(columns))
         for k, rule in enumerate(self.rules):
-            if not pending:
+            if not pending.size:
                 break
             hit = rule.select(columns, pending)
-            if not hit:
+            if not hit.size:
                 continue
-            for i in hit:
-                choice[i] = k
-            pending = [] if len(hit) == len(pending) else [i for i in pending if choice[i] < 0]
+            choice[hit] = k
+            pending = pending[choice[pending] < 0]
         return choice
+
+
+def _keep(idx: Ints, passed: list[bool]) -> Ints:
+    """The indices whose entry of ``passed`` is True."""
+    return idx[np.array(passed, dtype=bool)] if passed else idx
 
 
 def _strings(where: str, key: str, value: Any) -> frozenset[str]:
@@ -115,7 +125,7 @@ def _table(where: str, key: str, value: Any, get: Callable[[Columns, int], Mappi
                 return False
         return True
 
-    return lambda c, idx: [i for i in idx if passes(get(c, i))]
+    return lambda c, idx: _keep(idx, [passes(get(c, i)) for i in idx.tolist()])
 
 
 def _length(where: str, key: str, value: Any) -> int:
@@ -125,13 +135,13 @@ def _length(where: str, key: str, value: Any) -> int:
 
 
 def _condition(where: str, key: str, value: Any) -> Condition:
-    # Each condition reads its column once per call, then filters in one comprehension.
+    # Each condition reads its column once per call, then filters with numpy where the column
+    # is one, else in one comprehension.
     if key == "source":
         sources = _strings(where, key, value)
 
-        def source(c: Columns, idx: list[int]) -> list[int]:
-            col = c.sources
-            return [i for i in idx if col[i] in sources]
+        def source(c: Columns, idx: Ints) -> Ints:
+            return idx[c.source_in(sources)[idx]]
         return source
     if key == "label":
         values = value if isinstance(value, list) else [value]
@@ -139,9 +149,9 @@ def _condition(where: str, key: str, value: Any) -> Condition:
             raise ConfigError(f"{where}: label must be a number or a list of numbers, not {value!r}.")
         labels = frozenset(float(v) for v in values)
 
-        def label(c: Columns, idx: list[int]) -> list[int]:
+        def label(c: Columns, idx: Ints) -> Ints:
             col = c.labels
-            return [i for i in idx if col[i] in labels]
+            return _keep(idx, [col[i] in labels for i in idx.tolist()])
         return label
     if key == "language":
         languages = _strings(where, key, value)
@@ -150,9 +160,8 @@ def _condition(where: str, key: str, value: Any) -> Condition:
             raise ConfigError(f"{where}: language {unknown[0]!r} is not one the detector knows "
                               f"({', '.join(sorted(LANGUAGES))}).")
 
-        def language(c: Columns, idx: list[int]) -> list[int]:
-            detect = c.language
-            return [i for i in idx if detect(i) in languages]
+        def language(c: Columns, idx: Ints) -> Ints:
+            return _keep(idx, [code in languages for code in c.languages(idx.tolist())])
         return language
     if key == "metadata":
         return _table(where, key, value, Columns.metadata)
@@ -161,16 +170,14 @@ def _condition(where: str, key: str, value: Any) -> Condition:
     if key == "min_length":
         low = _length(where, key, value)
 
-        def min_length(c: Columns, idx: list[int]) -> list[int]:
-            col = c.lengths
-            return [i for i in idx if col[i] >= low]
+        def min_length(c: Columns, idx: Ints) -> Ints:
+            return idx[c.lengths[idx] >= low]
         return min_length
     if key == "max_length":
         high = _length(where, key, value)
 
-        def max_length(c: Columns, idx: list[int]) -> list[int]:
-            col = c.lengths
-            return [i for i in idx if col[i] <= high]
+        def max_length(c: Columns, idx: Ints) -> Ints:
+            return idx[c.lengths[idx] <= high]
         return max_length
     if key == "regex":
         if not isinstance(value, str):
@@ -182,9 +189,9 @@ def _condition(where: str, key: str, value: Any) -> Condition:
                               hint="Fix the pattern (Python `re` syntax); in TOML, '...' needs no escapes.",
                               ) from None
 
-        def regex(c: Columns, idx: list[int]) -> list[int]:
+        def regex(c: Columns, idx: Ints) -> Ints:
             texts = c.texts
-            return [i for i in idx if search(texts[i])]
+            return np.array([i for i in idx.tolist() if search(texts[i])], dtype=np.int64)
         return regex
     raise AssertionError(key)  # keys were checked against _RULE_KEYS
 

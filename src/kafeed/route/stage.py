@@ -7,9 +7,11 @@ batches, so they match what read_committed consumers of the output topics see.
 
 from __future__ import annotations
 
+import gc
 import threading
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -154,4 +156,22 @@ def run_route(
     check_outputs(connection, settings, rules)
     processor = StreamProcessor(RouteStage(rules), stream, connection, stop_event=stop_event,
                                 on_progress=on_progress)
-    return processor.run(until_caught_up=until_caught_up)
+    with young_collections_per_batch(stream.kafka.batch_size):
+        return processor.run(until_caught_up=until_caught_up)
+
+
+@contextmanager
+def young_collections_per_batch(batch_size: int) -> Iterator[None]:
+    """Raise the collector's young-generation threshold to a few batches while inside.
+
+    A batch keeps tens of thousands of small tuples (records, outputs) alive until it
+    commits; at the default threshold (700 allocations) the collector scans them again and
+    again, which took a fifth of the router's time on the benchmark. They hold no cycles,
+    so collecting less often changes nothing but that time.
+    """
+    before = gc.get_threshold()
+    gc.set_threshold(max(before[0], 5 * batch_size), *before[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)

@@ -302,6 +302,7 @@ class StreamProcessor(Generic[ReportT]):
         s = self.settings
         k = s.kafka
         consume = self._consumer.consume
+        new = tuple.__new__  # a Record from its fields without the named tuple's Python __new__
         records: list[Record] = []
         nbytes = 0
         deadline = time.monotonic() + k.consume_timeout_s
@@ -323,8 +324,8 @@ class StreamProcessor(Generic[ReportT]):
                 value = m.value()
                 if value is not None:
                     nbytes += len(value)
-                append(Record(m.topic(), m.partition(), m.offset(), m.key(), value,
-                              tuple(m.headers() or ()), m.timestamp()[1]))
+                append(new(Record, (m.topic(), m.partition(), m.offset(), m.key(), value,
+                                    tuple(m.headers() or ()), m.timestamp()[1])))
             if self.counters.rebalances != rebalances:
                 revoked = self._revoked
                 return [*(r for r in records if r.partition not in revoked), *polled]

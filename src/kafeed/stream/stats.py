@@ -10,9 +10,12 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
-from kafeed.stream.records import BatchResult, Record
+import numpy as np
+
+from kafeed.stream.records import BatchResult, Output, Record
 from kafeed.telemetry import metrics as m
 
 
@@ -52,6 +55,34 @@ class StreamStats:
         }
 
 
+_RECORD_VALUE = itemgetter(Record._fields.index("value"))
+_OUTPUT_TOPIC = itemgetter(Output._fields.index("topic"))
+_OUTPUT_VALUE = itemgetter(Output._fields.index("value"))
+
+
+def _per_topic(outputs: Sequence[Output], topics: Sequence[str]) -> tuple[dict[str, int], dict[str, int]]:
+    """Records and value bytes per output topic (each of ``topics`` listed, 0 when none).
+
+    Counted with numpy, without a Python step per output (they are many); a batch with an
+    output to a topic not in ``topics``, or a tombstone, is counted in Python.
+    """
+    index = {t: i for i, t in enumerate(topics)}
+    try:
+        codes = np.fromiter(map(index.__getitem__, map(_OUTPUT_TOPIC, outputs)), dtype=np.int64,
+                            count=len(outputs))
+        sizes = np.fromiter(map(len, map(_OUTPUT_VALUE, outputs)), dtype=np.int64, count=len(outputs))
+    except (KeyError, TypeError):
+        out = dict.fromkeys(topics, 0)
+        nbytes = dict.fromkeys(topics, 0)
+        for topic, _, value, _, _ in outputs:
+            out[topic] = out.get(topic, 0) + 1
+            nbytes[topic] = nbytes.get(topic, 0) + (len(value) if value else 0)
+        return out, nbytes
+    counts = np.bincount(codes, minlength=len(topics)).tolist()
+    sums = np.bincount(codes, weights=sizes, minlength=len(topics)).tolist()
+    return dict(zip(topics, counts, strict=True)), {t: int(n) for t, n in zip(topics, sums, strict=True)}
+
+
 class StreamCounters:
     """Running totals of one processor; :meth:`snapshot` freezes them."""
 
@@ -78,12 +109,8 @@ class StreamCounters:
         self.last_commit = now
         m.RECORDS_IN.labels(stage=stage, topic=self.input_topic).inc(len(records))
         m.BYTES_IN.labels(stage=stage, topic=self.input_topic).inc(
-            sum(len(r.value) for r in records if r.value))
-        out = dict.fromkeys(self.output_topics, 0)  # plain dicts: this loop runs per output record
-        nbytes = dict.fromkeys(self.output_topics, 0)
-        for topic, _, value, _, _ in result.outputs:
-            out[topic] = out.get(topic, 0) + 1
-            nbytes[topic] = nbytes.get(topic, 0) + (len(value) if value else 0)
+            sum(map(len, filter(None, map(_RECORD_VALUE, records)))))
+        out, nbytes = _per_topic(result.outputs, self.output_topics)
         for topic, n in out.items():
             m.RECORDS_OUT.labels(stage=stage, topic=topic).inc(n)
             m.BYTES_OUT.labels(stage=stage, topic=topic).inc(nbytes[topic])
