@@ -8,9 +8,11 @@ changelog entries, add the input positions (last processed offset + 1) with
 ``send_offsets_to_transaction`` (KIP-447: one producer per process, fenced through
 the consumer group's metadata), commit.
 
-With ``overlap_commit`` (the default) batch N's produce-and-commit runs on a
-helper thread while the main thread consumes batch N+1 and runs the stage on it;
-N+1 is produced only after N committed. If N fails, N+1 is discarded with it.
+With ``overlap_commit`` (the default) batch N's :meth:`Stage.finish` (waiting for
+work the stage started in threads of its own, such as a tokenizer's) and its
+produce-and-commit run on a helper thread while the main thread consumes batch N+1
+and runs the stage on it; N+1 is produced only after N committed. If N fails, N+1
+is discarded with it.
 
 Errors: a retriable error retries the call; an abortable one aborts, rolls back
 the stage's pending state and seeks the consumer back to the failed batch's first
@@ -155,6 +157,7 @@ class StreamProcessor(Generic[ReportT]):
         """
         p = self.producer
         assert p is not None  # run() made it
+        self.stage.finish(result)  # before begin: the transaction's clock starts after it
         p.begin()
         p.produce_many(result.outputs)
         for bad in result.dead_letters:

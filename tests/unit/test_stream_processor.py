@@ -1,0 +1,162 @@
+"""The core's loop against in-memory fakes of the consumer and producer: finish() overlaps the next batch."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException
+
+from kafeed.config import ConnectionSettings
+from kafeed.stream import BatchResult, Output, Record, Stage, StreamProcessor, StreamSettings, StreamStats
+
+TOPIC = "in"
+
+
+class FakeMessage:
+    def __init__(self, partition: int, offset: int) -> None:
+        self._partition, self._offset = partition, offset
+
+    def error(self) -> None:
+        return None
+
+    def topic(self) -> str:
+        return TOPIC
+
+    def partition(self) -> int:
+        return self._partition
+
+    def offset(self) -> int:
+        return self._offset
+
+    def key(self) -> bytes:
+        return b"k"
+
+    def value(self) -> bytes:
+        return b"%d:%d" % (self._partition, self._offset)
+
+    def headers(self) -> None:
+        return None
+
+    def timestamp(self) -> tuple[int, int]:
+        return (0, 0)
+
+
+class FakeConsumer:
+    """Partitions of ``size`` records, ``per_call`` records per consume; seek rewinds; stops when read out."""
+
+    def __init__(self, partitions: int, size: int, per_call: int, stop: threading.Event) -> None:
+        self.ends = dict.fromkeys(range(partitions), size)
+        self.pos = dict.fromkeys(range(partitions), 0)
+        self.per_call = per_call
+        self.stop = stop
+
+    def consume(self, num_messages: int, timeout: float) -> list[FakeMessage]:
+        for p, end in self.ends.items():
+            if self.pos[p] < end:
+                start, self.pos[p] = self.pos[p], min(end, self.pos[p] + min(num_messages, self.per_call))
+                return [FakeMessage(p, o) for o in range(start, self.pos[p])]
+        self.stop.set()
+        return []
+
+    def seek(self, tp: Any) -> None:
+        self.pos[tp.partition] = tp.offset
+
+    def consumer_group_metadata(self) -> str:
+        return "group-metadata"
+
+
+class FakeProducer:
+    """Records calls per thread; the transactions listed in ``fail`` raise an abortable error on commit."""
+
+    def __init__(self, fail: Sequence[int] = ()) -> None:
+        self.fail = set(fail)
+        self.transactions = 0
+        self.committed: list[dict[tuple[str, int], int]] = []
+        self.begun_on: list[str] = []
+        self._offsets: dict[tuple[str, int], int] = {}
+
+    def begin(self) -> None:
+        self.begun_on.append(threading.current_thread().name)
+
+    def produce_many(self, outputs: Sequence[Output]) -> None:
+        pass
+
+    def send_offsets(self, positions: Mapping[tuple[str, int], int], metadata: Any) -> None:
+        self._offsets = dict(positions)
+
+    def commit(self) -> None:
+        self.transactions += 1
+        if self.transactions in self.fail:
+            raise KafkaException(KafkaError(KafkaError._STATE, "injected", txn_requires_abort=True))
+        self.committed.append(self._offsets)
+
+    def recover(self, exc: BaseException) -> bool:
+        return False
+
+
+class Recording(Stage[None]):
+    """Echoes each record; finish() of the first batch waits until the second batch was processed."""
+
+    name = "test"
+
+    def __init__(self) -> None:
+        self.processed = 0
+        self.second_processed = threading.Event()
+        self.overlapped: bool | None = None
+        self.finished_on: list[str] = []
+        self.committed_outputs: list[int] = []
+
+    def process(self, records: Sequence[Record]) -> BatchResult:
+        self.processed += 1
+        if self.processed == 2:
+            self.second_processed.set()
+        return BatchResult()  # outputs are added by finish(), as a tokenizing stage does
+
+    def finish(self, result: BatchResult) -> None:
+        self.finished_on.append(threading.current_thread().name)
+        if self.overlapped is None:
+            self.overlapped = self.second_processed.wait(timeout=30)
+        result.outputs.append(Output("out", b"k", b"v"))
+
+    def committed(self, result: BatchResult) -> None:
+        self.committed_outputs.append(len(result.outputs))
+
+    def report(self, stats: StreamStats) -> None:
+        return None
+
+
+def _processor(stage: Stage[None], *, fail: Sequence[int] = (), overlap: bool = True,
+               partitions: int = 1, size: int = 30,
+               per_call: int = 10) -> tuple[StreamProcessor[None], FakeProducer, FakeConsumer]:
+    settings = StreamSettings(input=TOPIC, outputs=("out",), group="g", dlq_topic="in.dlq",
+                              kafka={"batch_size": per_call, "poll_records": per_call,  # type: ignore[arg-type]
+                                     "overlap_commit": overlap})
+    proc: StreamProcessor[None] = StreamProcessor(stage, settings, ConnectionSettings())
+    producer = FakeProducer(fail)
+    consumer = FakeConsumer(partitions, size, per_call, proc.stop_event)
+    proc.producer, proc._consumer = producer, consumer  # type: ignore[assignment]
+    proc._assigned = set(range(partitions))
+    return proc, producer, consumer
+
+
+def test_finish_runs_on_the_commit_thread_while_the_next_batch_is_processed() -> None:
+    stage = Recording()
+    proc, producer, _ = _processor(stage)
+    proc._loop(False, None)
+    assert stage.overlapped is True
+    assert stage.finished_on and all(name.startswith("kafeed-commit") for name in stage.finished_on)
+    assert producer.begun_on == stage.finished_on  # finish() came before the transaction began
+    assert stage.committed_outputs == [1, 1, 1]  # what finish() added was committed, for each batch
+    assert producer.committed == [{(TOPIC, 0): 10}, {(TOPIC, 0): 20}, {(TOPIC, 0): 30}]
+
+
+def test_finish_runs_inline_without_overlap() -> None:
+    stage = Recording()
+    stage.overlapped = False  # nothing to wait for: the main thread runs the batches one by one
+    proc, producer, _ = _processor(stage, overlap=False)
+    proc._loop(False, None)
+    assert set(stage.finished_on) == {threading.current_thread().name}
+    assert producer.begun_on == stage.finished_on
+    assert stage.committed_outputs == [1, 1, 1]
