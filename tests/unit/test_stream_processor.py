@@ -1,4 +1,4 @@
-"""The core's loop against in-memory fakes of the consumer and producer: finish() overlaps the next batch."""
+"""The core's loop against in-memory fakes of the consumer, producer and admin: finish() and the purge."""
 
 from __future__ import annotations
 
@@ -96,6 +96,16 @@ class FakeProducer:
         return False
 
 
+class FakeAdmin:
+    def __init__(self, producer: FakeProducer) -> None:
+        self.producer = producer
+        self.calls: list[tuple[str, dict[int, int], bool, int]] = []
+
+    def delete_records(self, name: str, before: Mapping[int, int], *, wait: bool = True) -> None:
+        # With the number of transactions committed so far, to check nothing ran ahead of them.
+        self.calls.append((name, dict(before), wait, len(self.producer.committed)))
+
+
 class Recording(Stage[None]):
     """Echoes each record; finish() of the first batch waits until the second batch was processed."""
 
@@ -128,22 +138,24 @@ class Recording(Stage[None]):
 
 
 def _processor(stage: Stage[None], *, fail: Sequence[int] = (), overlap: bool = True,
-               partitions: int = 1, size: int = 30,
-               per_call: int = 10) -> tuple[StreamProcessor[None], FakeProducer, FakeConsumer]:
+               purge_s: float | None = None, partitions: int = 1, size: int = 30,
+               per_call: int = 10) -> tuple[StreamProcessor[None], FakeProducer, FakeAdmin, FakeConsumer]:
     settings = StreamSettings(input=TOPIC, outputs=("out",), group="g", dlq_topic="in.dlq",
+                              purge_input_every_s=purge_s,
                               kafka={"batch_size": per_call, "poll_records": per_call,  # type: ignore[arg-type]
                                      "overlap_commit": overlap})
     proc: StreamProcessor[None] = StreamProcessor(stage, settings, ConnectionSettings())
     producer = FakeProducer(fail)
+    admin = FakeAdmin(producer)
     consumer = FakeConsumer(partitions, size, per_call, proc.stop_event)
-    proc.producer, proc._consumer = producer, consumer  # type: ignore[assignment]
+    proc.producer, proc._admin, proc._consumer = producer, admin, consumer  # type: ignore[assignment]
     proc._assigned = set(range(partitions))
-    return proc, producer, consumer
+    return proc, producer, admin, consumer
 
 
 def test_finish_runs_on_the_commit_thread_while_the_next_batch_is_processed() -> None:
     stage = Recording()
-    proc, producer, _ = _processor(stage)
+    proc, producer, _, _ = _processor(stage)
     proc._loop(False, None)
     assert stage.overlapped is True
     assert stage.finished_on and all(name.startswith("kafeed-commit") for name in stage.finished_on)
@@ -155,8 +167,42 @@ def test_finish_runs_on_the_commit_thread_while_the_next_batch_is_processed() ->
 def test_finish_runs_inline_without_overlap() -> None:
     stage = Recording()
     stage.overlapped = False  # nothing to wait for: the main thread runs the batches one by one
-    proc, producer, _ = _processor(stage, overlap=False)
+    proc, producer, _, _ = _processor(stage, overlap=False)
     proc._loop(False, None)
     assert set(stage.finished_on) == {threading.current_thread().name}
     assert producer.begun_on == stage.finished_on
     assert stage.committed_outputs == [1, 1, 1]
+
+
+def test_purge_deletes_only_committed_positions() -> None:
+    stage = Recording()
+    # The second transaction fails: its batch (and the third, processed meanwhile) is read again.
+    proc, producer, admin, _ = _processor(stage, fail=[2], purge_s=0.001, partitions=2, size=20)
+    proc._loop(False, None)
+    assert proc.counters.aborted_batches == 1
+    assert producer.committed[-1] == {(TOPIC, 1): 20}
+    assert admin.calls, "nothing was purged"
+    for name, before, _, commits in admin.calls:
+        assert name == TOPIC
+        done = producer.committed[:commits]
+        for partition, offset in before.items():
+            # Never beyond what had committed when the request was sent.
+            assert offset <= max(c.get((TOPIC, partition), 0) for c in done)
+    purged: dict[int, int] = {}
+    for _, before, _, _ in admin.calls:
+        for partition, offset in before.items():
+            purged[partition] = max(purged.get(partition, 0), offset)
+    assert purged == {0: 20, 1: 20}  # everything committed was purged in the end
+
+
+def test_a_long_purge_interval_purges_once_at_the_end() -> None:
+    proc, producer, admin, _ = _processor(Recording(), purge_s=3600, partitions=2, size=20)
+    proc._loop(False, None)
+    assert len(producer.committed) == 4
+    assert admin.calls == [(TOPIC, {0: 20, 1: 20}, True, 4)]  # and it waits for the broker's answer
+
+
+def test_no_purge_unless_asked() -> None:
+    proc, _, admin, _ = _processor(Recording())
+    proc._loop(False, None)
+    assert admin.calls == []

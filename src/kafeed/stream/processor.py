@@ -14,6 +14,11 @@ produce-and-commit run on a helper thread while the main thread consumes batch N
 and runs the stage on it; N+1 is produced only after N committed. If N fails, N+1
 is discarded with it.
 
+With ``purge_input_every_s`` (for an internal topic that only this stage's group
+reads, such as a repartition topic) the input's records below the positions this
+process committed are deleted at most that often, and once more at the end, the
+way Kafka Streams purges its repartition topics: committed records only.
+
 Errors: a retriable error retries the call; an abortable one aborts, rolls back
 the stage's pending state and seeks the consumer back to the failed batch's first
 offsets (the last committed positions), so it is read again; a fatal one (fenced)
@@ -32,7 +37,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Generic
 
 from kafeed.config import ConnectionSettings
-from kafeed.errors import KafkaOperationError, translate_kafka_error
+from kafeed.errors import KafeedError, KafkaOperationError, translate_kafka_error
 from kafeed.kafka import TransactionalProducer, client_config, dead_letter_headers, fit_value
 from kafeed.kafka.producer import MAX_ATTEMPTS
 from kafeed.stream.identity import claim_instance
@@ -72,6 +77,9 @@ class StreamProcessor(Generic[ReportT]):
         self._failures = 0  # transactions in a row that did not commit
         self._inflight: tuple[list[Record], BatchResult, Future[float]] | None = None
         self._rewind_records: list[Record] = []
+        self._admin: TopicAdmin | None = None
+        self._purgeable: dict[int, int] = {}  # input partition -> committed position not yet purged
+        self._purged_at = time.monotonic()
         self._commit_pool: ThreadPoolExecutor | None = (
             ThreadPoolExecutor(max_workers=1, thread_name_prefix="kafeed-commit")
             if settings.kafka.overlap_commit else None)
@@ -200,6 +208,25 @@ class StreamProcessor(Generic[ReportT]):
         self.stage.committed(result)
         self.counters.committed(records, result, done)
         self._failures = 0
+        if self.settings.purge_input_every_s is not None:
+            for (topic, partition), offset in positions(records).items():
+                if topic == self.settings.input and offset > self._purgeable.get(partition, -1):
+                    self._purgeable[partition] = offset
+
+    def _purge(self, *, final: bool = False) -> None:
+        """Delete the input's records below the committed positions, at most every ``purge_input_every_s``."""
+        every = self.settings.purge_input_every_s
+        if every is None or self._admin is None or not self._purgeable:
+            return
+        now = time.monotonic()
+        if not final and now - self._purged_at < every:
+            return
+        self._purged_at = now
+        before, self._purgeable = self._purgeable, {}
+        try:
+            self._admin.delete_records(self.settings.input, before, wait=final)
+        except KafeedError as exc:  # the records stay until the next purge or the retention
+            log.warning("%s", exc)
 
     def _recover(self, exc: Exception) -> None:
         """Undo a failed transaction: the stage's pending state, then the transaction itself."""
@@ -264,7 +291,7 @@ class StreamProcessor(Generic[ReportT]):
         """
         s = self.settings
         self._started = time.monotonic()
-        admin = TopicAdmin(self.connection)
+        admin = self._admin = TopicAdmin(self.connection)
         ensure_topics(admin, s)
         limits = {t: admin.max_message_bytes(t) for t in s.outputs}
         self._dlq_limit = admin.max_message_bytes(s.dlq_topic)
@@ -359,8 +386,10 @@ class StreamProcessor(Generic[ReportT]):
             elif (until_caught_up and time.monotonic() - last_data >= s.idle_s
                   and (upstream is None or upstream()) and self.caught_up()):
                 break
+            self._purge()
             if self.on_progress is not None:
                 self.on_progress(self.snapshot())
         self._settle()
         if self._rewind_records:
             self._rewind(())
+        self._purge(final=True)
