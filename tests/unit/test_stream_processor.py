@@ -51,8 +51,13 @@ class FakeConsumer:
         self.pos = dict.fromkeys(range(partitions), 0)
         self.per_call = per_call
         self.stop = stop
+        self.calls = 0
+        self.empty_calls: set[int] = set()  # these calls return nothing, as when the input is idle
 
     def consume(self, num_messages: int, timeout: float) -> list[FakeMessage]:
+        self.calls += 1
+        if self.calls in self.empty_calls:
+            return []
         for p, end in self.ends.items():
             if self.pos[p] < end:
                 start, self.pos[p] = self.pos[p], min(end, self.pos[p] + min(num_messages, self.per_call))
@@ -161,6 +166,16 @@ def test_finish_runs_on_the_commit_thread_while_the_next_batch_is_processed() ->
     assert stage.finished_on and all(name.startswith("kafeed-commit") for name in stage.finished_on)
     assert producer.begun_on == stage.finished_on  # finish() came before the transaction began
     assert stage.committed_outputs == [1, 1, 1]  # what finish() added was committed, for each batch
+    assert producer.committed == [{(TOPIC, 0): 10}, {(TOPIC, 0): 20}, {(TOPIC, 0): 30}]
+
+
+def test_an_idle_consume_does_not_wait_for_the_commit_in_flight() -> None:
+    stage = Recording()
+    proc, producer, _, consumer = _processor(stage)
+    consumer.empty_calls = {2, 3}  # after the first batch the input is idle for a while
+    proc._loop(False, None)
+    assert stage.overlapped is True  # the second batch was processed while the first committed
+    assert stage.committed_outputs == [1, 1, 1]
     assert producer.committed == [{(TOPIC, 0): 10}, {(TOPIC, 0): 20}, {(TOPIC, 0): 30}]
 
 

@@ -377,6 +377,10 @@ class StreamProcessor(Generic[ReportT]):
                 if self.counters.first_data is None:
                     self.counters.first_data = last_data
                 result = self.stage.process(records)  # overlaps the in-flight commit
+            elif not records and self._inflight is not None and not self._inflight[2].done():
+                # Nothing yet: keep consuming, so that a batch arriving while the previous one
+                # commits is processed meanwhile instead of after it.
+                continue
             self._settle()
             if self._rewind_records:
                 self._rewind(records)
