@@ -4,8 +4,8 @@ The result says what to produce (documents, dead letters, changelog entries) and
 what was counted; :mod:`kafeed.stream` commits it with the input positions.
 :meth:`BatchPipeline.start` leaves the tokenizer running on the batch's last chunks;
 :meth:`BatchPipeline.finish` collects them (the core calls it on its commit thread, so
-batch N is tokenized while batch N+1 is consumed and put through the Python stages). Nothing raised by a
-record escapes: it becomes a dead letter naming the stage.
+batch N is tokenized while batch N+1 is consumed and put through the Python stages).
+Nothing raised by a record escapes: it becomes a dead letter naming the stage.
 
 With routing rules (:mod:`kafeed.route`), each document that passed dedup goes to the
 topic of the first rule its cleaned text and sample match, before it is tokenized: a
@@ -62,8 +62,6 @@ def document_id(item: Decoded, digest: bytes) -> str:
         except UnicodeDecodeError:
             pass
     return digest.hex()
-
-
 
 
 def clean_text(item: Decoded, settings: PrepareSettings, result: BatchResult) -> str | None:
