@@ -79,3 +79,58 @@ def test_near_duplicates_across_partitions(kafka: ConnectionSettings, make_topic
     assert stats.near_duplicates >= 15 and stats.near_duplicates + stats.duplicates == 20
     assert stats.as_dict()["near_duplicates"] == stats.near_duplicates
     assert len(set(document_ids(read_topic(kafka, settings.output)))) == 40
+
+
+def _offsets(kafka: ConnectionSettings, topic: str, group: str) -> dict[int, tuple[int, int, int]]:
+    """Per partition of ``topic``: (first offset, high watermark, ``group``'s committed offset)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer(kafka.client_config() | {"group.id": group, "enable.auto.commit": False})
+    try:
+        parts = sorted(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
+        committed = {tp.partition: tp.offset
+                     for tp in consumer.committed([TopicPartition(topic, p) for p in parts], timeout=10)}
+        out = {}
+        for p in parts:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)
+            out[p] = (low, high, committed[p])
+        return out
+    finally:
+        consumer.close()
+
+
+def test_repartition_records_are_deleted_once_the_dedup_step_committed_them(
+        kafka: ConnectionSettings, make_topic) -> None:  # type: ignore[no-untyped-def]
+    from kafeed.prepare.rekey import RouteStage
+    from kafeed.stream import StreamProcessor
+
+    raw = make_topic(partitions=2)
+    good = paragraphs(120, seed="purge")
+    produce(kafka, raw, [_copy(t) for t in good] + [_copy(t) for t in good[:20]])
+    settings = PrepareSettings(input=raw, output=f"{raw}.tokens", group=f"g-{raw}", idle_s=1.0,
+                               kafka={"batch_size": 25})  # type: ignore[arg-type]
+    repartition, dedup_group = settings.repartition_topic, f"{settings.group}.dedup"
+    first = run_prepare(settings, kafka, until_caught_up=True)
+    assert (first.documents_out, first.duplicates) == (120, 20)
+    after_first = _offsets(kafka, repartition, dedup_group)
+    # Everything the dedup step committed is gone (the purge at exit waits for the broker).
+    assert all(0 < low == committed for low, _, committed in after_first.values()), after_first
+
+    # The route step alone: re-keyed records the dedup step has not committed are kept.
+    late = paragraphs(40, seed="purge-late")
+    produce(kafka, raw, [_copy(t) for t in late] + [_copy(t) for t in good[:10]])
+    StreamProcessor(RouteStage(settings), settings.route_settings(), kafka).run(until_caught_up=True)
+    waiting = _offsets(kafka, repartition, dedup_group)
+    assert sum(high - committed for _, high, committed in waiting.values()) >= 50  # 50 records + markers
+    assert [low for low, _, _ in waiting.values()] == [low for low, _, _ in after_first.values()]
+
+    # The dedup step reads every one of them, purging as it goes (every 0.05 s) and at exit.
+    purging = settings.dedup.model_copy(update={"repartition_purge_s": 0.05})
+    eager = settings.model_copy(update={"dedup": purging})
+    second = run_prepare(eager, kafka, until_caught_up=True)
+    assert (second.documents_out, second.duplicates) == (40, 10)
+    assert second.balanced
+    ids = document_ids(read_topic(kafka, settings.output))
+    assert len(ids) == len(set(ids)) == 160
+    final = _offsets(kafka, repartition, dedup_group)
+    assert all(low == committed > after_first[p][2] for p, (low, _, committed) in final.items()), final

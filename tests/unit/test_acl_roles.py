@@ -38,7 +38,8 @@ def test_prepare_reads_raw_writes_tokens_under_its_own_ids() -> None:
     assert "READ" in _ops(b, "TOPIC", "docs") and "WRITE" not in _ops(b, "TOPIC", "docs")
     assert "WRITE" in _ops(b, "TOPIC", "toks") and "READ" not in _ops(b, "TOPIC", "toks")
     assert {"READ", "WRITE"} <= _ops(b, "TOPIC", "__kafeed_dedup_g1")
-    assert {"CREATE", "READ", "WRITE"} <= _ops(b, "TOPIC", "__kafeed_repartition_g1")
+    assert {"CREATE", "READ", "WRITE", "DELETE"} <= _ops(b, "TOPIC", "__kafeed_repartition_g1")
+    assert "DELETE" not in _ops(b, "TOPIC", "docs")  # only the internal topic is purged
     assert {"READ"} <= _ops(b, "GROUP", "g1.dedup")
     assert _ops(b, "GROUP", "g1") == {"READ", "DESCRIBE"}
     assert {x.name for x in b if x.resource == "TRANSACTIONAL_ID"} == {"kafeed-prepare.g1."}

@@ -21,6 +21,7 @@ from kafeed.prepare import load_prepare_settings
     ({"filters": {"max_duplicate_line_fraction": -0.1}}, "filters.max_duplicate_line_fraction"),
     ({"filters": {"min_words": 50, "max_words": 10}}, "min_words (50) must not exceed max_words (10)"),
     ({"tokenizer": {"chunk_size": 0}}, "tokenizer.chunk_size"),
+    ({"dedup": {"repartition_purge_s": -1}}, "dedup.repartition_purge_s"),
     ({"input": ""}, "input"),
     ({"output": "has space"}, "output"),
 ])
@@ -35,3 +36,12 @@ def test_bad_setting_is_one_config_error(overrides: dict[str, Any], field: str) 
 def test_in_range_settings_pass() -> None:
     s = load_prepare_settings(None, env={}, max_dlq_ratio=0.0, kafka={"linger_ms": 0, "batch_size": 1})
     assert (s.max_dlq_ratio, s.kafka.linger_ms, s.kafka.batch_size) == (0.0, 0, 1)
+
+
+def test_repartition_purge_reaches_the_dedup_step_only() -> None:
+    s = load_prepare_settings(None, env={}, group="g", dedup={"repartition_purge_s": 5})
+    assert s.dedup_settings().purge_input_every_s == 5
+    assert s.route_settings().purge_input_every_s is None  # the user's input is never purged
+    assert s.stream_settings().purge_input_every_s is None
+    off = load_prepare_settings(None, env={}, group="g", dedup={"repartition_purge_s": 0})
+    assert off.dedup_settings().purge_input_every_s is None

@@ -83,7 +83,8 @@ _TABLE: dict[Role, tuple[tuple[ResourceType, str, PatternType, tuple[Operation, 
         ("TOPIC", "{raw}.dlq", "LITERAL", _CREATE_WRITE),
         ("TOPIC", "__kafeed_dedup_{prepare_group}", "LITERAL", _READ_WRITE),
         # global dedup: the route step writes the re-keyed records, the dedup step reads them
-        ("TOPIC", "__kafeed_repartition_{prepare_group}", "LITERAL", _READ_WRITE),
+        # and deletes those it committed
+        ("TOPIC", "__kafeed_repartition_{prepare_group}", "LITERAL", (*_READ_WRITE, "DELETE")),
         ("GROUP", "{prepare_group}", "LITERAL", ("READ", "DESCRIBE")),
         ("GROUP", "{prepare_group}.dedup", "LITERAL", ("READ", "DESCRIBE")),
         ("GROUP", "kafeed-state-rebuild-", "PREFIXED", ("READ",)),

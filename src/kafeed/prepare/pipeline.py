@@ -1,8 +1,11 @@
 """One batch through the stages, without Kafka: decode → normalize → filter → dedup → (route) → tokenize.
 
 The result says what to produce (documents, dead letters, changelog entries) and
-what was counted; :mod:`kafeed.stream` commits it with the input positions. Nothing raised by a
-record escapes: it becomes a dead letter naming the stage.
+what was counted; :mod:`kafeed.stream` commits it with the input positions.
+:meth:`BatchPipeline.start` leaves the tokenizer running on the batch's last chunks;
+:meth:`BatchPipeline.finish` collects them (the core calls it on its commit thread, so
+batch N is tokenized while batch N+1 is consumed and put through the Python stages).
+Nothing raised by a record escapes: it becomes a dead letter naming the stage.
 
 With routing rules (:mod:`kafeed.route`), each document that passed dedup goes to the
 topic of the first rule its cleaned text and sample match, before it is tokenized: a
@@ -32,12 +35,18 @@ from kafeed.stream import BatchResult as StreamBatchResult
 from kafeed.stream import DeadLetter, Output, Record
 from kafeed.topics.admin import DEFAULT_MAX_MESSAGE_BYTES
 
+Kept = tuple[Decoded, str, bytes]  # decoded record, normalized text, content hash
+Routed = tuple[Decoded, str, bytes, str]  # ... and the topic its document goes to
+Chunk = tuple[list[Routed], "Future[TokenBatch]"]
+
 
 @dataclass
 class BatchResult(StreamBatchResult):
     """The core's batch result (documents are the outputs), with prepare's counts."""
 
     counts: BatchCounts = field(default_factory=BatchCounts)
+    # Chunks still being tokenized: (entries, their tokens) until BatchPipeline.finish.
+    tokenizing: list[Chunk] = field(default_factory=list, repr=False)
 
     @property
     def documents(self) -> list[Output]:
@@ -53,10 +62,6 @@ def document_id(item: Decoded, digest: bytes) -> str:
         except UnicodeDecodeError:
             pass
     return digest.hex()
-
-
-Kept = tuple[Decoded, str, bytes]  # decoded record, normalized text, content hash
-Routed = tuple[Decoded, str, bytes, str]  # ... and the topic its document goes to
 
 
 def clean_text(item: Decoded, settings: PrepareSettings, result: BatchResult) -> str | None:
@@ -86,6 +91,13 @@ class BatchPipeline:
         self._pool: ThreadPoolExecutor | None = None
 
     def run(self, records: Sequence[Record], dedup: DedupState) -> BatchResult:
+        """One batch, tokens collected: :meth:`start` then :meth:`finish`."""
+        result = self.start(records, dedup)
+        self.finish(result)
+        return result
+
+    def start(self, records: Sequence[Record], dedup: DedupState) -> BatchResult:
+        """Every stage of one batch; the last chunks may still be tokenizing (see :meth:`finish`)."""
         s = self.settings
         result = BatchResult()
         counts = result.counts
@@ -96,8 +108,8 @@ class BatchPipeline:
 
         # Texts go to the tokenizer in chunks as soon as they pass dedup; encode_batch runs in
         # Rust without the GIL, so with overlap on it tokenizes chunk k while this thread
-        # normalizes chunk k+1 and serializes chunk k-1.
-        chunks: list[tuple[list[Routed], Future[TokenBatch]]] = []
+        # normalizes chunk k+1.
+        chunks = result.tokenizing
         current: list[Kept] = []
         for item in decoded.decoded:
             text = clean_text(item, s, result)
@@ -113,19 +125,25 @@ class BatchPipeline:
                 current = []
         if current:
             chunks.append(self._chunk(current, result))
-
-        self._finish(chunks, result)
         if s.dedup.enabled:
             self._changelog(records, dedup, result)
-        for rejection in result.dead_letters:
-            counts.dead_letter_kinds[rejection.kind] += 1
         return result
 
     def tokenize(self, kept: Sequence[Kept], result: BatchResult) -> None:
-        """Tokenize ``kept`` in chunks (overlapped with serializing the previous one) into ``result``."""
+        """Route ``kept`` and start tokenizing it in chunks; :meth:`finish` collects the tokens."""
         size = self.settings.tokenizer.chunk_size
-        chunks = [self._chunk(list(kept[i:i + size]), result) for i in range(0, len(kept), size)]
-        self._finish(chunks, result)
+        for i in range(0, len(kept), size):
+            result.tokenizing.append(self._chunk(list(kept[i:i + size]), result))
+
+    def finish(self, result: BatchResult) -> None:
+        """Collect the tokens of ``result``'s chunks into documents, then count its dead letters."""
+        chunks, result.tokenizing = result.tokenizing, []
+        for entries, future in chunks:
+            self._emit(self._collect(entries, future, result), result)
+        kinds = result.counts.dead_letter_kinds
+        kinds.clear()
+        for rejection in result.dead_letters:
+            kinds[rejection.kind] += 1
 
     def route(self, kept: list[Kept], result: BatchResult) -> list[Routed]:
         """Each entry with its output topic; drops and unrouted entries leave here, counted."""
@@ -152,14 +170,10 @@ class BatchPipeline:
                 routed.append((item, text, digest, target))
         return routed
 
-    def _chunk(self, kept: list[Kept], result: BatchResult) -> tuple[list[Routed], Future[TokenBatch]]:
+    def _chunk(self, kept: list[Kept], result: BatchResult) -> Chunk:
         """Route ``kept`` and start tokenizing what goes on."""
         routed = self.route(kept, result)
         return routed, self._submit(routed)
-
-    def _finish(self, chunks: list[tuple[list[Routed], Future[TokenBatch]]], result: BatchResult) -> None:
-        for entries, future in chunks:
-            self._emit(self._collect(entries, future, result), result)
 
     def _changelog(self, records: Sequence[Record], dedup: DedupState, result: BatchResult) -> None:
         """The batch's new hashes as changelog records (value: the input offset, or all hashes)."""

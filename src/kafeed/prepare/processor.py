@@ -44,7 +44,11 @@ class PrepareStage(Stage[PrepareStats]):
         self.totals = BatchCounts()
 
     def process(self, records: Sequence[Record]) -> BatchResult:
-        return self.pipeline.run(records, self.dedup)
+        return self.pipeline.start(records, self.dedup)
+
+    def finish(self, result: StreamBatchResult) -> None:
+        assert isinstance(result, BatchResult)  # what process() returned
+        self.pipeline.finish(result)
 
     def bind(self, max_message_bytes: Mapping[str, int]) -> None:
         # With rules there are several output topics: a document must fit the smallest limit.

@@ -10,7 +10,9 @@ commit in one transaction, as for every stage.
 
 **Dedup** (group ``<group>.dedup``, reads the repartition topic):
 compact per-partition hash tables (:mod:`kafeed.prepare.global_dedup`), snapshotted
-in the changelog, then tokenize and write documents with the original lineage.
+in the changelog, then tokenize and write documents with the original lineage. The
+tokenizer's threads work on batch N while the core consumes and dedups batch N+1 and
+commits N-1 (:meth:`DedupStage.finish` collects the tokens on the commit thread).
 
 Each copy of a text meets the same state whatever id or input partition it came
 with, and both hops are exactly once: together, exactly once end to end.
@@ -169,11 +171,13 @@ class DedupStage(_Counting):
                 counts.duplicates += 1
             else:  # a band key: a near-duplicate of a document already kept
                 counts.near_duplicates += 1
-        self.pipeline.tokenize(kept, result)
+        self.pipeline.tokenize(kept, result)  # runs on while the core commits the batch before
         result.changelog.extend(self.state.changelog())
-        for rejection in result.dead_letters:
-            counts.dead_letter_kinds[rejection.kind] += 1
         return result
+
+    def finish(self, result: StreamBatchResult) -> None:
+        assert isinstance(result, BatchResult)  # what process() returned
+        self.pipeline.finish(result)
 
     def committed(self, result: StreamBatchResult) -> None:
         self.state.commit()

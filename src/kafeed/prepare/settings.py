@@ -76,6 +76,9 @@ class DedupSettings(_Frozen):
     # "batch": one record per batch and partition carrying all its new hashes.
     changelog_format: Literal["hash", "batch"] = "hash"
     rebuild_timeout_s: float = Field(default=120.0, gt=0)
+    # scope "global": the dedup step deletes the repartition topic's records it committed at
+    # most this often (and at exit); 0 keeps them for the broker's retention.
+    repartition_purge_s: float = Field(default=30.0, ge=0)
     # scope "global" only: bounds on the state of each partition of the repartition topic.
     max_entries: int | None = Field(default=None, ge=2)
     max_memory_mb: float | None = Field(default=None, gt=0)
@@ -186,7 +189,8 @@ class PrepareSettings(_Frozen):
             input=self.repartition_topic, outputs=self.outputs(rules), group=f"{self.group}.dedup",
             dlq_topic=self.dlq_topic, changelog_topic=self.changelog_topic, instance=self.instance,
             create_topics=self.create_topics, idle_s=self.idle_s,
-            state_rebuild_timeout_s=self.dedup.rebuild_timeout_s, kafka=self.kafka)
+            state_rebuild_timeout_s=self.dedup.rebuild_timeout_s,
+            purge_input_every_s=self.dedup.repartition_purge_s or None, kafka=self.kafka)
 
     def stream_settings(self, rules: RuleSet | None = None) -> StreamSettings:
         """What the exactly-once core needs of these settings (and the routing ``rules``, if any)."""

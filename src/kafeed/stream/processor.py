@@ -8,9 +8,16 @@ changelog entries, add the input positions (last processed offset + 1) with
 ``send_offsets_to_transaction`` (KIP-447: one producer per process, fenced through
 the consumer group's metadata), commit.
 
-With ``overlap_commit`` (the default) batch N's produce-and-commit runs on a
-helper thread while the main thread consumes batch N+1 and runs the stage on it;
-N+1 is produced only after N committed. If N fails, N+1 is discarded with it.
+With ``overlap_commit`` (the default) batch N's :meth:`Stage.finish` (waiting for
+work the stage started in threads of its own, such as a tokenizer's) and its
+produce-and-commit run on a helper thread while the main thread consumes batch N+1
+and runs the stage on it; N+1 is produced only after N committed. If N fails, N+1
+is discarded with it.
+
+With ``purge_input_every_s`` (for an internal topic that only this stage's group
+reads, such as a repartition topic) the input's records below the positions this
+process committed are deleted at most that often, and once more at the end, the
+way Kafka Streams purges its repartition topics: committed records only.
 
 Errors: a retriable error retries the call; an abortable one aborts, rolls back
 the stage's pending state and seeks the consumer back to the failed batch's first
@@ -30,7 +37,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Generic
 
 from kafeed.config import ConnectionSettings
-from kafeed.errors import KafkaOperationError, translate_kafka_error
+from kafeed.errors import KafeedError, KafkaOperationError, translate_kafka_error
 from kafeed.kafka import TransactionalProducer, client_config, dead_letter_headers, fit_value
 from kafeed.kafka.producer import MAX_ATTEMPTS
 from kafeed.stream.identity import claim_instance
@@ -70,6 +77,9 @@ class StreamProcessor(Generic[ReportT]):
         self._failures = 0  # transactions in a row that did not commit
         self._inflight: tuple[list[Record], BatchResult, Future[float]] | None = None
         self._rewind_records: list[Record] = []
+        self._admin: TopicAdmin | None = None
+        self._purgeable: dict[int, int] = {}  # input partition -> committed position not yet purged
+        self._purged_at = time.monotonic()
         self._commit_pool: ThreadPoolExecutor | None = (
             ThreadPoolExecutor(max_workers=1, thread_name_prefix="kafeed-commit")
             if settings.kafka.overlap_commit else None)
@@ -155,6 +165,7 @@ class StreamProcessor(Generic[ReportT]):
         """
         p = self.producer
         assert p is not None  # run() made it
+        self.stage.finish(result)  # before begin: the transaction's clock starts after it
         p.begin()
         p.produce_many(result.outputs)
         for bad in result.dead_letters:
@@ -197,6 +208,25 @@ class StreamProcessor(Generic[ReportT]):
         self.stage.committed(result)
         self.counters.committed(records, result, done)
         self._failures = 0
+        if self.settings.purge_input_every_s is not None:
+            for (topic, partition), offset in positions(records).items():
+                if topic == self.settings.input and offset > self._purgeable.get(partition, -1):
+                    self._purgeable[partition] = offset
+
+    def _purge(self, *, final: bool = False) -> None:
+        """Delete the input's records below the committed positions, at most every ``purge_input_every_s``."""
+        every = self.settings.purge_input_every_s
+        if every is None or self._admin is None or not self._purgeable:
+            return
+        now = time.monotonic()
+        if not final and now - self._purged_at < every:
+            return
+        self._purged_at = now
+        before, self._purgeable = self._purgeable, {}
+        try:
+            self._admin.delete_records(self.settings.input, before, wait=final)
+        except KafeedError as exc:  # the records stay until the next purge or the retention
+            log.warning("%s", exc)
 
     def _recover(self, exc: Exception) -> None:
         """Undo a failed transaction: the stage's pending state, then the transaction itself."""
@@ -261,7 +291,7 @@ class StreamProcessor(Generic[ReportT]):
         """
         s = self.settings
         self._started = time.monotonic()
-        admin = TopicAdmin(self.connection)
+        admin = self._admin = TopicAdmin(self.connection)
         ensure_topics(admin, s)
         limits = {t: admin.max_message_bytes(t) for t in s.outputs}
         self._dlq_limit = admin.max_message_bytes(s.dlq_topic)
@@ -348,6 +378,10 @@ class StreamProcessor(Generic[ReportT]):
                 if self.counters.first_data is None:
                     self.counters.first_data = last_data
                 result = self.stage.process(records)  # overlaps the in-flight commit
+            elif not records and self._inflight is not None and not self._inflight[2].done():
+                # Nothing yet: keep consuming, so that a batch arriving while the previous one
+                # commits is processed meanwhile instead of after it.
+                continue
             self._settle()
             if self._rewind_records:
                 self._rewind(records)
@@ -357,8 +391,10 @@ class StreamProcessor(Generic[ReportT]):
             elif (until_caught_up and time.monotonic() - last_data >= s.idle_s
                   and (upstream is None or upstream()) and self.caught_up()):
                 break
+            self._purge()
             if self.on_progress is not None:
                 self.on_progress(self.snapshot())
         self._settle()
         if self._rewind_records:
             self._rewind(())
+        self._purge(final=True)

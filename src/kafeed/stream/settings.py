@@ -56,6 +56,9 @@ class StreamSettings(_Frozen):
     create_topics: bool = True
     idle_s: float = Field(default=3.0, gt=0)
     state_rebuild_timeout_s: float = Field(default=120.0, gt=0)
+    # Delete the input's committed records at most this often (None: never). Only for an
+    # internal topic that this stage's group alone reads: other readers would lose them.
+    purge_input_every_s: float | None = Field(default=None, gt=0)
     kafka: KafkaTuning = KafkaTuning()
 
     @model_validator(mode="after")

@@ -16,11 +16,12 @@ class Stage(ABC, Generic[ReportT]):
     """A pure batch function over input records, and the per-partition state behind it.
 
     The core calls :meth:`process` on the main thread with every batch in offset order
-    per partition; whatever it returns is produced and committed with the batch's input
-    positions in one transaction. A stateless stage implements :meth:`process` and
-    :meth:`report` only. A stateful one keeps its changes of a batch *pending* until
-    :meth:`committed` (batches commit in order, at most two are pending at once) and
-    forgets every pending change on :meth:`rolled_back` (the core rereads those batches).
+    per partition, then :meth:`finish` on the result (on the commit thread); what that
+    leaves is produced and committed with the batch's input positions in one transaction.
+    A stateless stage implements :meth:`process` and :meth:`report` only. A stateful one
+    keeps its changes of a batch *pending* until :meth:`committed` (batches commit in
+    order, at most two are pending at once) and forgets every pending change on
+    :meth:`rolled_back` (the core rereads those batches).
     """
 
     #: Metrics label, transactional-id prefix and instance-slot directory.
@@ -42,6 +43,15 @@ class Stage(ABC, Generic[ReportT]):
 
     def bind(self, max_message_bytes: Mapping[str, int]) -> None:
         """Called once before the first batch with each output topic's ``max.message.bytes``."""
+
+    def finish(self, result: BatchResult) -> None:
+        """Complete ``result`` in place: collect work :meth:`process` left running in threads of its own.
+
+        Called on the core's commit thread (with ``overlap_commit``) just before the batch's
+        transaction begins, while the main thread consumes and processes the next batch: a
+        stage whose heavy step releases the GIL (a tokenizer) starts it in :meth:`process`
+        and waits for it here. Must not raise for bad data. The default does nothing.
+        """
 
     def committed(self, result: BatchResult) -> None:
         """The oldest pending batch committed: make its state changes (and counts) real."""

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
+from concurrent.futures import Future
 from dataclasses import asdict, dataclass
 from typing import Any, NoReturn
 
@@ -198,6 +200,29 @@ class TopicAdmin:
                                  hint="See `kafeed topic list`.", code=err.code()) from exc
             raise translate_kafka_error(exc, action=f"delete topic {name!r}", kind=TopicError) from exc
 
+    def delete_records(self, name: str, before: Mapping[int, int], *, wait: bool = True) -> None:
+        """Delete the records of ``name`` below ``before[partition]``, which becomes its first offset.
+
+        With ``wait`` False the request is only sent: a failure is logged, not raised.
+        """
+        from confluent_kafka import TopicPartition
+
+        if not before:
+            return
+        futures = self._admin.delete_records(
+            [TopicPartition(name, p, offset) for p, offset in sorted(before.items())],
+            request_timeout=self.timeout)
+        for tp, future in futures.items():
+            if not wait:
+                future.add_done_callback(_log_failed_deletion)
+                continue
+            try:
+                future.result(timeout=self.timeout)
+            except Exception as exc:
+                raise translate_kafka_error(
+                    exc, action=f"delete records of {name!r} partition {tp.partition}",
+                    kind=TopicError) from exc
+
     def describe(self, name: str, *, sizes: bool = True) -> TopicInfo:
         from confluent_kafka import TopicPartition
         from confluent_kafka.admin import ConfigResource, OffsetSpec
@@ -247,6 +272,12 @@ class TopicAdmin:
             ],
             configs=configs,
         )
+
+
+def _log_failed_deletion(future: Future[Any]) -> None:
+    exc = future.exception()
+    if exc is not None:
+        log.warning("deleting records failed: %s", exc)
 
 
 def _transient(exc: BaseException) -> bool:
