@@ -24,6 +24,7 @@ goes back to the table from where it stood. The order, and so the state, is the 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections import deque
 from collections.abc import Iterable, Mapping
@@ -37,6 +38,7 @@ from kafeed.loader.assignment import assign, parse_key, partition_key, warn_if_i
 from kafeed.loader.decode import RecordDecoder
 from kafeed.loader.offsets import list_partitions, resolve_end, resolve_start, watermarks, with_retry
 from kafeed.loader.parent import ParentWatch
+from kafeed.loader.prefetch import Stopped
 from kafeed.loader.read_ahead import ReadAhead
 from kafeed.loader.resume import (
     PartitionStart,
@@ -55,6 +57,7 @@ Item = tuple[Ref, Any, int]  # (partition key, offset), payload, tokens already 
 CHECK_S = 0.02  # how often taking records looks at the queues (rate, top-up, pause)
 REFILL_S = 0.05  # the longest a refill after resuming waits for its records
 GATHER_S = 0.002  # how long an unbounded reader's consume() waits to fill a whole call
+STOP_CHECK_S = 0.1  # with a stop hook, a wait for records looks at it this often
 STATE_VERSION = 1
 STATE_KEYS = ("version", "partitions", "rr", "stats")
 # Offsets per partition read from an archive table at once: every scan reads whole data files
@@ -124,6 +127,7 @@ class KafkaReader:
         self._last_error_log = 0.0
         self._client_stats = client_stats  # librdkafka statistics -> metrics (main process only)
         self._parent = parent  # in a DataLoader worker: end when the trainer is gone
+        self._stop: threading.Event | None = None  # on a prefetch thread: end when it is set
         self.read_ahead = ReadAhead(settings.read_ahead_bytes)
         self._check_at = 0.0
         self._archive = {topic: ArchiveSource(settings, topic, table)
@@ -204,6 +208,12 @@ class KafkaReader:
     @property
     def consumer(self) -> Any:
         return self._consumer
+
+    def stop_on(self, stop: threading.Event) -> None:
+        """From now on the fetch loop raises :class:`kafeed.loader.prefetch.Stopped` once
+        ``stop`` is set, within ``STOP_CHECK_S`` even while it waits for records on a
+        live topic (set by another thread: the loader closing its prefetch thread)."""
+        self._stop = stop
 
     # -- partitions ------------------------------------------------------------------------
     def _add_partition(self, topic: str, partition: int, committed: int | None = None) -> _Partition:
@@ -294,6 +304,8 @@ class KafkaReader:
 
         if self._parent is not None:
             self._parent.check()
+        if self._stop is not None and self._stop.is_set():
+            raise Stopped(f"reader {self.index} was stopped")
         if self.settings.bounded:
             timeout = min(timeout, 0.05)
         queued = self._fetch_cold() if self._cold else 0
@@ -312,7 +324,7 @@ class KafkaReader:
             # fresh record is handed on at once instead of after the timeout.
             msgs = consume(num_messages=batch, timeout=GATHER_S)
             if not msgs:
-                msgs = consume(num_messages=1, timeout=timeout - GATHER_S)
+                msgs = self._wait_for_one(timeout - GATHER_S)
                 if msgs and batch > 1:
                     msgs.extend(consume(num_messages=batch - 1, timeout=0))
         limit = self.settings.queue_records
@@ -366,6 +378,22 @@ class KafkaReader:
             if len(queue) >= limit and not part.paused:
                 self._pause(part, True)
         return queued, len(msgs) >= batch
+
+    def _wait_for_one(self, timeout: float) -> list[Any]:
+        """``consume(num_messages=1, timeout)``, in slices of ``STOP_CHECK_S`` that look at the
+        stop hook in between when there is one."""
+        consume = self._consumer.consume
+        if self._stop is None:
+            msgs: list[Any] = consume(num_messages=1, timeout=timeout)
+            return msgs
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            msgs = consume(num_messages=1, timeout=max(0.0, min(left, STOP_CHECK_S)))
+            if msgs or left <= STOP_CHECK_S:
+                return msgs
+            if self._stop.is_set():
+                raise Stopped(f"reader {self.index} was stopped")
 
     def _hold(self) -> None:
         """Above half the target, pause the partitions with records queued: pausing stops
