@@ -72,6 +72,21 @@ def test_the_thread_stays_at_most_depth_items_ahead() -> None:
     assert source.closed_on is not None
 
 
+def test_an_item_taken_keeps_its_place_until_released() -> None:
+    source = Source()
+    prefetch = Prefetch(source, 1)
+    try:
+        assert prefetch.take() == 0
+        _until(lambda: source.made == 2)  # item 1 is made and waits for a place
+        threading.Event().wait(0.3)
+        assert prefetch.waiting == 0
+        prefetch.release()
+        _until(lambda: prefetch.waiting == 1)
+        assert next(prefetch) == 1
+    finally:
+        assert prefetch.close(timeout=10)
+
+
 class BuildError(ValueError):
     pass
 

@@ -6,7 +6,10 @@ waits watch (the reader's fetch loop raises :class:`Stopped` once it is set), so
 :meth:`Prefetch.close` ends a thread that waits on a live topic with no new data, and
 the iterator is closed on its own thread (its consumer too). An exception raised while
 making an item reaches the caller as it was raised (same object, same type), at the item
-where it happened, after the items made before it.
+where it happened, after the items made before it. A caller that still has work to do
+for an item (StreamLoader: its state and metrics) takes it with :meth:`Prefetch.take` and
+gives its place back with :meth:`Prefetch.release` afterwards: the woken thread wants the
+GIL at once, and would otherwise slow that work down.
 
 The thread holds no reference to the :class:`Prefetch` object: once that is collected,
 the thread is told to stop and ends by itself.
@@ -16,9 +19,9 @@ Nothing here knows about Kafka or torch.
 
 from __future__ import annotations
 
+import queue
 import threading
 import weakref
-from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
 
@@ -30,53 +33,64 @@ class Stopped(Exception):
     """Raised in a prefetch thread by a wait that saw the stop event set: the thread ends."""
 
 
+class _End:
+    """What the thread sends last: the error it ended with, if any."""
+
+    def __init__(self, error: BaseException | None) -> None:
+        self.error = error
+
+
 class _Handoff:
-    """The bounded hand-over between the thread and the caller, and the stop event."""
+    """The bounded hand-over between the thread and the caller, and the stop event.
+
+    Two C-level queues: ``items`` carries the items (then one :class:`_End`), ``room``
+    one token per free place. Giving a place back wakes the thread with one lock release
+    (a condition notified under its lock wakes it twice, the second time for the lock)."""
 
     def __init__(self, depth: int) -> None:
-        self.depth = depth
-        self.items: deque[Any] = deque()
-        self.cond = threading.Condition()
+        self.items: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self.room: queue.SimpleQueue[None] = queue.SimpleQueue()
+        for _ in range(depth):
+            self.room.put(None)
         self.stop = threading.Event()
         self.ended = False
-        self.error: BaseException | None = None
+        self.made = 0  # items queued (counted by the thread)
+        self.taken = 0  # items taken (counted by the caller)
 
     def put(self, item: Any) -> bool:
         """Wait for room, then queue ``item``; False when stopped meanwhile."""
-        with self.cond:
-            while len(self.items) >= self.depth and not self.stop.is_set():
-                self.cond.wait()
-            if self.stop.is_set():
-                return False
-            self.items.append(item)
-            self.cond.notify_all()
-            return True
+        self.room.get()
+        if self.stop.is_set():
+            return False
+        self.made += 1
+        self.items.put(item)
+        return True
 
     def finish(self, error: BaseException | None) -> None:
-        with self.cond:
-            self.ended = True
-            self.error = error
-            self.cond.notify_all()
+        self.items.put(_End(error))
 
     def get(self) -> Any:
-        """The next item; the thread's error once the items before it are taken;
-        StopIteration at the end or once stopped."""
-        with self.cond:
-            while not self.items:
-                if self.error is not None:
-                    error, self.error = self.error, None
-                    raise error
-                if self.ended or self.stop.is_set():
-                    raise StopIteration
-                self.cond.wait()
-            item = self.items.popleft()
-            self.cond.notify_all()
-            return item
+        """The next item, its place not yet given back; the thread's error once the items
+        before it are taken; StopIteration at the end or once stopped."""
+        if self.ended:
+            raise StopIteration
+        item = self.items.get()
+        if type(item) is _End:
+            self.ended = True
+            if item.error is not None:
+                raise item.error
+            raise StopIteration
+        self.taken += 1
+        return item
+
+    def release(self) -> None:
+        self.room.put(None)
 
     def halt(self) -> None:
+        """Stop the thread: wake it if it waits for room, and a caller waiting for an item."""
         self.stop.set()
-        with self.cond:  # an RLock: safe from a finalizer that runs on a thread holding it
-            self.cond.notify_all()
+        self.room.put(None)
+        self.items.put(_End(None))
 
 
 def _run(make: Callable[[threading.Event], Iterator[Any]], hand: _Handoff) -> None:
@@ -118,14 +132,26 @@ class Prefetch(Generic[T]):
         return self
 
     def __next__(self) -> T:
+        item = self.take()
+        self.release()
+        return item
+
+    def take(self) -> T:
+        """The next item, keeping its place until :meth:`release`: the thread waits to build
+        another until then. Giving the place back wakes the thread, which then wants the
+        GIL; a caller with more to do for this item (state, metrics) releases after it, so
+        that work is not slowed by the thread's."""
         item: T = self._hand.get()
         return item
+
+    def release(self) -> None:
+        """Give the place of an item taken with :meth:`take` back to the thread."""
+        self._hand.release()
 
     @property
     def waiting(self) -> int:
         """Items made and not yet taken."""
-        with self._hand.cond:
-            return len(self._hand.items)
+        return self._hand.made - self._hand.taken
 
     @property
     def stopped(self) -> bool:

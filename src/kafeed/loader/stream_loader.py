@@ -19,7 +19,7 @@ import logging
 import os
 import threading
 from collections.abc import Iterable, Iterator
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import torch
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError, model_validator
@@ -36,6 +36,7 @@ from kafeed.loader.state import next_epoch, plain_copy, reader_entries
 from kafeed.loader.stream import Delivered
 
 log = logging.getLogger("kafeed")
+T = TypeVar("T")
 
 
 class _BatchView(IterableDataset[Any]):
@@ -61,6 +62,16 @@ class _BatchView(IterableDataset[Any]):
         items = self.dataset.iter_batches(self.batch_size, skip_first=worker < self.next_worker,
                                           origin=self.origin, collate=self.collate, stop=stop)
         return _pinned(items) if pin else items
+
+
+def _taken(prefetch: Prefetch[T]) -> Iterator[T]:
+    """The prefetched items, each place given back by the caller (Prefetch.take)."""
+    while True:
+        try:
+            item = prefetch.take()
+        except StopIteration:
+            return
+        yield item
 
 
 def _pinned(items: Iterator[tuple[int, Any, Any, Delivered]]) -> Iterator[tuple[int, Any, Any, Delivered]]:
@@ -255,8 +266,9 @@ class StreamLoader:
         items: Iterable[tuple[int, Any, Any, Delivered]]
         if depth:
             self.close()  # an earlier iteration's thread, if it was left running
-            items = prefetch = self._prefetch = Prefetch(
+            prefetch = self._prefetch = Prefetch(
                 lambda stop: view.batches(stop, pin=pin and torch.cuda.is_available()), depth)
+            items = _taken(prefetch)
         else:
             items = DataLoader(
                 view, batch_size=None, num_workers=self.num_workers, collate_fn=_identity,
@@ -277,11 +289,14 @@ class StreamLoader:
                     if state:
                         self._entries.setdefault(worker, state)
                         metrics.positions(delivered)
+                    if prefetch is not None:
+                        prefetch.release()
                     continue
                 if sync and not self._agree(True):
                     stopped = True
                     break
-                yield batch, self._marker(worker, state, delivered, batch_tokens(batch) if tokens_kind else 0)
+                yield batch, self._marker(worker, state, delivered, batch_tokens(batch) if tokens_kind else 0,
+                                          prefetch)
             cut = prefetch is not None and prefetch.stopped  # close() ended it, not the data
         finally:
             if prefetch is not None:
@@ -318,12 +333,15 @@ class StreamLoader:
         context.set_forkserver_preload(["kafeed.loader.stream_loader"])
         return context
 
-    def _marker(self, worker: int, state: str | dict[str, Any], delivered: Delivered, tokens: int) -> Any:
+    def _marker(self, worker: int, state: str | dict[str, Any], delivered: Delivered, tokens: int,
+                prefetch: Prefetch[Any] | None) -> Any:
         def mark() -> None:
             self._entries[worker] = state
             self._next_worker = (worker + 1) % self.workers
             self._batches += 1
             self._metrics.batch(delivered, tokens)
+            if prefetch is not None:
+                prefetch.release()  # last: the thread building the next batch wants the GIL
 
         return mark
 
