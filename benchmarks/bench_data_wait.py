@@ -103,8 +103,10 @@ def run(conn: ConnectionSettings, tmp: Path, steps: int, profile: bool) -> None:
     print(f"steps {result.steps}, run {result.seconds:.1f} s, "
           f"data-wait {result.data_wait_seconds:.2f} s = {100 * result.data_wait_share:.2f} %")
     each = 1000 * steady / max(1, len(waits) - 1)
+    later = sorted(waits[1:]) or [0.0]
     print(f"first batch {1000 * waits[0]:.1f} ms; later batches {each:.2f} ms each = "
-          f"{100 * steady / result.seconds:.2f} % of the run")
+          f"{100 * steady / result.seconds:.2f} % of the run (median {1000 * later[len(later) // 2]:.2f} ms, "
+          f"p90 {1000 * later[int(0.9 * (len(later) - 1))]:.2f} ms, max {1000 * later[-1]:.1f} ms)")
     if profiler is not None:
         out = io.StringIO()
         pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(25)

@@ -13,7 +13,7 @@ from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import kafeed
-import kafeed.loader.reader
+import kafeed.loader.cold_tier
 from kafeed.archive import CatalogSettings
 from kafeed.archive.sink import run_archive
 from kafeed.cli.main import main
@@ -63,7 +63,7 @@ def windows(topic: str, **kw: Any) -> list[list[int]]:
 def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
     """Read the table a few dozen offsets at a time (as queue_records=40 bounds the queues),
     so a read crosses many scans and the switch to Kafka lands mid-stream."""
-    monkeypatch.setattr(kafeed.loader.reader, "COLD_CHUNK", 1)
+    monkeypatch.setattr(kafeed.loader.cold_tier, "COLD_CHUNK", 1)
 
 
 @pytest.fixture

@@ -97,22 +97,24 @@ def test_serve_metrics_on_loopback() -> None:
     assert 'kafeed_batches_total{stage="serve-test"} 3.0' in text
 
 
-def test_batch_latency_matches_per_record_observe() -> None:
+@pytest.mark.parametrize("copies", [1, 20])  # 7 values: plain Python; 140: numpy
+def test_batch_latency_matches_per_record_observe(copies: int) -> None:
     import numpy as np
 
     now = 1_700_000_100.0
-    ts_ms = np.array([now * 1000 - d * 1000 for d in (0.001, 0.05, 0.3, 0.3, 7.0, 4000.0, 99999.0)])
-    m.observe_latencies("lat-batch", ts_ms, now=now)
-    ref = m.END_TO_END_LATENCY.labels(stage="lat-ref")
-    for d in (0.001, 0.05, 0.3, 0.3, 7.0, 4000.0, 99999.0):
+    ages = (0.001, 0.05, 0.3, 0.3, 7.0, 4000.0, 99999.0) * copies
+    ts_ms = np.array([now * 1000 - d * 1000 for d in ages])
+    m.observe_latencies(f"lat-batch-{copies}", ts_ms, now=now)
+    ref = m.END_TO_END_LATENCY.labels(stage=f"lat-ref-{copies}")
+    for d in ages:
         ref.observe(d)
     for le in ("0.005", "0.05", "0.25", "0.5", "10.0", "3600.0", "14400.0", "+Inf"):
-        got = value("kafeed_end_to_end_latency_seconds_bucket", stage="lat-batch", le=le)
-        want = value("kafeed_end_to_end_latency_seconds_bucket", stage="lat-ref", le=le)
+        got = value("kafeed_end_to_end_latency_seconds_bucket", stage=f"lat-batch-{copies}", le=le)
+        want = value("kafeed_end_to_end_latency_seconds_bucket", stage=f"lat-ref-{copies}", le=le)
         assert got == want, le
-    assert value("kafeed_end_to_end_latency_seconds_count", stage="lat-batch") == 7
-    assert value("kafeed_end_to_end_latency_seconds_sum", stage="lat-batch") == pytest.approx(
-        value("kafeed_end_to_end_latency_seconds_sum", stage="lat-ref"), rel=1e-6)
+    assert value("kafeed_end_to_end_latency_seconds_count", stage=f"lat-batch-{copies}") == len(ages)
+    assert value("kafeed_end_to_end_latency_seconds_sum", stage=f"lat-batch-{copies}") == pytest.approx(
+        value("kafeed_end_to_end_latency_seconds_sum", stage=f"lat-ref-{copies}"), rel=1e-6)
 
 
 def test_data_wait_counts_the_block() -> None:

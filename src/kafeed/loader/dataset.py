@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import json
 import logging
+import threading
 import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -190,7 +191,8 @@ class KafkaDatasetBase(IterableDataset[Any]):
             stream.close()
 
     def iter_batches(self, batch_size: int, *, skip_first: bool = False, origin: int | None = None,
-                     collate: Collate | None = None) -> Iterator[tuple[int, Any, Any, Delivered]]:
+                     collate: Collate | None = None,
+                     stop: threading.Event | None = None) -> Iterator[tuple[int, Any, Any, Delivered]]:
         """Yield ``(worker, batch, reader_state, delivered)`` (the state as JSON text from a
         DataLoader worker, as a fresh dict in the main process): first one state-only item
         (batch ``None``), one more placeholder when ``skip_first`` (round-robin alignment on
@@ -200,8 +202,10 @@ class KafkaDatasetBase(IterableDataset[Any]):
 
         In a DataLoader worker, a :class:`KafeedError` ends the iteration as one last item
         whose batch is a :class:`WorkerError`, for StreamLoader to raise as it was. ``origin``:
-        the pid of the process iterating the DataLoader (see kafeed.loader.parent)."""
-        batches = self._batches(batch_size, skip_first, origin, collate)
+        the pid of the process iterating the DataLoader (see kafeed.loader.parent). ``stop``:
+        set by another thread to end the iteration, even while the reader waits for records
+        (it raises kafeed.loader.prefetch.Stopped then)."""
+        batches = self._batches(batch_size, skip_first, origin, collate, stop)
         info = get_worker_info()
         if info is None:
             yield from batches
@@ -211,8 +215,8 @@ class KafkaDatasetBase(IterableDataset[Any]):
         except KafeedError as exc:
             yield info.id, WorkerError.of(exc, info.id), "", Delivered()
 
-    def _batches(self, batch_size: int, skip_first: bool, origin: int | None,
-                 collate: Collate | None) -> Iterator[tuple[int, Any, Any, Delivered]]:
+    def _batches(self, batch_size: int, skip_first: bool, origin: int | None, collate: Collate | None,
+                 stop: threading.Event | None) -> Iterator[tuple[int, Any, Any, Delivered]]:
         topo = self.topology()
         # A worker's state crosses to the main process as JSON text; in the main process the
         # stream's state_dict() is already a fresh snapshot (new containers every call), and
@@ -220,6 +224,8 @@ class KafkaDatasetBase(IterableDataset[Any]):
         snapshot: Callable[[dict[str, Any]], Any] = json.dumps if get_worker_info() is not None else _same
         stream = self._open_stream(topo, origin)
         try:
+            if stop is not None:
+                stream.stop_on(stop)
             state = stream.state_dict()
             yield topo.worker, None, snapshot(state), Delivered.of(({}, []), state)
             if skip_first:

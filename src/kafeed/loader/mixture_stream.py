@@ -11,6 +11,7 @@ are picked again from the remaining sources, whose weights then share its part.
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from collections.abc import Mapping
 from typing import Any, cast
@@ -147,6 +148,10 @@ class MixtureStream:
             for key, value in stream.stats().items():
                 totals[key] = totals.get(key, 0) + value
         return totals
+
+    def stop_on(self, stop: threading.Event) -> None:
+        for stream in self.streams.values():
+            stream.stop_on(stop)
 
     def close(self) -> None:
         for stream in self.streams.values():

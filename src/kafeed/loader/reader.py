@@ -14,29 +14,31 @@ what was delivered out of order, which is what the state needs (see kafeed.loade
 In-flight records' Kafka timestamps are kept for the latency metric (not state).
 
 With ``archive=``, a partition whose position lies below its log start offset begins
-*cold*: it is not assigned to the consumer, and its queue is filled from the topic's
-Iceberg table (kafeed.loader.archive_source) up to the log start, then the partition is
-assigned at that offset. Should retention overtake a partition being read from Kafka, the
-consumer reports the position out of range (``auto.offset.reset=error``) and the partition
-goes back to the table from where it stood. The order, and so the state, is the same.
+*cold*: its queue is filled from the topic's Iceberg table up to the log start
+(kafeed.loader.cold_tier), then the partition is assigned at that offset. Should retention
+overtake a partition being read from Kafka, the consumer reports the position out of range
+(``auto.offset.reset=error``) and the partition goes back to the table from where it stood.
+The order, and so the state, is the same.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
-from collections import deque
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from kafeed.errors import translate_kafka_error
 from kafeed.kafka import client_config
-from kafeed.loader.archive_source import ArchiveSource, ColdRecord
+from kafeed.loader.archive_source import ColdRecord
 from kafeed.loader.assignment import assign, parse_key, partition_key, warn_if_idle
+from kafeed.loader.cold_tier import ColdTier
 from kafeed.loader.decode import RecordDecoder
-from kafeed.loader.offsets import list_partitions, resolve_end, resolve_start, watermarks, with_retry
+from kafeed.loader.offsets import list_partitions, resolve_end, resolve_start, watermarks
 from kafeed.loader.parent import ParentWatch
+from kafeed.loader.partition import Partition
+from kafeed.loader.prefetch import Stopped
 from kafeed.loader.read_ahead import ReadAhead
 from kafeed.loader.resume import (
     PartitionStart,
@@ -55,46 +57,9 @@ Item = tuple[Ref, Any, int]  # (partition key, offset), payload, tokens already 
 CHECK_S = 0.02  # how often taking records looks at the queues (rate, top-up, pause)
 REFILL_S = 0.05  # the longest a refill after resuming waits for its records
 GATHER_S = 0.002  # how long an unbounded reader's consume() waits to fill a whole call
+STOP_CHECK_S = 0.1  # with a stop hook, a wait for records looks at it this often
 STATE_VERSION = 1
 STATE_KEYS = ("version", "partitions", "rr", "stats")
-# Offsets per partition read from an archive table at once: every scan reads whole data files
-# (or row groups), so small ranges would read the same file again and again.
-COLD_CHUNK = 65536
-
-
-@dataclass
-class _Partition:
-    key: str
-    topic: str
-    partition: int
-    read: int
-    end: int | None
-    delivered: set[int]
-    partial: dict[int, int]
-    restore: set[int]
-    in_flight: set[int] = field(default_factory=set)
-    stamps: dict[int, int] = field(default_factory=dict)  # in-flight offset -> Kafka timestamp (ms)
-    done: list[int] = field(default_factory=list)  # timestamps of records delivered since the drain
-    queue: deque[Any] = field(default_factory=deque)
-    fetch_done: bool = False
-    eof: bool = False
-    paused: bool = False
-    seek: int = 0
-    cold_until: int | None = None  # cold: offsets below this are read from the archive table
-    cold_pos: int = 0  # the next offset to read from the table
-
-    def next_offset(self) -> int:
-        return min(self.in_flight) if self.in_flight else self.read
-
-    def prune(self) -> None:
-        nxt = self.next_offset()
-        self.delivered = {o for o in self.delivered if o >= nxt}
-
-    def entry(self) -> dict[str, Any]:
-        self.prune()
-        return {"next": self.next_offset(), "read": self.read, "end": self.end,
-                "delivered": sorted(self.delivered)}
-
 
 class KafkaReader:
     """Reader ``index`` of ``count``. Resume it with :meth:`load_state_dict` (exact) or
@@ -112,9 +77,9 @@ class KafkaReader:
         self.index = index
         self.count = count
         self._starts: dict[str, PartitionStart] = {}
-        self.parts: list[_Partition] = []
-        self._by_tp: dict[tuple[str, int], _Partition] = {}
-        self._by_key: dict[str, _Partition] = {}
+        self.parts: list[Partition] = []
+        self._by_tp: dict[tuple[str, int], Partition] = {}
+        self._by_key: dict[str, Partition] = {}
         self.rr = 0
         self._restored: dict[Ref, Any] = {}
         self.stats = {"records": 0, "bad": 0, "tokens": 0}
@@ -124,12 +89,11 @@ class KafkaReader:
         self._last_error_log = 0.0
         self._client_stats = client_stats  # librdkafka statistics -> metrics (main process only)
         self._parent = parent  # in a DataLoader worker: end when the trainer is gone
+        self._stop: threading.Event | None = None  # on a prefetch thread: end when it is set
         self.read_ahead = ReadAhead(settings.read_ahead_bytes)
         self._check_at = 0.0
-        self._archive = {topic: ArchiveSource(settings, topic, table)
-                         for topic, table in settings.archive_tables().items()}
+        self._cold_tier = ColdTier(settings)
         self._log_starts: dict[str, int] = {}
-        self._cold: list[_Partition] = []
 
     # -- lifecycle -------------------------------------------------------------------------
     def consumer_config(self) -> dict[str, Any]:
@@ -141,7 +105,7 @@ class KafkaReader:
             "enable.partition.eof": True,
             "auto.offset.reset": "latest" if s.start == "latest" else "earliest",
             # A position that retention overtook goes back to the archive table, not on.
-            **({"auto.offset.reset": "error"} if self._archive else {}),
+            **({"auto.offset.reset": "error"} if self._cold_tier.sources else {}),
             "isolation.level": "read_committed",
             # Fetch sizes from read_ahead_bytes: what librdkafka may fetch between two
             # looks at the queues (kafeed.loader.read_ahead).
@@ -162,11 +126,8 @@ class KafkaReader:
                 on_lost=self._on_revoke)
             return
         every = list_partitions(self._consumer, self.settings)
-        if self._archive:
-            cluster_id = with_retry(lambda: self._consumer.list_topics(timeout=10).cluster_id,
-                                    action="read the cluster id", settings=self.settings)
-            for source in self._archive.values():
-                source.open(str(cluster_id))
+        if self._cold_tier.sources:
+            self._cold_tier.open(self._consumer)
         if self.settings.mode == "replicated":
             owned = every
         else:
@@ -187,7 +148,7 @@ class KafkaReader:
             topic, partition = parse_key(key)
             low, high = watermarks(self._consumer, topic, partition, self.settings)
             self._log_starts[key] = low
-            source = self._archive.get(topic)
+            source = self._cold_tier.sources.get(topic)
             if source is not None:
                 low = source.floor(key, partition, low, start.next)
             check_positions(key, start.next, start.read, low, high)
@@ -205,8 +166,14 @@ class KafkaReader:
     def consumer(self) -> Any:
         return self._consumer
 
+    def stop_on(self, stop: threading.Event) -> None:
+        """From now on the fetch loop raises :class:`kafeed.loader.prefetch.Stopped` once
+        ``stop`` is set, within ``STOP_CHECK_S`` even while it waits for records on a
+        live topic (set by another thread: the loader closing its prefetch thread)."""
+        self._stop = stop
+
     # -- partitions ------------------------------------------------------------------------
-    def _add_partition(self, topic: str, partition: int, committed: int | None = None) -> _Partition:
+    def _add_partition(self, topic: str, partition: int, committed: int | None = None) -> Partition:
         key = partition_key(topic, partition)
         start = self._starts.get(key)
         if start is None:
@@ -214,18 +181,17 @@ class KafkaReader:
                 first = committed
             else:
                 first = resolve_start(self._consumer, topic, partition, self.settings)
-                source = self._archive.get(topic)
+                source = self._cold_tier.sources.get(topic)
                 if source is not None:
                     first = source.cold_start(key, partition, first, self._log_start(key))
             end = resolve_end(self._consumer, topic, partition, self.settings)
             start = PartitionStart(next=first, read=first, end=end)
-        part = _Partition(key=key, topic=topic, partition=partition, read=start.read, end=start.end,
+        part = Partition(key=key, topic=topic, partition=partition, read=start.read, end=start.end,
                           delivered=set(start.delivered), partial=dict(start.partial),
                           restore=set(start.restore), in_flight=set(start.restore), seek=start.next)
         part.fetch_done = done_at_open(start)
-        if topic in self._archive and not part.fetch_done and part.seek < self._log_start(key):
-            part.cold_until, part.cold_pos = self._log_start(key), part.seek
-            self._cold.append(part)
+        if topic in self._cold_tier.sources and not part.fetch_done and part.seek < self._log_start(key):
+            self._cold_tier.begin(part, self._log_start(key))
         self.parts.append(part)
         self.parts.sort(key=lambda x: (x.topic, x.partition))
         self._by_tp[(topic, partition)] = part
@@ -294,9 +260,12 @@ class KafkaReader:
 
         if self._parent is not None:
             self._parent.check()
+        if self._stop is not None and self._stop.is_set():
+            raise Stopped(f"reader {self.index} was stopped")
         if self.settings.bounded:
             timeout = min(timeout, 0.05)
-        queued = self._fetch_cold() if self._cold else 0
+        cold = self._cold_tier
+        queued = cold.fetch(self._by_tp, self._consumer, self._keep_restored) if cold.parts else 0
         if queued:
             timeout = 0  # records are waiting: take what Kafka has, do not wait for more
         consume = self._consumer.consume
@@ -312,14 +281,14 @@ class KafkaReader:
             # fresh record is handed on at once instead of after the timeout.
             msgs = consume(num_messages=batch, timeout=GATHER_S)
             if not msgs:
-                msgs = consume(num_messages=1, timeout=timeout - GATHER_S)
+                msgs = self._wait_for_one(timeout - GATHER_S)
                 if msgs and batch > 1:
                     msgs.extend(consume(num_messages=batch - 1, timeout=0))
         limit = self.settings.queue_records
         by_tp = self._by_tp
         last_tp: tuple[str, int] | None = None
-        part: _Partition | None = None
-        finished: list[_Partition] = []
+        part: Partition | None = None
+        finished: list[Partition] = []
         for msg in msgs:
             err = msg.error()
             if err is not None:
@@ -354,9 +323,7 @@ class KafkaReader:
                 continue
             if offset < part.read:
                 if offset in part.restore:
-                    part.restore.discard(offset)
-                    self._restored[(part.key, offset)] = self._decode(msg)
-                    part.stamps[offset] = msg.timestamp()[1]
+                    self._keep_restored(part, msg)
                     queued += 1
                 continue
             queue = part.queue
@@ -375,6 +342,22 @@ class KafkaReader:
             # the same leader that is resumed meanwhile waits behind them.
             self._pause_many([p for p in {id(p): p for p in finished}.values() if not p.paused], True)
         return queued, len(msgs) >= batch
+
+    def _wait_for_one(self, timeout: float) -> list[Any]:
+        """``consume(num_messages=1, timeout)``, in slices of ``STOP_CHECK_S`` that look at the
+        stop hook in between when there is one."""
+        consume = self._consumer.consume
+        if self._stop is None:
+            msgs: list[Any] = consume(num_messages=1, timeout=timeout)
+            return msgs
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            msgs = consume(num_messages=1, timeout=max(0.0, min(left, STOP_CHECK_S)))
+            if msgs or left <= STOP_CHECK_S:
+                return msgs
+            if self._stop.is_set():
+                raise Stopped(f"reader {self.index} was stopped")
 
     def _hold(self) -> None:
         """Hold the queues near the target. Pausing a partition stops its fetching and makes
@@ -409,7 +392,7 @@ class KafkaReader:
         if not ahead.low:
             self._pause_many([p for p in live if len(p.queue) > short and not p.paused], True)
 
-    def _wake(self, part: _Partition) -> None:
+    def _wake(self, part: Partition) -> None:
         """``part`` was found empty and paused at its turn: resume it, and with it every paused
         partition at half its share or less, whose turn comes soon too, so that one fetch
         round serves them all."""
@@ -430,66 +413,6 @@ class KafkaReader:
         else:
             self._hold()
 
-    # -- the cold tier ---------------------------------------------------------------------
-    def _fetch_cold(self) -> int:
-        """Fill the queues of cold partitions from their archive tables (one scan per table);
-        returns how many records were queued or restored."""
-        queued = 0
-        limit = self.settings.queue_records
-        wanted: dict[str, dict[int, tuple[int, int]]] = {}
-        for part in self._cold:
-            if len(part.queue) < limit and part.cold_until is not None:
-                stop = min(part.cold_until, part.cold_pos + max(limit, COLD_CHUNK))
-                if part.end is not None:
-                    stop = min(stop, part.end)
-                wanted.setdefault(part.topic, {})[part.partition] = (part.cold_pos, stop)
-        for topic, ranges in wanted.items():
-            for partition, records in self._archive[topic].read(ranges).items():
-                part = self._by_tp[(topic, partition)]
-                queued += self._queue_cold(part, records)
-                part.cold_pos = stop = ranges[partition][1]
-                if part.end is not None and stop >= part.end:
-                    part.fetch_done = True
-                    part.cold_until = None
-                    self._cold.remove(part)
-                elif part.cold_until is not None and stop >= part.cold_until:
-                    self._warm(part)
-        if not self._cold:
-            for source in self._archive.values():
-                source.release()
-        return queued
-
-    def _queue_cold(self, part: _Partition, records: list[ColdRecord]) -> int:
-        queued = 0
-        for rec in records:
-            offset = rec.offset()
-            if offset < part.read:
-                if offset in part.restore:
-                    part.restore.discard(offset)
-                    self._restored[(part.key, offset)] = self._decode(rec)
-                    part.stamps[offset] = rec.timestamp()[1]
-                    queued += 1
-                continue
-            part.queue.append(rec)
-            queued += 1
-        return queued
-
-    def _warm(self, part: _Partition) -> None:
-        """A cold partition read up to its boundary: on to Kafka, unless retention moved the
-        log start further meanwhile (then the table serves up to the new one)."""
-        from confluent_kafka import TopicPartition
-
-        low = watermarks(self._consumer, part.topic, part.partition, self.settings)[0]
-        if low > part.cold_pos:
-            self._archive[part.topic].check_reaches(part.key, part.partition, part.cold_pos, low)
-            part.cold_until = low
-            return
-        log.info("kafeed loader: %s read from the archive table up to offset %d; on from Kafka",
-                 part.key, part.cold_pos)
-        part.cold_until = None
-        self._cold.remove(part)
-        self._consumer.incremental_assign([TopicPartition(part.topic, part.partition, part.cold_pos)])
-
     def _out_of_range(self, topic: str, partition: int) -> None:
         """Retention deleted a partition's records before the consumer fetched them."""
         from confluent_kafka import TopicPartition
@@ -497,24 +420,20 @@ class KafkaReader:
         part = self._by_tp.get((topic, partition))
         if part is None or part.cold_until is not None:
             return
-        tp = TopicPartition(topic, partition)
-        if topic not in self._archive:  # read on from the log start, as "earliest" always did
-            log.warning("kafeed loader: records of %s were deleted before they were read; "
-                        "reading on from its log start", part.key)
-            self._consumer.seek(TopicPartition(topic, partition, -2))
+        if topic in self._cold_tier.sources:
+            self._cold_tier.overtaken(part, self._consumer)
             return
-        pos = part.queue[-1].offset() + 1 if part.queue else part.read
-        if part.restore:
-            pos = min(pos, min(part.restore))
-        low = watermarks(self._consumer, topic, partition, self.settings)[0]
-        self._archive[topic].check_reaches(part.key, partition, pos, low)
-        log.info("kafeed loader: retention overtook %s at offset %d; reading it from the archive "
-                 "table up to %d", part.key, pos, low)
-        self._consumer.incremental_unassign([tp])
-        if part.paused:
-            part.paused = False
-        part.cold_until, part.cold_pos = low, pos
-        self._cold.append(part)
+        # Not archived: read on from the log start, as "earliest" always did.
+        log.warning("kafeed loader: records of %s were deleted before they were read; "
+                    "reading on from its log start", part.key)
+        self._consumer.seek(TopicPartition(topic, partition, -2))
+
+    def _keep_restored(self, part: Partition, msg: Any) -> None:
+        """An in-flight record of an exact resume, re-read from Kafka or the table."""
+        offset = msg.offset()
+        part.restore.discard(offset)
+        self._restored[(part.key, offset)] = self._decode(msg)
+        part.stamps[offset] = msg.timestamp()[1]
 
     def _decode(self, msg: Any) -> Any:
         """A record's payload: decoded from the table's columns, or from its bytes."""
@@ -523,10 +442,10 @@ class KafkaReader:
             return msg.payload
         return self._decoder.decode(msg)
 
-    def _pause(self, part: _Partition, pause: bool) -> None:
+    def _pause(self, part: Partition, pause: bool) -> None:
         self._pause_many([part], pause)
 
-    def _pause_many(self, parts: list[_Partition], pause: bool) -> None:
+    def _pause_many(self, parts: list[Partition], pause: bool) -> None:
         from confluent_kafka import TopicPartition
 
         if not parts:
@@ -639,7 +558,7 @@ class KafkaReader:
             ahead.tick(time.monotonic())
             self._fetch(wait)
 
-    def _accept(self, part: _Partition, msg: Any) -> Item | None:
+    def _accept(self, part: Partition, msg: Any) -> Item | None:
         offset = msg.offset()
         if offset < part.read:
             return None

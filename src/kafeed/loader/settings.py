@@ -85,6 +85,9 @@ class LoaderSettings(BaseModel):
     # first token was ready, full or not (freshness over batch fill).
     max_wait_s: float | None = Field(default=None, gt=0, le=3600, allow_inf_nan=False)
     poll_timeout_s: float = Field(default=0.5, gt=0, le=3600, allow_inf_nan=False)
+    # StreamLoader with num_workers=0: batches built ahead on a thread while the trainer
+    # steps (kafeed.loader.prefetch); 0 builds each one in the trainer's thread when asked.
+    prefetch_batches: Annotated[int, Strict()] = Field(default=2, ge=0, le=64)
     broker_timeout_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     dlq_topic: str | None = None
     consumer_config: Mapping[str, str | int | float | bool] = Field(default_factory=dict)

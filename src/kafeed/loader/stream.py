@@ -8,6 +8,7 @@ pieces' own states.
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass, field
 from operator import itemgetter
@@ -133,6 +134,10 @@ class _Stream:
     def stats(self) -> dict[str, int]:
         """Records taken, bad records skipped and tokens decoded by this reader."""
         return dict(self.reader.stats)
+
+    def stop_on(self, stop: threading.Event) -> None:
+        """Waits for records end once ``stop`` is set (see KafkaReader.stop_on)."""
+        self.reader.stop_on(stop)
 
     def close(self) -> None:
         self.reader.close()

@@ -4,7 +4,9 @@ Workers build whole batches (one tensor per batch) and send each with their read
 state *as of that batch*. The main process keeps, per worker, the state attached to the
 last batch it yielded, and which worker comes next in DataLoader's round-robin. That is
 the whole state: batches the workers prefetched but the caller never saw are not in it,
-so a resume reads them again.
+so a resume reads them again. Without workers the main process is the one reader, and
+a prefetch thread (kafeed.loader.prefetch) builds its next batches while the caller
+steps; they carry their states the same way, and count once handed out.
 
 The loader's Prometheus metrics (kafeed.loader.metrics) are updated here, in the main
 process, as each batch is yielded: worker processes' registries are never scraped.
@@ -15,8 +17,9 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Iterator
-from typing import Any, Literal
+import threading
+from collections.abc import Iterable, Iterator
+from typing import Any, Literal, TypeVar
 
 import torch
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError, model_validator
@@ -28,10 +31,12 @@ from kafeed.loader.assignment import parse_key
 from kafeed.loader.dataset import Collate, KafkaDatasetBase, WorkerError, rank_and_world, token_batch
 from kafeed.loader.device_feed import DeviceFeed, resolve_device
 from kafeed.loader.metrics import LoaderMetrics, batch_tokens
+from kafeed.loader.prefetch import JOIN_S, Prefetch
 from kafeed.loader.state import next_epoch, plain_copy, reader_entries
 from kafeed.loader.stream import Delivered
 
 log = logging.getLogger("kafeed")
+T = TypeVar("T")
 
 
 class _BatchView(IterableDataset[Any]):
@@ -47,9 +52,40 @@ class _BatchView(IterableDataset[Any]):
         self.origin = os.getpid()  # taken in the main process, read in the workers
 
     def __iter__(self) -> Iterator[tuple[int, Any, Any, Delivered]]:
+        return self.batches()
+
+    def batches(self, stop: threading.Event | None = None, pin: bool = False
+                ) -> Iterator[tuple[int, Any, Any, Delivered]]:
+        """The items; ``stop`` ends them from another thread (the prefetch thread's reader
+        watches it); ``pin``: tensors of a batch dict in pinned memory."""
         worker = self.dataset.topology().worker
-        return self.dataset.iter_batches(self.batch_size, skip_first=worker < self.next_worker,
-                                         origin=self.origin, collate=self.collate)
+        items = self.dataset.iter_batches(self.batch_size, skip_first=worker < self.next_worker,
+                                          origin=self.origin, collate=self.collate, stop=stop)
+        return _pinned(items) if pin else items
+
+
+def _taken(prefetch: Prefetch[T]) -> Iterator[T]:
+    """The prefetched items, each place given back by the caller (Prefetch.take)."""
+    while True:
+        try:
+            item = prefetch.take()
+        except StopIteration:
+            return
+        yield item
+
+
+def _pinned(items: Iterator[tuple[int, Any, Any, Delivered]]) -> Iterator[tuple[int, Any, Any, Delivered]]:
+    """As DataLoader's ``pin_memory`` does in the main process, on the prefetch thread: the
+    tensors of each batch dict copied to pinned memory."""
+    try:
+        for worker, batch, state, delivered in items:
+            if isinstance(batch, dict):
+                batch = {k: v.pin_memory() if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
+            yield worker, batch, state, delivered
+    finally:
+        close = getattr(items, "close", None)
+        if close is not None:
+            close()
 
 
 class LoaderOptions(BaseModel):
@@ -102,6 +138,13 @@ class StreamLoader:
     a side stream one batch ahead, the caller's stream waiting on the copy's event
     (kafeed.loader.device_feed). ``device="cpu"`` runs the same path without an accelerator.
     The state still counts only the batches handed out.
+
+    With ``num_workers=0`` the next batches are built on a thread while the caller steps,
+    up to the dataset's ``prefetch_batches`` (default 2; 0 builds each one when asked), so
+    the trainer's wait for a batch is a hand-over. Batches built ahead are not in the
+    state. An error raised building a batch is raised here, at that batch, as it was.
+    :meth:`close` (or breaking off the iteration, or dropping the loader) stops the thread,
+    even while it waits on a live topic with no new data.
     """
 
     def __init__(
@@ -144,6 +187,8 @@ class StreamLoader:
         self._batches = 0
         self._metrics = LoaderMetrics()
         self._feed = None if self.device is None else DeviceFeed(self.device, pin=self.pin_memory)
+        self._prefetch: Prefetch[tuple[int, Any, Any, Delivered]] | None = None
+        self._cut = False  # the last iteration was ended by close(), not by the data
 
     @property
     def workers(self) -> int:
@@ -167,10 +212,25 @@ class StreamLoader:
 
     def __iter__(self) -> Iterator[Any]:
         tokens_kind = self.dataset.settings.kind == "tokens"
+        self._cut = False
         for batch in self._handed_out():
             yield token_batch(batch["tokens"], batch.get("doc_start")) if tokens_kind else batch
         # Under sync_ranks an epoch ends for every rank when the first one runs out.
-        self._finished = self.dataset.settings.bounded
+        self._finished = self.dataset.settings.bounded and not self._cut
+
+    @property
+    def prefetched(self) -> int:
+        """Batches built ahead on the prefetch thread and not yet handed out."""
+        prefetch = self._prefetch
+        return 0 if prefetch is None else prefetch.waiting
+
+    def close(self) -> None:
+        """Stop the prefetch thread (its reader's consumer closed on it) and wait for it to
+        end; an iteration in progress then ends. Iterating again continues after the last
+        batch handed out."""
+        prefetch, self._prefetch = self._prefetch, None
+        if prefetch is not None and not prefetch.close():
+            log.warning("kafeed loader: the prefetch thread did not end within %.0f s", JOIN_S)
 
     def _handed_out(self) -> Iterator[Any]:
         """The host batches, through the device feed when there is one, each marked as
@@ -200,30 +260,52 @@ class StreamLoader:
         self._next_worker = next_worker
         self._entries = {}
         view = _BatchView(self.dataset, self.batch_size, next_worker, self.collate_fn)
-        loader = DataLoader(
-            view, batch_size=None, num_workers=self.num_workers, collate_fn=_identity,
-            pin_memory=self.pin_memory and self._feed is None, timeout=self.timeout,
-            prefetch_factor=(self.prefetch_factor or 2) if self.num_workers else None,
-            multiprocessing_context=self._worker_context(view) if self.num_workers else None,
-        )
+        pin = self.pin_memory and self._feed is None
+        depth = self.dataset.settings.prefetch_batches if self.num_workers == 0 else 0
+        prefetch = None
+        items: Iterable[tuple[int, Any, Any, Delivered]]
+        if depth:
+            self.close()  # an earlier iteration's thread, if it was left running
+            prefetch = self._prefetch = Prefetch(
+                lambda stop: view.batches(stop, pin=pin and torch.cuda.is_available()), depth)
+            items = _taken(prefetch)
+        else:
+            items = DataLoader(
+                view, batch_size=None, num_workers=self.num_workers, collate_fn=_identity,
+                pin_memory=pin, timeout=self.timeout,
+                prefetch_factor=(self.prefetch_factor or 2) if self.num_workers else None,
+                multiprocessing_context=self._worker_context(view) if self.num_workers else None,
+            )
         sync = self._should_sync()
         tokens_kind = self.dataset.settings.kind == "tokens"
         stopped = False
         metrics = self._metrics
-        for worker, batch, state, delivered in loader:
-            if isinstance(batch, WorkerError):
-                log.debug("kafeed loader: worker %d failed:\n%s", batch.worker, batch.trace)
-                raise batch.error()
-            if batch is None:
-                if state:
-                    self._entries.setdefault(worker, state)
-                    metrics.positions(delivered)
-                continue
-            if sync and not self._agree(True):
-                stopped = True
-                break
-            yield batch, self._marker(worker, state, delivered, batch_tokens(batch) if tokens_kind else 0)
-        if sync and not stopped:
+        try:
+            for worker, batch, state, delivered in items:
+                if isinstance(batch, WorkerError):
+                    log.debug("kafeed loader: worker %d failed:\n%s", batch.worker, batch.trace)
+                    raise batch.error()
+                if batch is None:
+                    if state:
+                        self._entries.setdefault(worker, state)
+                        metrics.positions(delivered)
+                    if prefetch is not None:
+                        prefetch.release()
+                    continue
+                if sync and not self._agree(True):
+                    stopped = True
+                    break
+                yield batch, self._marker(worker, state, delivered, batch_tokens(batch) if tokens_kind else 0,
+                                          prefetch)
+            cut = prefetch is not None and prefetch.stopped  # close() ended it, not the data
+        finally:
+            if prefetch is not None:
+                # Breaking off, an error, the end or close(): the thread and its consumer end here.
+                prefetch.close()
+                if self._prefetch is prefetch:
+                    self._prefetch = None
+        self._cut = cut
+        if sync and not stopped and not cut:
             self._agree(False)
 
     def _worker_context(self, view: Any) -> Any:
@@ -251,12 +333,15 @@ class StreamLoader:
         context.set_forkserver_preload(["kafeed.loader.stream_loader"])
         return context
 
-    def _marker(self, worker: int, state: str | dict[str, Any], delivered: Delivered, tokens: int) -> Any:
+    def _marker(self, worker: int, state: str | dict[str, Any], delivered: Delivered, tokens: int,
+                prefetch: Prefetch[Any] | None) -> Any:
         def mark() -> None:
             self._entries[worker] = state
             self._next_worker = (worker + 1) % self.workers
             self._batches += 1
             self._metrics.batch(delivered, tokens)
+            if prefetch is not None:
+                prefetch.release()  # last: the thread building the next batch wants the GIL
 
         return mark
 

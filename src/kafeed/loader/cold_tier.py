@@ -1,0 +1,127 @@
+"""A reader's cold tier: partitions read from their topic's archive table below the log start.
+
+With ``archive=``, a partition whose position lies below its log start offset begins
+*cold*: it is not assigned to the consumer, and :meth:`ColdTier.fetch` fills its queue
+from the topic's Iceberg table (kafeed.loader.archive_source) up to the log start; then
+the partition is assigned to the consumer at that offset. Should retention overtake a
+partition being read from Kafka, :meth:`ColdTier.overtaken` takes it back to the table
+from where it stood. The records come in offset order either way, so the reader's order,
+and its state, do not depend on the tier.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from kafeed.loader.archive_source import ArchiveSource, ColdRecord
+from kafeed.loader.offsets import watermarks, with_retry
+from kafeed.loader.partition import Partition
+from kafeed.loader.settings import LoaderSettings
+
+log = logging.getLogger("kafeed")
+
+# Offsets per partition read from an archive table at once: every scan reads whole data files
+# (or row groups), so small ranges would read the same file again and again.
+COLD_CHUNK = 65536
+
+
+class ColdTier:
+    """The archive tables of one reader's topics (``sources``) and its cold partitions."""
+
+    def __init__(self, settings: LoaderSettings) -> None:
+        self.settings = settings
+        self.sources = {topic: ArchiveSource(settings, topic, table)
+                        for topic, table in settings.archive_tables().items()}
+        self.parts: list[Partition] = []
+
+    def open(self, consumer: Any) -> None:
+        """Open the tables, checking they archive this cluster."""
+        cluster_id = with_retry(lambda: consumer.list_topics(timeout=10).cluster_id,
+                                action="read the cluster id", settings=self.settings)
+        for source in self.sources.values():
+            source.open(str(cluster_id))
+
+    def begin(self, part: Partition, log_start: int) -> None:
+        """Read ``part`` from its table from its seek position up to ``log_start``."""
+        part.cold_until, part.cold_pos = log_start, part.seek
+        self.parts.append(part)
+
+    def fetch(self, by_tp: dict[tuple[str, int], Partition], consumer: Any,
+              restore: Callable[[Partition, Any], None]) -> int:
+        """Fill the queues of cold partitions from their archive tables (one scan per table);
+        returns how many records were queued or restored (``restore(part, record)``: an
+        in-flight record of an exact resume, re-read)."""
+        queued = 0
+        limit = self.settings.queue_records
+        wanted: dict[str, dict[int, tuple[int, int]]] = {}
+        for part in self.parts:
+            if len(part.queue) < limit and part.cold_until is not None:
+                stop = min(part.cold_until, part.cold_pos + max(limit, COLD_CHUNK))
+                if part.end is not None:
+                    stop = min(stop, part.end)
+                wanted.setdefault(part.topic, {})[part.partition] = (part.cold_pos, stop)
+        for topic, ranges in wanted.items():
+            for partition, records in self.sources[topic].read(ranges).items():
+                part = by_tp[(topic, partition)]
+                queued += self._queue(part, records, restore)
+                part.cold_pos = stop = ranges[partition][1]
+                if part.end is not None and stop >= part.end:
+                    part.fetch_done = True
+                    part.cold_until = None
+                    self.parts.remove(part)
+                elif part.cold_until is not None and stop >= part.cold_until:
+                    self._warm(part, consumer)
+        if not self.parts:
+            for source in self.sources.values():
+                source.release()
+        return queued
+
+    def _queue(self, part: Partition, records: list[ColdRecord],
+               restore: Callable[[Partition, Any], None]) -> int:
+        queued = 0
+        for rec in records:
+            offset = rec.offset()
+            if offset < part.read:
+                if offset in part.restore:
+                    restore(part, rec)
+                    queued += 1
+                continue
+            part.queue.append(rec)
+            queued += 1
+        return queued
+
+    def _warm(self, part: Partition, consumer: Any) -> None:
+        """A cold partition read up to its boundary: on to Kafka, unless retention moved the
+        log start further meanwhile (then the table serves up to the new one)."""
+        from confluent_kafka import TopicPartition
+
+        low = watermarks(consumer, part.topic, part.partition, self.settings)[0]
+        if low > part.cold_pos:
+            self.sources[part.topic].check_reaches(part.key, part.partition, part.cold_pos, low)
+            part.cold_until = low
+            return
+        log.info("kafeed loader: %s read from the archive table up to offset %d; on from Kafka",
+                 part.key, part.cold_pos)
+        part.cold_until = None
+        self.parts.remove(part)
+        consumer.incremental_assign([TopicPartition(part.topic, part.partition, part.cold_pos)])
+
+    def overtaken(self, part: Partition, consumer: Any) -> None:
+        """Retention deleted records of ``part`` (an archived topic's) before the consumer
+        fetched them: read it from the table again, from where it stood."""
+        from confluent_kafka import TopicPartition
+
+        pos = part.queue[-1].offset() + 1 if part.queue else part.read
+        if part.restore:
+            pos = min(pos, min(part.restore))
+        low = watermarks(consumer, part.topic, part.partition, self.settings)[0]
+        self.sources[part.topic].check_reaches(part.key, part.partition, pos, low)
+        log.info("kafeed loader: retention overtook %s at offset %d; reading it from the archive "
+                 "table up to %d", part.key, pos, low)
+        consumer.incremental_unassign([TopicPartition(part.topic, part.partition)])
+        if part.paused:
+            part.paused = False
+        part.cold_until, part.cold_pos = low, pos
+        self.parts.append(part)

@@ -1,0 +1,44 @@
+"""One partition of a reader: its queue of fetched records and what the state needs of it."""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Partition:
+    """Positions (``read``, in flight, delivered out of order), the queue of fetched
+    records, and whether it is cold (read from the archive table below ``cold_until``)."""
+
+    key: str
+    topic: str
+    partition: int
+    read: int
+    end: int | None
+    delivered: set[int]
+    partial: dict[int, int]
+    restore: set[int]
+    in_flight: set[int] = field(default_factory=set)
+    stamps: dict[int, int] = field(default_factory=dict)  # in-flight offset -> Kafka timestamp (ms)
+    done: list[int] = field(default_factory=list)  # timestamps of records delivered since the drain
+    queue: deque[Any] = field(default_factory=deque)
+    fetch_done: bool = False
+    eof: bool = False
+    paused: bool = False
+    seek: int = 0
+    cold_until: int | None = None  # cold: offsets below this are read from the archive table
+    cold_pos: int = 0  # the next offset to read from the table
+
+    def next_offset(self) -> int:
+        return min(self.in_flight) if self.in_flight else self.read
+
+    def prune(self) -> None:
+        nxt = self.next_offset()
+        self.delivered = {o for o in self.delivered if o >= nxt}
+
+    def entry(self) -> dict[str, Any]:
+        self.prune()
+        return {"next": self.next_offset(), "read": self.read, "end": self.end,
+                "delivered": sorted(self.delivered)}
