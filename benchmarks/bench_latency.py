@@ -121,13 +121,18 @@ def run(conn: ConnectionSettings, topic: str, rate: float, seconds: float, max_w
     loader = kafeed.StreamLoader(ds, batch_size=BATCH, num_workers=workers)
     recorder = _Recorder()
     loader._metrics = recorder  # type: ignore[assignment]  # a benchmark's hook
-    producer = mp.get_context("spawn").Process(target=produce_at, args=(conn.bootstrap, topic, rate, seconds))
+    # The producer outlives the loop and is stopped after it: the loop only looks at the clock
+    # when a batch comes, and once records stopped, a batch short of rows would never come
+    # (with workers, DataLoader waits for the next worker in turn, whose partitions may hold less).
+    producer = mp.get_context("spawn").Process(target=produce_at,
+                                               args=(conn.bootstrap, topic, rate, seconds + 120))
     producer.start()
     recorder.after_ms = time.time() * 1000 + WARMUP_S * 1000  # the consumer's start is not measured
     deadline = time.monotonic() + seconds - 0.5
     for _ in loader:
         if time.monotonic() > deadline:
             break
+    producer.terminate()
     producer.join()
     lat = np.concatenate(recorder.lat_ms) if recorder.lat_ms else np.zeros(1)
     return {"records": float(lat.size), "p50": float(np.percentile(lat, 50)),

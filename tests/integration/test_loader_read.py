@@ -52,6 +52,27 @@ def test_fewer_partitions_than_readers(kafka: ConnectionSettings, make_topic: To
     assert np.array_equal(got[0], expected)
 
 
+def test_an_idle_worker_of_an_unbounded_run_ends_and_the_others_go_on(
+        kafka: ConnectionSettings, make_topic: TopicFactory) -> None:
+    # One partition, two workers: DataLoader takes batches from the workers in turn, so a
+    # worker with nothing to read that waited instead of ending held every batch back.
+    topic = make_topic(partitions=1)
+    expected = produce_docs(kafka.bootstrap, topic, 200, seed=6)
+    loader = _loader(kafka, topic, workers=2, end=None, poll_timeout_s=0.2)
+    got: list[Any] = []
+
+    def take() -> None:
+        for batch in loader:
+            got.append(batch)
+            if len(got) == 5:
+                return
+
+    thread = threading.Thread(target=take, daemon=True)
+    thread.start()
+    thread.join(120)
+    assert len(got) == 5, f"{len(got)} batches within 120 s from a topic holding {expected.sum()} tokens"
+
+
 def test_elastic_two_to_three_ranks_exactly_once(kafka: ConnectionSettings, make_topic: TopicFactory) -> None:
     topic = make_topic(partitions=4)
     expected = produce_docs(kafka.bootstrap, topic, 600, seed=9)

@@ -481,8 +481,15 @@ class KafkaReader:
     # -- taking records --------------------------------------------------------------------
     @property
     def exhausted(self) -> bool:
-        return self._assigned_once and all(p.fetch_done and not p.queue for p in self.parts) \
-            and self.settings.bounded
+        if not self._assigned_once:
+            return False
+        if self.settings.bounded:
+            return all(p.fetch_done and not p.queue for p in self.parts)
+        # Unbounded, a reader that a static assignment gave no partition has nothing to wait
+        # for: it ends, as warn_if_idle says, and DataLoader goes on with the other workers
+        # (it would wait for this worker's batch, its turn in order, for ever). In a group a
+        # rebalance may still give it partitions.
+        return not self.parts and self.settings.mode != "group"
 
     def check_decoded(self) -> None:
         """At the end of a bounded run: raise SchemaError for a topic none of whose records
