@@ -168,7 +168,8 @@ def main() -> int:
             print("|---|---|---|---|---|---|---|---|")
             for n, (rate, max_wait) in enumerate(plans):
                 topic = f"fresh-{n}"
-                admin.create(plan_topic(topic, brokers=1, partitions=1))
+                # A partition per worker: a worker without one has nothing to read.
+                admin.create(plan_topic(topic, brokers=1, partitions=max(1, args.workers)))
                 r = run(conn, topic, rate, args.seconds, max_wait, args.workers)
                 print(f"| {rate:,.0f} | {max_wait} | {r['records']:,.0f} | {r['p50']:.1f} | {r['p99']:.1f} | "
                       f"{r['p999']:.1f} | {r['max']:.1f} | {100 * r['fill']:.0f} % |", flush=True)
