@@ -186,12 +186,11 @@ def test_tiered_read_goes_back_to_the_table_when_retention_overtakes_it(
         produce_docs(kafka.bootstrap, topic, 50, first=50 * round_)
     everything = windows(topic, **options(kafka, None))
     run_archive(archive_settings(topic, tmp_path), kafka, until_caught_up=True)
-    # The consumer fetches about one batch ahead and, its queue at the cap, waits a second
-    # before it fetches again (fetch.queue.backoff.ms, librdkafka's default; the reader's own
-    # is 20 ms), so retention can overtake it. (0.3 s was too short on a loaded machine.)
+    # The consumer fetches about one batch ahead, and the reader pauses a partition at
+    # queue_records (40), so retention can overtake it.
     tiered = options(kafka, tmp_path, consumer_config={
         "queued.min.messages": 1, "queued.max.messages.kbytes": 1, "fetch.max.bytes": 1000,
-        "message.max.bytes": 1000, "max.partition.fetch.bytes": 1000, "fetch.queue.backoff.ms": 1000})
+        "message.max.bytes": 1000, "max.partition.fetch.bytes": 1000})
     it = iter(kafeed.KafkaTokenDataset(topic, **tiered))
     got = [next(it)["tokens"].tolist() for _ in range(10)]
     delete_below(kafka, topic, {0: 150, 1: 150})

@@ -377,7 +377,7 @@ class KafkaReader:
         ahead = self.read_ahead
         # A cold partition is not assigned; one fetched to its end stays paused.
         live = [p for p in self.parts if not p.fetch_done and p.cold_until is None]
-        short = ahead.share(len(live)) // 2
+        short = self._short(len(live))
         if ahead.low:
             waking = [p for p in live if p.paused and len(p.queue) <= short]
             if waking:
@@ -392,11 +392,17 @@ class KafkaReader:
         if not ahead.low:
             self._pause_many([p for p in live if len(p.queue) > short and not p.paused], True)
 
+    def _short(self, partitions: int) -> int:
+        """The records below which a partition is short: half its share of the target, and at
+        most half of ``queue_records``, the cap at which a partition is paused whatever the
+        bytes (without it, many small records resumed a partition at its cap at once)."""
+        return min(self.read_ahead.share(partitions), self.settings.queue_records) // 2
+
     def _wake(self, part: Partition) -> None:
         """``part`` was found empty and paused at its turn: resume it, and with it every paused
         partition at half its share or less, whose turn comes soon too, so that one fetch
         round serves them all."""
-        short = self.read_ahead.share(len(self.parts)) // 2
+        short = self._short(len(self.parts))
         self._pause_many([p for p in self.parts if p.paused and not p.fetch_done and p.cold_until is None
                           and (p is part or len(p.queue) <= short)], False)
 
