@@ -180,6 +180,7 @@ def test_tiered_bad_input_is_one_sentence(kafka: ConnectionSettings, topic: str,
         kafeed.KafkaTokenDataset(topic, **options(kafka, tmp_path, mode="group", group="g"))
 
 
+@pytest.mark.slow  # timing-dependent until the reader drops what arrives after its pause (see below)
 def test_tiered_read_goes_back_to_the_table_when_retention_overtakes_it(
         kafka: ConnectionSettings, topic: str, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     for round_ in range(8):  # one record batch per round and partition
