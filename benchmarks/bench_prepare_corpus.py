@@ -148,6 +148,8 @@ def datatrove_run(records: list[tuple[str, str]], work: Path, tokenizer: Path, *
 
 def prepare_child(spec: dict[str, Any]) -> None:
     """One prepare process (``--child``): runs until caught up, prints its span and counts as JSON."""
+    if spec.get("cores"):
+        os.sched_setaffinity(0, spec["cores"])
     from kafeed.prepare.processor import GlobalPrepare
 
     settings = PrepareSettings(
@@ -191,15 +193,25 @@ def group_members(conn: ConnectionSettings, groups: list[str]) -> int:
 
 def prepare_processes(conn: ConnectionSettings, records: list[tuple[str, str]], *, name: str,
                       processes: int, partitions: int, batch_size: int, near: bool = False,
-                      src: str | None = None) -> dict[str, Any]:
-    """``processes`` prepare processes in one group over a fresh topic written once they joined."""
+                      src: str | None = None, cores_per_process: int | None = None) -> dict[str, Any]:
+    """``processes`` prepare processes in one group over a fresh topic written once they joined.
+
+    With ``cores_per_process`` K, process i runs on cores iK .. iK+K-1 only (modulo the
+    host's), with K tokenizer threads.
+    """
     topic, group = f"raw-{name}", f"bench-{name}"
     TopicAdmin(conn).create(plan_topic(topic, brokers=1, partitions=partitions, compression="lz4"))
     spec = {"bootstrap": conn.bootstrap, "input": topic, "output": f"tokens-{name}", "group": group,
             "idle_s": 15.0, "near": near, "batch_size": batch_size}
     env = os.environ | {"PYTHONPATH": os.path.abspath(src or "src")}
-    children = [subprocess.Popen([sys.executable, __file__, "--child", json.dumps(spec)], env=env,
-                                 stdout=subprocess.PIPE, text=True) for _ in range(processes)]
+    specs = [spec] * processes
+    if cores_per_process:
+        env |= {"RAYON_RS_NUM_CPUS": str(cores_per_process), "RAYON_NUM_THREADS": str(cores_per_process)}
+        host = os.cpu_count() or 1
+        specs = [spec | {"cores": [(i * cores_per_process + c) % host for c in range(cores_per_process)]}
+                 for i in range(processes)]
+    children = [subprocess.Popen([sys.executable, __file__, "--child", json.dumps(s)], env=env,
+                                 stdout=subprocess.PIPE, text=True) for s in specs]
     try:
         deadline = time.monotonic() + 60
         while group_members(conn, [group, f"{group}.dedup"]) < min(processes, partitions):
@@ -236,6 +248,9 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--near", action="store_true", help="also run prepare with --near-dedup")
     ap.add_argument("--processes", type=int, default=2, help="prepare processes in one group, beside one")
+    ap.add_argument("--cores-per-process", type=int,
+                    help="pin the prepare runs: each process on its own K cores, K tokenizer threads "
+                         "(scaling with cores: --processes N against one process, both pinned)")
     ap.add_argument("--before-src", help="another checkout's src/: its prepare runs too, one process")
     ap.add_argument("--no-datatrove", action="store_true")
     ap.add_argument("--datatrove-docs", type=int, help="datatrove on the first N records only")
@@ -270,7 +285,8 @@ def main() -> None:
                 for name, n, near, src in runs:
                     row[name] = prepare_processes(
                         conn, records, name=f"{name}-{r}", processes=n, partitions=args.partitions,
-                        batch_size=args.batch_size, near=near, src=src)
+                        batch_size=args.batch_size, near=near, src=src,
+                        cores_per_process=args.cores_per_process)
                 # The tokenizer alone is timed before and after the prepare runs (the sum of
                 # both), so a change of the host's load during the round weighs on both sides.
                 after = tokenizer_alone(normalized, tok_settings, 500)
