@@ -101,6 +101,7 @@ class MixtureStream:
         per_topic: dict[str, int] = {}
         stamps: list[int] = []
         sources: dict[str, int] = {}
+        window = self.window
         while len(order) < batch_size and not self.ended:
             picks = self.schedule.pick(batch_size - len(order), self.dry)
             if not picks:
@@ -111,18 +112,17 @@ class MixtureStream:
                 if not wanted:
                     continue
                 ahead = self.ahead[name]
-                taken = got[name] = ahead.take(wanted, self._block(name, batch_size))
-                drained_topics, drained_stamps = ahead.last_delivered
-                for topic, count in drained_topics.items():
+                taken = ahead.take(wanted, self._block(name, batch_size))
+                topics, drained = ahead.last_delivered
+                for topic, count in topics.items():
                     per_topic[topic] = per_topic.get(topic, 0) + count
-                stamps.extend(drained_stamps)
-                sources[name] = sources.get(name, 0) + len(taken) * self.window
+                stamps += drained
+                sources[name] = sources.get(name, 0) + len(taken) * window
                 if len(taken) < wanted:
                     self.dry.append(name)
-            # The schedule's order, less the rows a dry source did not have.
-            for taken in got.values():
                 taken.reverse()
-            for name in picks:
+                got[name] = taken
+            for name in picks:  # the schedule's order, less the rows a dry source did not have
                 taken = got[name]
                 if taken:
                     order.append(taken.pop())
