@@ -128,6 +128,15 @@ class TokenPacker:
             spans.append((ref, pos, emitted, pos + remaining))
             if emitted == 0:
                 firsts.append(window - room)
+            if remaining < room and remaining <= need:  # the rest of it ends inside this window
+                if emitted < length:
+                    pieces.append(tokens[emitted:] if emitted else tokens)
+                pieces.append(eos)
+                room -= remaining
+                segments.popleft()
+                pos += remaining
+                need -= remaining
+                continue
             take = remaining if remaining <= need else need
             a, b = emitted, emitted + take  # of the document's tokens, its EOS at index length
             while a < b:
