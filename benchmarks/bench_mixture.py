@@ -6,7 +6,9 @@ documents again into one 6-partition topic, then reads ``--read`` of the tokens 
 StreamLoader (num_workers=0, seq_len 2048, batch 8): once from the single topic, once as
 ``Mixture({"web": 0.6, "code": 0.3, "books": 0.1})``, interleaved ``--repeat`` times; best
 of each is kept (the machine may be shared). Rates count from the first batch; the time to
-it (one consumer to open per source) is printed apart.
+it (one consumer to open per source) is printed apart. ``--baseline-src`` (another commit's
+``src/``) reads the mixture with that kafeed too, side by side; every read then runs in a
+process of its own, these included.
 
     PYTHONPATH=src python benchmarks/bench_mixture.py --tokens 60e6 --read 40e6
 """
@@ -14,6 +16,10 @@ it (one consumer to open per source) is printed apart.
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -67,13 +73,36 @@ def read(loader_of: object, tokens: int) -> tuple[float, float]:
     return seen / (time.perf_counter() - first), first - t0
 
 
+def dataset(name: str, conn: ConnectionSettings) -> object:
+    import kafeed
+
+    if name == "single":
+        return kafeed.KafkaTokenDataset("all", seq_len=2048, eos_id=0, connection=conn)
+    return kafeed.Mixture(SHARES, seq_len=2048, eos_id=0, connection=conn)
+
+
+def read_apart(name: str, bootstrap: str, tokens: int, src: str | None) -> tuple[float, float]:
+    """:func:`read` in a process of its own, with the kafeed of ``src`` (default: this one)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(([src] if src else []) + sys.path)}
+    out = subprocess.run([sys.executable, __file__, "--reader", name, bootstrap, str(tokens)],
+                         capture_output=True, text=True, env=env, check=True).stdout
+    rate, start = json.loads(out.strip().splitlines()[-1])
+    return float(rate), float(start)
+
+
 def main() -> int:
+    if sys.argv[1:2] == ["--reader"]:
+        name, bootstrap, tokens = sys.argv[2], sys.argv[3], int(sys.argv[4])
+        print(json.dumps(read(dataset(name, ConnectionSettings(bootstrap=bootstrap)), tokens)))
+        return 0
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tokens", type=float, default=60e6)
     ap.add_argument("--read", type=float, default=40e6,
                     help="tokens read per run (at most what the books share allows: --tokens)")
     ap.add_argument("--doc-tokens", type=int, default=1024)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--baseline-src", default=None,
+                    help="also read the mixture with the kafeed of this source tree (another commit's src/)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="kafeed-mix-") as tmp:
         cluster = LocalCluster(Path(tmp) / "kafka", nodes=1, port=free_port_block(2), heap_mb=1024)
@@ -85,20 +114,25 @@ def main() -> int:
                 admin.create(plan_topic(name, brokers=1, partitions=2, compression="none"))
             admin.create(plan_topic("all", brokers=1, partitions=6, compression="none"))
             produce(conn, int(args.tokens), args.doc_tokens)
-            import kafeed
-
-            best = {"single": 0.0, "mixture": 0.0}
-            starts: dict[str, list[float]] = {"single": [], "mixture": []}
+            runs = ["single", "mixture"] + (["mixture (baseline)"] if args.baseline_src else [])
+            best = dict.fromkeys(runs, 0.0)
+            starts: dict[str, list[float]] = {name: [] for name in runs}
             for _ in range(args.repeat):
-                single = kafeed.KafkaTokenDataset("all", seq_len=2048, eos_id=0, connection=conn)
-                mix = kafeed.Mixture(SHARES, seq_len=2048, eos_id=0, connection=conn)
-                for name, dataset in (("single", single), ("mixture", mix)):
-                    rate, start = read(dataset, int(args.read))
+                for name in runs:
+                    kind = name.split()[0]
+                    if args.baseline_src:
+                        src = args.baseline_src if name.endswith("(baseline)") else None
+                        rate, start = read_apart(kind, cluster.bootstrap, int(args.read), src)
+                    else:
+                        rate, start = read(dataset(kind, conn), int(args.read))
                     best[name] = max(best[name], rate)
                     starts[name].append(round(start, 2))
-                print({k: f"{v / 1e6:.1f}M tokens/s" for k, v in best.items()}, flush=True)
+                print({k: f"{v / 1e6:.1f}M tokens/s" for k, v in best.items()},
+                      f"load average {os.getloadavg()[0]:.1f}", flush=True)
             print(f"mixture / single topic: {best['mixture'] / best['single']:.2f}x "
                   f"(after the first batch; seconds to the first batch: {starts})")
+            if args.baseline_src:
+                print(f"baseline mixture / single topic: {best['mixture (baseline)'] / best['single']:.2f}x")
         finally:
             cluster.stop()
     return 0
