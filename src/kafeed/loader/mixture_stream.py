@@ -4,7 +4,8 @@
 DataLoader worker or the main process) and knows nothing about torch. Each batch it asks
 the schedule (kafeed.loader.mixing.MixSchedule) which source each of its rows comes
 from, takes that many windows of each source from a block cut ahead of the batches
-(kafeed.loader.windows_ahead: some ``AHEAD`` batches' worth of the source's share), and
+(kafeed.loader.windows_ahead: its share of ``AHEAD`` batches; of one batch in an unbounded
+run, so that at the end of the log no batch waits for records it does not need), and
 copies them into the batch in the schedule's order. A bounded source that runs short is
 *dry*: with ``on_dry="end"`` the mixture ends (the short batch is handed out first); with
 ``"drop"`` the missing rows are picked again from the remaining sources, whose weights
@@ -43,6 +44,7 @@ class MixtureStream:
         self.eos = first.eos
         self.boundaries = first.return_boundaries
         self.drop_last = first.drop_last
+        self.ahead_batches = AHEAD if first.bounded else 1
         self.on_dry = on_dry
         self.index = topo.index
         self.names = sorted(sources)
@@ -88,11 +90,12 @@ class MixtureStream:
 
     # -- batches ---------------------------------------------------------------------------
     def _block(self, name: str, batch_size: int) -> int:
-        """Windows cut at once from ``name``: its share of ``AHEAD`` batches."""
+        """Windows cut at once from ``name``: its share of ``ahead_batches`` batches."""
         block = self.blocks.get((name, batch_size))
         if block is None:
             share = self.weights.get(name, 0.0) / sum(self.weights.values())
-            block = self.blocks[(name, batch_size)] = max(1, math.ceil(share * batch_size * AHEAD))
+            block = max(1, math.ceil(share * batch_size * self.ahead_batches))
+            self.blocks[(name, batch_size)] = block
         return block
 
     def next_batch(self, batch_size: int) -> Batch | None:
