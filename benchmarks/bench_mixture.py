@@ -5,8 +5,11 @@ over three topics (web 60 %, code 30 %, books 10 %, 2 partitions each) and the s
 documents again into one 6-partition topic, then reads ``--read`` of the tokens with
 StreamLoader (num_workers=0, seq_len 2048, batch 8): once from the single topic, once as
 ``Mixture({"web": 0.6, "code": 0.3, "books": 0.1})``, interleaved ``--repeat`` times; best
-of each is kept (the machine may be shared). Rates count from the first batch; the time to
-it (one consumer to open per source) is printed apart.
+of each is kept (the machine may be shared). Rates count from the first batch, in tokens per
+second and per CPU second of the reading process; the time to the first batch (one consumer
+to open per source) is printed apart. ``--baseline-src`` (another commit's
+``src/``) reads the mixture with that kafeed too, side by side; every read then runs in a
+process of its own, these included.
 
     PYTHONPATH=src python benchmarks/bench_mixture.py --tokens 60e6 --read 40e6
 """
@@ -14,6 +17,10 @@ it (one consumer to open per source) is printed apart.
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -47,33 +54,60 @@ def produce(conn: ConnectionSettings, tokens: int, doc_tokens: int) -> None:
     producer.flush(120)
 
 
-def read(loader_of: object, tokens: int) -> tuple[float, float]:
-    """(tokens/s after the first batch, seconds to the first batch): opening one consumer per
-    source is a fixed cost per run, apart from the rate."""
+def read(loader_of: object, tokens: int) -> tuple[float, float, float]:
+    """(tokens/s after the first batch, seconds to the first batch, tokens per CPU second of
+    the process after the first batch: every thread, librdkafka's included): opening one
+    consumer per source is a fixed cost per run, apart from the rates. On a shared machine
+    the CPU rate moves less with the load than the wall-clock one."""
     import kafeed
 
     loader = kafeed.StreamLoader(loader_of, batch_size=8)  # type: ignore[arg-type]
     seen = 0
     t0 = time.perf_counter()
     first: float | None = None
+    cpu = 0.0
     for batch in loader:
         if first is None:
             first = time.perf_counter()
+            cpu = time.process_time()
         else:
             seen += batch["tokens"].numel()
         if seen >= tokens:
             break
     assert first is not None
-    return seen / (time.perf_counter() - first), first - t0
+    return seen / (time.perf_counter() - first), first - t0, seen / (time.process_time() - cpu)
+
+
+def dataset(name: str, conn: ConnectionSettings) -> object:
+    import kafeed
+
+    if name == "single":
+        return kafeed.KafkaTokenDataset("all", seq_len=2048, eos_id=0, connection=conn)
+    return kafeed.Mixture(SHARES, seq_len=2048, eos_id=0, connection=conn)
+
+
+def read_apart(name: str, bootstrap: str, tokens: int, src: str | None) -> tuple[float, float, float]:
+    """:func:`read` in a process of its own, with the kafeed of ``src`` (default: this one)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(([src] if src else []) + sys.path)}
+    out = subprocess.run([sys.executable, __file__, "--reader", name, bootstrap, str(tokens)],
+                         capture_output=True, text=True, env=env, check=True).stdout
+    rate, start, cpu_rate = json.loads(out.strip().splitlines()[-1])
+    return float(rate), float(start), float(cpu_rate)
 
 
 def main() -> int:
+    if sys.argv[1:2] == ["--reader"]:
+        name, bootstrap, tokens = sys.argv[2], sys.argv[3], int(sys.argv[4])
+        print(json.dumps(read(dataset(name, ConnectionSettings(bootstrap=bootstrap)), tokens)))
+        return 0
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tokens", type=float, default=60e6)
     ap.add_argument("--read", type=float, default=40e6,
                     help="tokens read per run (at most what the books share allows: --tokens)")
     ap.add_argument("--doc-tokens", type=int, default=1024)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--baseline-src", default=None,
+                    help="also read the mixture with the kafeed of this source tree (another commit's src/)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="kafeed-mix-") as tmp:
         cluster = LocalCluster(Path(tmp) / "kafka", nodes=1, port=free_port_block(2), heap_mb=1024)
@@ -85,20 +119,28 @@ def main() -> int:
                 admin.create(plan_topic(name, brokers=1, partitions=2, compression="none"))
             admin.create(plan_topic("all", brokers=1, partitions=6, compression="none"))
             produce(conn, int(args.tokens), args.doc_tokens)
-            import kafeed
-
-            best = {"single": 0.0, "mixture": 0.0}
-            starts: dict[str, list[float]] = {"single": [], "mixture": []}
+            runs = ["single", "mixture"] + (["mixture (baseline)"] if args.baseline_src else [])
+            best = dict.fromkeys(runs, 0.0)
+            best_cpu = dict.fromkeys(runs, 0.0)
+            starts: dict[str, list[float]] = {name: [] for name in runs}
             for _ in range(args.repeat):
-                single = kafeed.KafkaTokenDataset("all", seq_len=2048, eos_id=0, connection=conn)
-                mix = kafeed.Mixture(SHARES, seq_len=2048, eos_id=0, connection=conn)
-                for name, dataset in (("single", single), ("mixture", mix)):
-                    rate, start = read(dataset, int(args.read))
+                for name in runs:
+                    kind = name.split()[0]
+                    if args.baseline_src:
+                        src = args.baseline_src if name.endswith("(baseline)") else None
+                        rate, start, cpu_rate = read_apart(kind, cluster.bootstrap, int(args.read), src)
+                    else:
+                        rate, start, cpu_rate = read(dataset(kind, conn), int(args.read))
                     best[name] = max(best[name], rate)
+                    best_cpu[name] = max(best_cpu[name], cpu_rate)
                     starts[name].append(round(start, 2))
-                print({k: f"{v / 1e6:.1f}M tokens/s" for k, v in best.items()}, flush=True)
-            print(f"mixture / single topic: {best['mixture'] / best['single']:.2f}x "
-                  f"(after the first batch; seconds to the first batch: {starts})")
+                print({k: f"{v / 1e6:.1f}M tokens/s" for k, v in best.items()},
+                      {k: f"{v / 1e6:.1f}M tokens/CPU-s" for k, v in best_cpu.items()},
+                      f"load average {os.getloadavg()[0]:.1f}", flush=True)
+            for name in runs[1:]:
+                print(f"{name} / single topic: {best[name] / best['single']:.2f}x, "
+                      f"per CPU second {best_cpu[name] / best_cpu['single']:.2f}x")
+            print(f"(after the first batch; seconds to the first batch: {starts})")
         finally:
             cluster.stop()
     return 0

@@ -74,6 +74,33 @@ def test_packer_start_skips_emitted_tokens() -> None:
         packer.push(("t:0", 6), np.array([1], dtype=np.uint16), start=2)
 
 
+@pytest.mark.parametrize("window,seed", [(17, 1), (4, 2), (64, 3)])
+def test_pop_windows_cuts_what_pop_cuts_uncopied(window: int, seed: int) -> None:
+    docs = _docs(150, seed=seed)
+    whole, ahead = TokenPacker(window=window, eos_id=EOS), TokenPacker(window=window, eos_id=EOS)
+    for ref, toks in docs.items():
+        whole.push(ref, toks)
+        ahead.push(ref, toks)
+    cut = 0
+    for windows_per_cut in [3, 1, 5, 2] * 100:
+        count = min(windows_per_cut * window, whole.available)
+        if not count:
+            break
+        out, starts, finished = whole.pop(count, boundaries=True)
+        spans: list[Any] = []
+        windows = ahead.pop_windows(count, spans)
+        assert starts is not None and all(sum(map(len, w)) == window for w, _ in windows[:-1])
+        assert np.array_equal(np.concatenate([p for w, _ in windows for p in w], dtype=np.int64), out)
+        at = [i * window + f for i, (_, firsts) in enumerate(windows) for f in firsts]
+        assert np.flatnonzero(starts).tolist() == at
+        # Spans name every document touched; those ending inside the cut are pop's finished.
+        assert [ref for ref, _, _, end in spans if end <= count] == finished
+        assert all(spans[i + 1][1] == spans[i][3] for i in range(len(spans) - 1))
+        cut += count
+    assert cut == sum(len(t) + 1 for t in docs.values())
+    assert ahead.state_dict() == whole.state_dict()
+
+
 def _packer_case(docs: dict[tuple[str, int], np.ndarray]) -> Stateful[Any]:
     keys = list(docs)
 

@@ -102,19 +102,21 @@ class MixSchedule:
         active = [s for s in self.names if self.weights[s] > 0 and s not in dry]
         if not active:
             return []
-        credits = self.credits
         weights = [self.weights[s] for s in active]
         total = sum(weights)
+        credits = [self.credits[s] for s in active]
+        sources = range(len(active))
         picks: list[str] = []
-        for _ in range(count):
-            best, best_credit = active[0], -math.inf
-            for name, weight in zip(active, weights, strict=True):
-                credit = credits[name] + weight
-                credits[name] = credit
+        for _ in range(count):  # a window at a time, on plain lists: this runs every batch
+            best, best_credit = 0, -math.inf
+            for i in sources:
+                credit = credits[i] + weights[i]
+                credits[i] = credit
                 if credit > best_credit:  # ties go to the first name: deterministic
-                    best, best_credit = name, credit
+                    best, best_credit = i, credit
             credits[best] -= total
-            picks.append(best)
+            picks.append(active[best])
+        self.credits.update(zip(active, credits, strict=True))
         return picks
 
     def state_dict(self) -> dict[str, Any]:

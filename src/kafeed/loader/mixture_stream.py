@@ -3,16 +3,19 @@
 :class:`MixtureStream` runs where a :class:`kafeed.loader.stream.TokenStream` would (a
 DataLoader worker or the main process) and knows nothing about torch. Each batch it asks
 the schedule (kafeed.loader.mixing.MixSchedule) which source each of its rows comes
-from, takes that many windows from each source's stream in one call, and places them in
-the schedule's order. A bounded source that runs short is *dry*: with ``on_dry="end"``
-the mixture ends (the short batch is handed out first); with ``"drop"`` the missing rows
-are picked again from the remaining sources, whose weights then share its part.
+from, takes that many windows of each source from a block cut ahead of the batches
+(kafeed.loader.windows_ahead: its share of ``AHEAD`` batches; of one batch in an unbounded
+run, so that at the end of the log no batch waits for records it does not need), and
+copies them into the batch in the schedule's order. A bounded source that runs short is
+*dry*: with ``on_dry="end"`` the mixture ends (the short batch is handed out first); with
+``"drop"`` the missing rows are picked again from the remaining sources, whose weights
+then share its part.
 """
 
 from __future__ import annotations
 
+import math
 import threading
-from collections import Counter
 from collections.abc import Mapping
 from typing import Any, cast
 
@@ -20,11 +23,14 @@ import numpy as np
 
 from kafeed.loader.mixing import MixSchedule, OnDry, source_state
 from kafeed.loader.opening import Topology, open_stream
+from kafeed.loader.packing import Window
 from kafeed.loader.parent import ParentWatch
 from kafeed.loader.settings import LoaderSettings
 from kafeed.loader.stream import TokenStream
+from kafeed.loader.windows_ahead import WindowsAhead
 
 Batch = dict[str, Any]
+AHEAD = 8  # batches' worth of its share that a source cuts at once (kafeed.loader.windows_ahead)
 
 
 class MixtureStream:
@@ -38,9 +44,12 @@ class MixtureStream:
         self.eos = first.eos
         self.boundaries = first.return_boundaries
         self.drop_last = first.drop_last
+        self.ahead_batches = AHEAD if first.bounded else 1
         self.on_dry = on_dry
         self.index = topo.index
         self.names = sorted(sources)
+        self.weights = {name: weight for name, weight in weights.items() if weight > 0}
+        self.blocks: dict[tuple[str, int], int] = {}
         self.schedule = MixSchedule(weights, seed=first.seed, index=topo.index)
         self.tokens = dict.fromkeys(self.names, 0)
         self.dry: list[str] = []
@@ -57,6 +66,9 @@ class MixtureStream:
             self.close()
             raise
         self._resume_mix(saved, topo)
+        # Blocks line up with the windows each source handed out, as counted in the state.
+        self.ahead = {name: WindowsAhead(self.streams[name], handed=self.tokens[name] // self.window)
+                      for name in self.names}
 
     def _resume_mix(self, saved: dict[str, Any] | None, topo: Topology) -> None:
         if saved is None or not saved["readers"]:
@@ -77,59 +89,64 @@ class MixtureStream:
         return self.on_dry == "end" and bool(self.dry)
 
     # -- batches ---------------------------------------------------------------------------
+    def _block(self, name: str, batch_size: int) -> int:
+        """Windows cut at once from ``name``: its share of ``ahead_batches`` batches."""
+        block = self.blocks.get((name, batch_size))
+        if block is None:
+            share = self.weights.get(name, 0.0) / sum(self.weights.values())
+            block = max(1, math.ceil(share * batch_size * self.ahead_batches))
+            self.blocks[(name, batch_size)] = block
+        return block
+
     def next_batch(self, batch_size: int) -> Batch | None:
         """Up to ``batch_size`` windows; ``None`` once the mixture has ended."""
-        order: list[str] = []
-        rows: dict[str, list[Batch]] = {name: [] for name in self.names}
+        order: list[Window] = []
         per_topic: dict[str, int] = {}
         stamps: list[int] = []
+        sources: dict[str, int] = {}
+        window = self.window
         while len(order) < batch_size and not self.ended:
             picks = self.schedule.pick(batch_size - len(order), self.dry)
             if not picks:
                 break
-            wanted = Counter(picks)
-            got: dict[str, int] = {}
-            for name in self.names:
-                if not wanted[name]:
+            got: dict[str, list[Window]] = {}
+            for name in self.names:  # in name order: a source found dry joins the list in it
+                wanted = picks.count(name)
+                if not wanted:
                     continue
-                batch = self.streams[name].next_batch(wanted[name])
-                got[name] = 0 if batch is None else len(batch["tokens"])
-                if batch is not None:
-                    rows[name].append(batch)
-                    drained_topics, drained_stamps = self.streams[name].last_delivered
-                    for topic, count in drained_topics.items():
-                        per_topic[topic] = per_topic.get(topic, 0) + count
-                    stamps.extend(drained_stamps)
-                if got[name] < wanted[name]:
+                ahead = self.ahead[name]
+                taken = ahead.take(wanted, self._block(name, batch_size))
+                topics, drained = ahead.last_delivered
+                for topic, count in topics.items():
+                    per_topic[topic] = per_topic.get(topic, 0) + count
+                stamps += drained
+                sources[name] = sources.get(name, 0) + len(taken) * window
+                if len(taken) < wanted:
                     self.dry.append(name)
+                taken.reverse()
+                got[name] = taken
             for name in picks:  # the schedule's order, less the rows a dry source did not have
-                if got[name]:
-                    got[name] -= 1
-                    order.append(name)
+                taken = got[name]
+                if taken:
+                    order.append(taken.pop())
         if not order or (self.drop_last and len(order) < batch_size):
             return None
         self.last_delivered = (per_topic, stamps)
-        return self._assemble(order, rows)
-
-    def _assemble(self, order: list[str], rows: dict[str, list[Batch]]) -> Batch:
-        """One (n, window) array with each source's rows where the schedule put them."""
-        where = np.array([self.names.index(name) for name in order])
-        tokens = np.empty((len(order), self.window), dtype=np.int64)
-        starts = np.empty((len(order), self.window), dtype=np.bool_) if self.boundaries else None
-        self.last_sources = {}
-        for i, name in enumerate(self.names):
-            if not rows[name]:
-                continue
-            mine = np.flatnonzero(where == i)
-            parts = [b["tokens"] for b in rows[name]]
-            tokens[mine] = parts[0] if len(parts) == 1 else np.concatenate(parts)
-            if starts is not None:
-                starts[mine] = np.concatenate([b["doc_start"] for b in rows[name]])
-            delivered = len(mine) * self.window
+        self.last_sources = sources
+        for name, delivered in sources.items():
             self.tokens[name] += delivered
-            self.last_sources[name] = delivered
+        return self._assemble(order)
+
+    def _assemble(self, order: list[Window]) -> Batch:
+        """One (n, window) array of the windows in order: the one copy of the batch's tokens."""
+        tokens = np.empty((len(order), self.window), dtype=np.int64)
+        np.concatenate([piece for pieces, _ in order for piece in pieces], out=tokens.reshape(-1))
         batch: Batch = {"tokens": tokens}
-        if starts is not None:
+        if self.boundaries:
+            starts = np.zeros((len(order), self.window), dtype=np.bool_)
+            window = self.window
+            at = [row * window + first for row, (_, firsts) in enumerate(order) for first in firsts]
+            starts.reshape(-1)[at] = True
             batch["doc_start"] = starts
         return batch
 
@@ -138,7 +155,7 @@ class MixtureStream:
         """This reader's mixture entry (kafeed.loader.mixing), as of the last batch returned."""
         return {
             "index": self.index,
-            "sources": {name: self.streams[name].state_dict() for name in self.names},
+            "sources": {name: self.ahead[name].state_dict() for name in self.names},
             "mix": {**self.schedule.state_dict(), "tokens": dict(self.tokens), "dry": list(self.dry)},
         }
 

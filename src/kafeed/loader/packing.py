@@ -23,6 +23,11 @@ from kafeed.loader.state import check_version, require_keys
 
 Ref = tuple[str, int]
 Tokens = npt.NDArray[np.integer[Any]]
+# A document that pop_windows cut: (ref, where its tokens begin in the tokens cut, tokens of
+# it emitted before, where its end-of-document token falls: past the cut when unfinished).
+Span = tuple[Ref, int, int, int]
+# One window, uncopied: the views that make it, in order, and where documents begin in it.
+Window = tuple[list[Tokens], list[int]]
 STATE_VERSION = 1
 STATE_KEYS = ("version", "carry")
 
@@ -99,6 +104,64 @@ class TokenPacker:
             starts = np.zeros(count, dtype=np.bool_)
             starts[firsts] = True
         return out, starts, finished
+
+    def pop_windows(self, count: int, spans: list[Span]) -> list[Window]:
+        """Cut ``count`` tokens as :meth:`pop` would, but copy none: per window (the last
+        may be short) the views that make it. Nothing is reported finished; ``spans`` gets
+        every document touched, in order, for the caller to deliver as it hands windows out."""
+        if count > self._available:
+            raise ValueError(f"asked for {count} tokens, {self._available} available")
+        window = self.window
+        eos = self._eos
+        segments = self._segments
+        windows: list[Window] = []
+        pieces: list[Tokens] = []
+        firsts: list[int] = []
+        room = window  # tokens still to place in the current window
+        pos = 0
+        need = count
+        while need:
+            seg = segments[0]
+            ref, tokens, emitted = seg
+            length = len(tokens)
+            remaining = length + 1 - emitted
+            spans.append((ref, pos, emitted, pos + remaining))
+            if emitted == 0:
+                firsts.append(window - room)
+            if remaining < room and remaining <= need:  # the rest of it ends inside this window
+                if emitted < length:
+                    pieces.append(tokens[emitted:] if emitted else tokens)
+                pieces.append(eos)
+                room -= remaining
+                segments.popleft()
+                pos += remaining
+                need -= remaining
+                continue
+            take = remaining if remaining <= need else need
+            a, b = emitted, emitted + take  # of the document's tokens, its EOS at index length
+            while a < b:
+                end = b if b - a < room else a + room
+                if end > length:
+                    if a < length:
+                        pieces.append(tokens[a:length])
+                    pieces.append(eos)
+                else:
+                    pieces.append(tokens[a:end])
+                room -= end - a
+                a = end
+                if not room:
+                    windows.append((pieces, firsts))
+                    pieces, firsts, room = [], [], window
+            if take == remaining:
+                segments.popleft()
+            else:
+                seg[2] = b
+            pos += take
+            need -= take
+        if pieces:
+            windows.append((pieces, firsts))
+        self._available -= count
+        return windows
 
     def state_dict(self) -> dict[str, Any]:
         """``{"version", "carry": [[key, offset, emitted], ...]}``, oldest first."""

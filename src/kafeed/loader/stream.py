@@ -19,7 +19,7 @@ import numpy.typing as npt
 
 from kafeed.errors import ResumeMismatch
 from kafeed.loader.packing import STATE_VERSION as PACKER_VERSION
-from kafeed.loader.packing import TokenPacker
+from kafeed.loader.packing import Span, TokenPacker, Window
 from kafeed.loader.reader import STATE_VERSION as READER_VERSION
 from kafeed.loader.reader import Item, KafkaReader, Ref
 from kafeed.loader.settings import LoaderSettings
@@ -190,6 +190,47 @@ class TokenStream(_Stream):
         """Up to ``batch_size`` windows; ``None`` once a bounded stream is used up. With
         ``max_wait_s`` (unbounded), fewer whole windows once that long has passed since
         the batch's first token was there."""
+        filled = self._fill(batch_size)
+        if filled is None:
+            return None
+        count, pad = filled
+        window = self.settings.window
+        tokens, starts, finished = self.packer.pop(count, boundaries=self.settings.return_boundaries)
+        self.reader.delivered_many(finished)
+        self.last_delivered = self.reader.drain_delivered()
+        if pad:
+            tokens = np.concatenate([tokens, np.full(pad, self.settings.eos, dtype=np.int64)])
+            if starts is not None:
+                starts = np.concatenate([starts, np.zeros(pad, dtype=np.bool_)])
+        batch: Batch = {"tokens": tokens.reshape(-1, window)}
+        if starts is not None:
+            batch["doc_start"] = starts.reshape(-1, window)
+        return batch
+
+    def cut_ahead(self, count: int, spans: list[Span]) -> list[Window] | None:
+        """Up to ``count`` windows as :meth:`next_batch` would cut them, uncopied
+        (kafeed.loader.packing.Window), none of their records delivered: ``spans`` gets the
+        documents they hold, for the caller to :meth:`deliver` as it hands the windows out
+        (kafeed.loader.windows_ahead). ``None`` once a bounded stream is used up."""
+        filled = self._fill(count)
+        if filled is None:
+            return None
+        tokens, pad = filled
+        windows = self.packer.pop_windows(tokens, spans)
+        if pad:
+            windows[-1][0].append(np.full(pad, self.settings.eos, dtype=np.int64))
+        return windows
+
+    def deliver(self, refs: list[Ref]) -> tuple[dict[str, int], list[int]]:
+        """Mark records whose last token was handed out; returns what was delivered since
+        the last drain (records per topic, their Kafka timestamps)."""
+        self.reader.delivered_many(refs)
+        return self.reader.drain_delivered()
+
+    def _fill(self, batch_size: int) -> tuple[int, int] | None:
+        """Read until the packer holds ``batch_size`` windows or the stream ends (or, with
+        ``max_wait_s``, the wait is over): (tokens to cut, end-of-document tokens to pad the
+        last window with), ``None`` when there is nothing to cut."""
         window = self.settings.window
         need = batch_size * window
         packer = self.packer
@@ -229,19 +270,7 @@ class TokenStream(_Stream):
                 count = whole
             else:
                 pad = window - count % window
-        if count == 0:
-            return None
-        tokens, starts, finished = packer.pop(count, boundaries=self.settings.return_boundaries)
-        self.reader.delivered_many(finished)
-        self.last_delivered = self.reader.drain_delivered()
-        if pad:
-            tokens = np.concatenate([tokens, np.full(pad, self.settings.eos, dtype=np.int64)])
-            if starts is not None:
-                starts = np.concatenate([starts, np.zeros(pad, dtype=np.bool_)])
-        batch: Batch = {"tokens": tokens.reshape(-1, window)}
-        if starts is not None:
-            batch["doc_start"] = starts.reshape(-1, window)
-        return batch
+        return (count, pad) if count else None
 
 
 class SampleStream(_Stream):
