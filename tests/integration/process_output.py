@@ -40,6 +40,13 @@ class StderrLines:
                 assert left > 0, f"no {text!r} within {timeout} s:\n" + "".join(self.lines)[-3000:]
                 self._cond.wait(left)
 
+    def close(self, timeout: float = 30) -> str:
+        """Everything the process printed on stderr, once it has exited (the pipe read out and closed)."""
+        self._thread.join(timeout=timeout)
+        assert self.proc.stderr is not None
+        self.proc.stderr.close()
+        return "".join(self.lines)
+
     def finish(self, timeout: float = 180) -> tuple[str, str]:
         """(stdout, stderr) once the process has exited. A process still running after
         ``timeout`` is sent SIGABRT, so faulthandler prints where each thread was stuck."""

@@ -46,21 +46,21 @@ def test_first_matching_rule_wins_and_every_record_is_counted_once() -> None:
         Record("raw", 0, 8, None, b"\x0a\xff\xff", ()),          # no sample at all: decode
     ]
     batch = router.run(records)
-    where = {int(o.key.decode()[1:]): o.topic for o in batch.outputs if o.key}
+    where = {int(o.key.decode()[1:]): o.topic for o in batch.all_outputs() if o.key}
     assert where == {1: "code", 2: "en.wiki", 3: "en", 4: "tagged", 5: "other", 6: "pos"}
     assert batch.dropped == 1
     assert sorted(d.kind for d in batch.dead_letters) == ["decode", "encoding"]
     assert dict(batch.by_rule) == {"short": 1, "code": 1, "wiki-en": 1, "english": 1, "tagged": 1,
                                    "default": 1, "positive": 1}
     assert sum(batch.by_rule.values()) + len(batch.dead_letters) == len(records)
-    routed = next(o for o in batch.outputs if o.topic == "tagged")
+    routed = next(o for o in batch.all_outputs() if o.topic == "tagged")
     assert routed.value == records[4].value and routed.headers == records[4].headers  # unchanged
 
 
 def test_without_a_default_the_unmatched_are_dead_letters_with_a_reason() -> None:
     router = Router(parse_rules({"rule": [{"source": "wiki", "to": "wiki"}]}))
     batch = router.run([_record(EN, 0, source="news")])
-    assert not batch.outputs
+    assert not batch.all_outputs()
     assert [(d.kind, d.reason) for d in batch.dead_letters] == [
         ("unrouted", "no rule matched and there is no default topic")]
 

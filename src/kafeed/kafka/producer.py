@@ -17,8 +17,11 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
+from operator import length_hint
 from typing import Any, TypeVar
 
 from kafeed.config import ConnectionSettings
@@ -248,6 +251,29 @@ class TransactionalProducer:
                     produce(topic, value, key, partition)
             except BufferError:
                 self.produce(topic, value, key, partition=partition, headers=list(headers) or None)
+
+    def produce_columns(self, topic: str, keys: Sequence[bytes | None], values: Sequence[bytes | None],
+                        headers: Sequence[Sequence[tuple[str, bytes | None]] | None] | None = None) -> None:
+        """Produce ``values[i]`` with ``keys[i]`` to ``topic`` (partition by key), in order.
+
+        Without headers the calls are made from C (``map``), with no Python step per
+        record; a full local queue waits for that one record as :meth:`produce` does,
+        then goes on with the next. A topic whose records have headers is produced in a Python loop.
+        """
+        if headers is not None and any(headers):
+            for key, value, have in zip(keys, values, headers, strict=True):
+                self.produce(topic, value, key, headers=list(have) if have else None)  # type: ignore[arg-type]
+            return
+        each = partial(self._p.produce, topic)
+        pending, pending_keys = iter(values), iter(keys)
+        while True:
+            try:
+                deque(map(each, pending, pending_keys), maxlen=0)
+                return
+            except BufferError:
+                # The record that did not fit was taken from both iterators; place it waiting.
+                i = len(values) - length_hint(pending) - 1
+                self.produce(topic, values[i], keys[i])
 
     def poll(self, timeout: float = 0.0) -> None:
         self._p.poll(timeout)

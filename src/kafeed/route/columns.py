@@ -17,7 +17,7 @@ import numpy.typing as npt
 from kafeed.route.language import detect_languages
 from kafeed.schema.records_pb2 import TrainingSample
 
-Headers = Sequence[tuple[str, bytes | None]]
+Headers = Sequence[tuple[str, bytes | None]] | None  # None: no headers
 Ints = npt.NDArray[np.int64]
 Bools = npt.NDArray[np.bool_]
 
@@ -75,7 +75,7 @@ class Columns:
             self._header_maps = [None] * len(self.texts)
         have = self._header_maps[i]
         if have is None:
-            have = {k: (v or b"").decode("utf-8", "replace") for k, v in self.headers[i]}
+            have = {k: (v or b"").decode("utf-8", "replace") for k, v in self.headers[i] or ()}
             self._header_maps[i] = have
         return have
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from operator import itemgetter
 
 import numpy as np
 import numpy.typing as npt
@@ -30,6 +29,7 @@ from kafeed.route.columns import Bools, Columns, Ints
 from kafeed.schema.avro import decode_raw
 from kafeed.schema.records_pb2 import TrainingSample
 from kafeed.stream import DeadLetter, Record
+from kafeed.stream.batch import HeaderList, RecordBatch
 
 # Wire format: a tag byte (field number << 3 | wire type), then a varint or a length and bytes.
 _VARINT, _LEN = 0, 2
@@ -42,7 +42,6 @@ for _field, _wire in ((_TEXT, _LEN), (_TIMESTAMP, _VARINT), (_ID, _LEN), (_SOURC
 _LEN_BYTES = 4  # lengths up to 2**28 - 1 (256 MiB); a longer one takes the per-record path
 _VARINT_BYTES = 9  # int64 timestamps need at most 9 bytes unless negative; those go to upb
 _PAD = 16  # zero bytes after the joined values, so no read runs past the buffer
-_HEADERS, _VALUE = (itemgetter(Record._fields.index(f)) for f in ("headers", "value"))
 
 
 @dataclass(frozen=True)
@@ -144,7 +143,7 @@ class ScannedColumns(Columns):
 
     __slots__ = ("_parsed", "_rows", "_scan", "_values")
 
-    def __init__(self, texts: list[str], headers: list[tuple[tuple[str, bytes], ...]], values: list[bytes],
+    def __init__(self, texts: list[str], headers: Sequence[HeaderList], values: Sequence[bytes | None],
                  parsed: dict[int, TrainingSample], scan: SampleScan, rows: Ints) -> None:
         super().__init__(_LazySamples(self), texts, headers)
         self._values = values
@@ -155,7 +154,7 @@ class ScannedColumns(Columns):
     def sample(self, i: int) -> TrainingSample:
         have = self._parsed.get(i)
         if have is None:
-            have = self._parsed[i] = TrainingSample.FromString(self._values[i])
+            have = self._parsed[i] = TrainingSample.FromString(self._values[i])  # type: ignore[arg-type]  # a kept record has a value
         return have
 
     @property
@@ -222,15 +221,23 @@ def _not_utf8(record: Record, exc: UnicodeDecodeError) -> DeadLetter:
 
 def decode_batch(records: Sequence[Record]) -> tuple[list[Record], Columns, list[DeadLetter]]:
     """The readable records, their texts and fields as columns, and dead letters for the rest."""
-    values: list[bytes] = list(map(_VALUE, records))  # None among them is taken out below
+    batch = RecordBatch.of(records)
+    kept, columns, rejected = decode_columns(batch)
+    return [batch[i] for i in kept.tolist()], columns, rejected
+
+
+def decode_columns(batch: RecordBatch) -> tuple[Ints, Columns, list[DeadLetter]]:
+    """:func:`decode_batch` on a batch's columns: the readable records as indices into ``batch``."""
+    values = batch.values()  # None among them is taken out below
+    headers = batch.headers()
     plain: Sequence[int]
-    if None not in values and not any(map(_HEADERS, records)):
-        plain = range(len(records))  # the common case: every record is a Protobuf value
+    if None not in values and not any(headers):
+        plain = range(len(values))  # the common case: every record is a Protobuf value
     else:
-        plain = [i for i, r in enumerate(records) if not r.headers and r.value is not None]
+        plain = [i for i, (h, v) in enumerate(zip(headers, values, strict=True)) if not h and v is not None]
         values = [values[i] for i in plain]
-    scan = scan_samples(values)
-    if len(plain) == len(records) and scan.ok.all():  # one list per column, no step per record
+    scan = scan_samples(values)  # type: ignore[arg-type]  # no None left
+    if len(plain) == len(batch) and scan.ok.all():  # one list per column, no step per record
         buf = scan.buf
         bounds = zip(scan.text[0].tolist(), scan.text[1].tolist(), strict=True)
         every: list[str] | None
@@ -243,29 +250,30 @@ def decode_batch(records: Sequence[Record]) -> tuple[list[Record], Columns, list
             except UnicodeDecodeError:
                 every = None  # the loop below finds which
         if every is not None:
-            kept = list(records)
-            return kept, _columns(kept, every, {}, scan, np.arange(len(kept))), []
+            everything = np.arange(len(batch))
+            return everything, ScannedColumns(every, headers, values, {}, scan, everything), []
     row_of = dict(zip(plain, range(len(plain)), strict=True))
     ok = scan.ok.tolist()
     t0, t1 = scan.text[0].tolist(), scan.text[1].tolist()
     buf = scan.buf
-    kept = []
+    kept: list[int] = []
     texts = []
     rows: list[int] = []
     parsed: dict[int, TrainingSample] = {}
     rejected: list[DeadLetter] = []
     parse = TrainingSample.FromString
-    for i, record in enumerate(records):
+    for i in range(len(batch)):
         row = row_of.get(i, -1)
         if row >= 0 and ok[row]:
             try:
                 texts.append(buf[t0[row]:t1[row]].decode("utf-8"))
             except UnicodeDecodeError as exc:
-                rejected.append(_not_utf8(record, exc))
+                rejected.append(_not_utf8(batch[i], exc))
                 continue
-            kept.append(record)
+            kept.append(i)
             rows.append(row)
             continue
+        record = batch[i]
         sample: TrainingSample | DeadLetter
         if row >= 0:  # no headers: Protobuf, of a shape the scan leaves to upb
             try:
@@ -283,12 +291,11 @@ def decode_batch(records: Sequence[Record]) -> tuple[list[Record], Columns, list
             rejected.append(_not_utf8(record, exc))
             continue
         parsed[len(kept)] = sample
-        kept.append(record)
+        kept.append(i)
         texts.append(text)
         rows.append(-1)
-    return kept, _columns(kept, texts, parsed, scan, np.array(rows, dtype=np.int64)), rejected
-
-
-def _columns(kept: list[Record], texts: list[str], parsed: dict[int, TrainingSample], scan: SampleScan,
-             rows: Ints) -> ScannedColumns:
-    return ScannedColumns(texts, list(map(_HEADERS, kept)), list(map(_VALUE, kept)), parsed, scan, rows)
+    all_values, all_headers = batch.values(), batch.headers()
+    return (np.array(kept, dtype=np.int64),
+            ScannedColumns(texts, [all_headers[i] for i in kept], [all_values[i] for i in kept], parsed, scan,
+                           np.array(rows, dtype=np.int64)),
+            rejected)

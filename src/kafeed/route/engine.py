@@ -5,9 +5,10 @@ Every record is counted exactly once: under the rule that matched it, under
 ``encoding`` when it is no readable sample, ``unrouted`` when nothing matched and
 there is no default). A routed record goes out unchanged: same key, value and headers.
 
-The batch is decoded once into columns (:func:`~kafeed.route.decode.decode_batch`), the
+The batch is decoded once into columns (:func:`~kafeed.route.decode.decode_columns`), the
 rules run over it a rule at a time (:meth:`~kafeed.route.RuleSet.assign`), and the
-outputs are built a topic at a time from the input records' own key, value and headers.
+outputs are given a topic at a time as columns (:class:`~kafeed.stream.records.TopicOutputs`)
+of the input records' own keys, values and headers: no object is built per record.
 """
 
 from __future__ import annotations
@@ -15,21 +16,17 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import partial
-from itertools import repeat
-from operator import itemgetter
 
 import numpy as np
 
-from kafeed.route.decode import decode_batch
+from kafeed.route.decode import decode_columns
 from kafeed.route.rules import DROP, RuleSet
-from kafeed.stream import BatchResult, DeadLetter, Output, Record
+from kafeed.stream import BatchResult, DeadLetter, Record
+from kafeed.stream.batch import RecordBatch
+from kafeed.stream.records import TopicOutputs
 
 DEFAULT_RULE = "default"
 UNROUTED = "no rule matched and there is no default topic"
-
-_output = partial(tuple.__new__, Output)  # Output from a tuple of its fields, in C
-_KEY, _VALUE, _HEADERS = (itemgetter(Record._fields.index(f)) for f in ("key", "value", "headers"))
 
 
 @dataclass
@@ -49,13 +46,15 @@ class Router:
         self._targets = [r.to for r in rules.rules]
 
     def run(self, records: Sequence[Record]) -> RouteBatch:
-        kept, columns, rejected = decode_batch(records)
+        batch = RecordBatch.of(records)
+        kept, columns, rejected = decode_columns(batch)
         out = RouteBatch(dead_letters=rejected)
         choice = self.rules.assign_array(columns)
         default = self.rules.default
         unmatched = np.flatnonzero(choice < 0)
         if default is None:
-            out.dead_letters.extend(DeadLetter(kept[i], "unrouted", UNROUTED) for i in unmatched.tolist())
+            out.dead_letters.extend(DeadLetter(batch[i], "unrouted", UNROUTED)
+                                    for i in kept[unmatched].tolist())
         else:
             choice[unmatched] = len(self._names)  # the default's slot
         taken = np.bincount(choice[choice >= 0], minlength=len(self._names) + 1).tolist()
@@ -63,10 +62,13 @@ class Router:
         targets = [*self._targets, default if default is not None else DROP]
         out.by_rule.update({name: n for name, n in zip(names, taken, strict=True) if n})
         out.dropped = sum(n for target, n in zip(targets, taken, strict=True) if target == DROP)
-        # Each topic's records in input order, each as its Output built without a Python frame.
+        # Each topic's records in input order, as columns of the input's own keys, values and headers.
+        keys, values, headers = batch.keys(), batch.values(), batch.headers()
+        with_headers = any(headers)
         for topic in dict.fromkeys(t for t, n in zip(targets, taken, strict=True) if n and t != DROP):
             slots = [k for k, t in enumerate(targets) if t == topic]
-            picked = list(map(kept.__getitem__, np.flatnonzero(np.isin(choice, slots)).tolist()))
-            out.outputs.extend(map(_output, zip(repeat(topic), map(_KEY, picked), map(_VALUE, picked),
-                                                map(_HEADERS, picked), repeat(-1))))
+            picked = kept[np.flatnonzero(np.isin(choice, slots))].tolist()
+            out.columns.append(TopicOutputs(
+                topic, list(map(keys.__getitem__, picked)), list(map(values.__getitem__, picked)),
+                list(map(headers.__getitem__, picked)) if with_headers else None))
         return out

@@ -40,8 +40,9 @@ from kafeed.config import ConnectionSettings
 from kafeed.errors import KafeedError, KafkaOperationError, translate_kafka_error
 from kafeed.kafka import TransactionalProducer, client_config, dead_letter_headers, fit_value
 from kafeed.kafka.producer import MAX_ATTEMPTS
+from kafeed.stream.batch import RecordBatch, message_column
 from kafeed.stream.identity import claim_instance
-from kafeed.stream.records import BatchResult, DeadLetter, Record, positions
+from kafeed.stream.records import BatchResult, DeadLetter, Record
 from kafeed.stream.settings import StreamSettings
 from kafeed.stream.snapshots import read_from_snapshot
 from kafeed.stream.stage import ReportT, Stage
@@ -75,7 +76,7 @@ class StreamProcessor(Generic[ReportT]):
         self._started = 0.0
         self._dlq_limit = 0
         self._failures = 0  # transactions in a row that did not commit
-        self._inflight: tuple[list[Record], BatchResult, Future[float]] | None = None
+        self._inflight: tuple[RecordBatch, BatchResult, Future[float]] | None = None
         self._rewind_records: list[Record] = []
         self._admin: TopicAdmin | None = None
         self._purgeable: dict[int, int] = {}  # input partition -> committed position not yet purged
@@ -158,7 +159,7 @@ class StreamProcessor(Generic[ReportT]):
         value = fit_value(r.value, headers, self._dlq_limit)
         producer.produce(self.settings.dlq_topic, value, r.key, headers=headers)
 
-    def _send(self, records: Sequence[Record], result: BatchResult, metadata: Any) -> float:
+    def _send(self, records: RecordBatch, result: BatchResult, metadata: Any) -> float:
         """Produce one batch's outputs and commit them with its input positions (any thread).
 
         Returns when the commit finished (monotonic), which ends the busy time if it is the last.
@@ -168,17 +169,19 @@ class StreamProcessor(Generic[ReportT]):
         self.stage.finish(result)  # before begin: the transaction's clock starts after it
         p.begin()
         p.produce_many(result.outputs)
+        for topic, keys, values, headers in result.columns:
+            p.produce_columns(topic, keys, values, headers)
         for bad in result.dead_letters:
             self._dead_letter(p, bad)
         changelog = self.settings.changelog_topic
         if changelog is not None:
             for partition, key, value in result.changelog:
                 p.produce(changelog, value, key, partition=partition)
-        p.send_offsets(positions(records), metadata)
+        p.send_offsets(records.positions(), metadata)
         p.commit()
         return time.monotonic()
 
-    def _submit(self, records: list[Record], result: BatchResult) -> None:
+    def _submit(self, records: RecordBatch, result: BatchResult) -> None:
         metadata = self._consumer.consumer_group_metadata()
         if self._commit_pool is None:
             future: Future[float] = Future()
@@ -209,7 +212,7 @@ class StreamProcessor(Generic[ReportT]):
         self.counters.committed(records, result, done)
         self._failures = 0
         if self.settings.purge_input_every_s is not None:
-            for (topic, partition), offset in positions(records).items():
+            for (topic, partition), offset in records.positions().items():
                 if topic == self.settings.input and offset > self._purgeable.get(partition, -1):
                     self._purgeable[partition] = offset
 
@@ -319,53 +322,57 @@ class StreamProcessor(Generic[ReportT]):
             lock.release()
         return self.snapshot()
 
-    def _consume(self) -> list[Record]:
+    def _consume(self) -> RecordBatch:
         """One batch: consume calls until ``batch_size`` records, ``batch_max_bytes`` or the timeout.
 
         A rebalance during a call ends the batch. Records of earlier calls from a partition
         revoked meanwhile are left out: the revoke settled the in-flight transaction, and
         whoever owns the partition now (this process again, perhaps) reads them from the
-        committed offset.
+        committed offset. The messages are kept as they are (:class:`RecordBatch`); a call
+        without errors among its messages takes no Python step per message.
         """
-        from confluent_kafka import KafkaError
-
         s = self.settings
         k = s.kafka
         consume = self._consumer.consume
-        new = tuple.__new__  # a Record from its fields without the named tuple's Python __new__
-        records: list[Record] = []
+        messages: list[Any] = []
+        values: list[bytes | None] = []
         nbytes = 0
         deadline = time.monotonic() + k.consume_timeout_s
         wait = k.consume_timeout_s
         while True:
             self._revoked.clear()
             rebalances = self.counters.rebalances
-            messages = consume(num_messages=min(k.poll_records, k.batch_size - len(records)), timeout=wait)
-            polled: list[Record] = []
-            append = polled.append
-            for m in messages:
-                err = m.error()
-                if err is not None:
-                    if err.fatal():
-                        raise translate_kafka_error(err, action=f"consume {s.input!r}")
-                    if err.code() != KafkaError._PARTITION_EOF:
-                        log.warning("consumer: %s", err)
-                    continue
-                value = m.value()
-                if value is not None:
-                    nbytes += len(value)
-                append(new(Record, (m.topic(), m.partition(), m.offset(), m.key(), value,
-                                    tuple(m.headers() or ()), m.timestamp()[1])))
+            polled = consume(num_messages=min(k.poll_records, k.batch_size - len(messages)), timeout=wait)
+            got = bool(polled)
+            errors = message_column(polled, "error")
+            if errors.count(None) != len(errors):
+                polled = [m for m, err in zip(polled, errors, strict=True)
+                          if err is None or self._consumer_error(err)]
+            polled_values = message_column(polled, "value")
+            nbytes += sum(map(len, filter(None, polled_values)))
             if self.counters.rebalances != rebalances:
                 revoked = self._revoked
-                return [*(r for r in records if r.partition not in revoked), *polled]
-            records.extend(polled)
-            if (not messages or len(records) >= k.batch_size or nbytes >= k.batch_max_bytes
+                kept = [i for i, m in enumerate(messages) if m.partition() not in revoked]
+                return RecordBatch([*(messages[i] for i in kept), *polled], topic=s.input,
+                                   values=[*(values[i] for i in kept), *polled_values])
+            messages.extend(polled)
+            values.extend(polled_values)
+            if (not got or len(messages) >= k.batch_size or nbytes >= k.batch_max_bytes
                     or time.monotonic() >= deadline or self.stop_event.is_set()):
-                return records
+                return RecordBatch(messages, topic=s.input, values=values)
             # Later calls take what the fetcher has (waiting briefly for it): a batch that
             # stops filling commits now instead of waiting out the timeout.
             wait = min(_REFILL_WAIT_S, max(0.0, deadline - time.monotonic()))
+
+    def _consumer_error(self, err: Any) -> bool:
+        """Raise a fatal consumer error, log any other but end of partition; False: not a record."""
+        from confluent_kafka import KafkaError
+
+        if err.fatal():
+            raise translate_kafka_error(err, action=f"consume {self.settings.input!r}")
+        if err.code() != KafkaError._PARTITION_EOF:
+            log.warning("consumer: %s", err)
+        return False
 
     def _loop(self, until_caught_up: bool, upstream: Callable[[], bool] | None) -> None:
         s = self.settings

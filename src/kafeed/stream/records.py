@@ -34,6 +34,21 @@ class Output(NamedTuple):
     partition: int = -1
 
 
+class TopicOutputs(NamedTuple):
+    """Records to produce to one topic, as columns (partition chosen from the key).
+
+    A stage with many outputs per batch gives them this way: the core produces them with
+    the calls made from C (:meth:`kafeed.kafka.TransactionalProducer.produce_columns`),
+    and no object is built per output. ``headers`` holds each record's headers (None or
+    empty for none), or is None when no record has any.
+    """
+
+    topic: str
+    keys: list[bytes | None]
+    values: list[bytes | None]
+    headers: list[Sequence[tuple[str, bytes | None]] | None] | None = None
+
+
 @dataclass(frozen=True)
 class DeadLetter:
     """An input record that goes to the dead-letter topic, with why (docs/dead-letters.md)."""
@@ -50,11 +65,25 @@ StateChange = tuple[int, bytes, bytes | None]
 
 @dataclass
 class BatchResult:
-    """What one batch produces; the core adds the input positions and commits it all at once."""
+    """What one batch produces; the core adds the input positions and commits it all at once.
+
+    Outputs are given one at a time (``outputs``), or a topic at a time as columns
+    (``columns``); :meth:`all_outputs` lists both.
+    """
 
     outputs: list[Output] = field(default_factory=list)
+    columns: list[TopicOutputs] = field(default_factory=list)
     dead_letters: list[DeadLetter] = field(default_factory=list)
     changelog: list[StateChange] = field(default_factory=list)
+
+    def all_outputs(self) -> list[Output]:
+        """Every output as an :class:`Output`: ``outputs``, then ``columns`` a topic at a time."""
+        out = list(self.outputs)
+        for topic, keys, values, headers in self.columns:
+            for i, (key, value) in enumerate(zip(keys, values, strict=True)):
+                have = headers[i] if headers is not None else None
+                out.append(Output(topic, key, value, tuple(have) if have else ()))  # type: ignore[arg-type]
+        return out
 
 
 def positions(records: Sequence[Record]) -> dict[tuple[str, int], int]:

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from kafeed.stream.batch import RecordBatch
 from kafeed.stream.records import BatchResult, Output, Record
 from kafeed.telemetry import metrics as m
 
@@ -55,7 +56,6 @@ class StreamStats:
         }
 
 
-_RECORD_VALUE = itemgetter(Record._fields.index("value"))
 _OUTPUT_TOPIC = itemgetter(Output._fields.index("topic"))
 _OUTPUT_VALUE = itemgetter(Output._fields.index("value"))
 
@@ -109,8 +109,11 @@ class StreamCounters:
         self.last_commit = now
         m.RECORDS_IN.labels(stage=stage, topic=self.input_topic).inc(len(records))
         m.BYTES_IN.labels(stage=stage, topic=self.input_topic).inc(
-            sum(map(len, filter(None, map(_RECORD_VALUE, records)))))
+            sum(map(len, filter(None, RecordBatch.of(records).values()))))
         out, nbytes = _per_topic(result.outputs, self.output_topics)
+        for topic, _, values, _ in result.columns:
+            out[topic] = out.get(topic, 0) + len(values)
+            nbytes[topic] = nbytes.get(topic, 0) + sum(map(len, filter(None, values)))
         for topic, n in out.items():
             m.RECORDS_OUT.labels(stage=stage, topic=topic).inc(n)
             m.BYTES_OUT.labels(stage=stage, topic=topic).inc(nbytes[topic])
