@@ -6,8 +6,10 @@ In bounded mode the reader waits for a partition that is behind, so the order de
 only on the data; in unbounded mode a partition that is caught up is skipped for that
 turn. How much is read ahead follows the consumption rate within ``read_ahead_bytes``
 (kafeed.loader.read_ahead): the queues are topped up from librdkafka while they hold less
-than the target, and partitions with records queued are paused once they hold the target
-(or a queue passes ``queue_records``), so memory stays flat.
+than the target, and partitions with records queued are paused once they hold the target,
+so memory stays flat. A partition's queue never holds more than ``queue_records``: it is
+paused at that cap, and the records of it that the same ``consume()`` call brought beyond
+are dropped and fetched again after it resumes (:meth:`KafkaReader._refetch`).
 
 The reader tracks, per partition, what is in flight (taken but not yet delivered) and
 what was delivered out of order, which is what the state needs (see kafeed.loader.state).
@@ -289,12 +291,13 @@ class KafkaReader:
         last_tp: tuple[str, int] | None = None
         part: Partition | None = None
         finished: list[Partition] = []
+        over: dict[str, tuple[Partition, int]] = {}  # at its cap: the first record dropped
         for msg in msgs:
             err = msg.error()
             if err is not None:
                 if err.code() == KafkaError._PARTITION_EOF:
                     eof_part = by_tp.get((msg.topic(), msg.partition()))
-                    if eof_part is not None:
+                    if eof_part is not None and eof_part.key not in over:
                         eof_part.eof = True
                         if eof_part.end is not None and msg.offset() >= eof_part.end:
                             eof_part.fetch_done = True
@@ -316,17 +319,23 @@ class KafkaReader:
             if part is None or part.cold_until is not None:
                 continue
             offset = msg.offset()
-            end = part.end
-            if end is not None and offset >= end:
-                part.fetch_done = True
-                finished.append(part)
-                continue
             if offset < part.read:
                 if offset in part.restore:
                     self._keep_restored(part, msg)
                     queued += 1
                 continue
             queue = part.queue
+            if len(queue) >= limit and not part.fetch_done:
+                # Paused at its cap, but this call's records of it were fetched before the
+                # pause: dropped, and read again from the first of them (_refetch).
+                if part.key not in over:
+                    over[part.key] = (part, offset)
+                continue
+            end = part.end
+            if end is not None and offset >= end:
+                part.fetch_done = True
+                finished.append(part)
+                continue
             queue.append(msg)
             ahead.added(len(msg))
             part.eof = False
@@ -336,12 +345,26 @@ class KafkaReader:
                 finished.append(part)
             if len(queue) >= limit and not part.paused:
                 self._pause(part, True)
+        if over:
+            self._refetch(list(over.values()))
         if finished:
             # Fetched to their end: paused, since a partition at the end of its log keeps its
             # leader's fetch requests waiting (fetch.wait.max.ms, 500 ms), and a partition of
             # the same leader that is resumed meanwhile waits behind them.
             self._pause_many([p for p in {id(p): p for p in finished}.values() if not p.paused], True)
         return queued, len(msgs) >= batch
+
+    def _refetch(self, dropped: list[tuple[Partition, int]]) -> None:
+        """Partitions at their cap whose records from ``offset`` on were dropped: paused (if
+        not yet) and sought back to ``offset``, where librdkafka fetches from once they are
+        resumed. Pausing a partition only filters what librdkafka hands out *after* the call,
+        and moves its fetch position past everything handed out before, so without the seek
+        the dropped records would be skipped."""
+        from confluent_kafka import TopicPartition
+
+        self._pause_many([part for part, _ in dropped if not part.paused], True)
+        for part, offset in dropped:
+            self._consumer.seek(TopicPartition(part.topic, part.partition, offset))
 
     def _wait_for_one(self, timeout: float) -> list[Any]:
         """``consume(num_messages=1, timeout)``, in slices of ``STOP_CHECK_S`` that look at the
