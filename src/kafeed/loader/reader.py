@@ -26,6 +26,7 @@ The order, and so the state, is the same.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Iterable, Mapping
@@ -58,7 +59,6 @@ Ref = tuple[str, int]
 Item = tuple[Ref, Any, int]  # (partition key, offset), payload, tokens already emitted
 CHECK_S = 0.02  # how often taking records looks at the queues (rate, top-up, pause)
 REFILL_S = 0.05  # the longest a refill after resuming waits for its records
-GATHER_S = 0.002  # how long an unbounded reader's consume() waits to fill a whole call
 STOP_CHECK_S = 0.1  # with a stop hook, a wait for records looks at it this often
 STATE_VERSION = 1
 STATE_KEYS = ("version", "partitions", "rr", "stats")
@@ -273,17 +273,18 @@ class KafkaReader:
         consume = self._consumer.consume
         ahead = self.read_ahead
         batch = ahead.pull(self.settings.consume_batch)
-        if self.settings.bounded or timeout <= GATHER_S:
+        if self.settings.bounded:
             # A replay: waiting a little for a full batch makes fewer, fuller calls (and
             # leaves the CPU to librdkafka's fetcher meanwhile).
             msgs = consume(num_messages=batch, timeout=timeout)
         else:
             # consume() waits for a full batch or the timeout, so a reader that may be caught
-            # up gathers briefly, then waits for one record and takes what else is there: a
-            # fresh record is handed on at once instead of after the timeout.
-            msgs = consume(num_messages=batch, timeout=GATHER_S)
-            if not msgs:
-                msgs = self._wait_for_one(timeout - GATHER_S)
+            # up takes what librdkafka has without waiting, or else waits for one record,
+            # woken by its arrival, and takes what came with it: a fresh record is handed on
+            # at once, never held for a batch to fill.
+            msgs = consume(num_messages=batch, timeout=0)
+            if not msgs and timeout > 0:
+                msgs = self._wait_for_one(timeout)
                 if msgs and batch > 1:
                     msgs.extend(consume(num_messages=batch - 1, timeout=0))
         limit = self.settings.queue_records
@@ -368,7 +369,10 @@ class KafkaReader:
 
     def _wait_for_one(self, timeout: float) -> list[Any]:
         """``consume(num_messages=1, timeout)``, in slices of ``STOP_CHECK_S`` that look at the
-        stop hook in between when there is one."""
+        stop hook in between when there is one. librdkafka counts whole milliseconds and drops
+        the rest, so the wait is rounded up: ended early, it would leave a caller that waits
+        for a deadline (``max_wait_s``) spinning until then."""
+        timeout = math.ceil(timeout * 1000) / 1000
         consume = self._consumer.consume
         if self._stop is None:
             msgs: list[Any] = consume(num_messages=1, timeout=timeout)
