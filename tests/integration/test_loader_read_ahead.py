@@ -14,6 +14,7 @@ import kafeed
 from kafeed.config import ConnectionSettings
 from kafeed.loader.read_ahead import MIB, ReadAhead
 from kafeed.loader.stream import _Stream
+from tests.integration.archive_support import topic_records
 from tests.integration.loader_data import EOS, produce_docs
 from tests.kafka_fixtures import TopicFactory
 
@@ -92,17 +93,23 @@ def _partition_docs(kafka: ConnectionSettings, topic: str, partitions: int, tota
     return docs
 
 
-def test_batches_and_state_do_not_depend_on_the_read_ahead(kafka: ConnectionSettings,
-                                                          make_topic: TopicFactory) -> None:
-    topic = make_topic(partitions=3)
-    expected = produce_docs(kafka.bootstrap, topic, 1500, low=500, high=3500, seed=4)  # ~6 MB
-    # The reader's documented order: one record per partition per turn, in partition order.
-    per_partition = _partition_docs(kafka, topic, 3, 1500)
+def _documented_stream(kafka: ConnectionSettings, topic: str, partitions: int,
+                       expected: np.ndarray) -> list[int]:
+    """The reader's documented order: one record per partition per turn, in partition order."""
+    per_partition = _partition_docs(kafka, topic, partitions, int((expected > 0).sum()))
     stream: list[int] = []
     for turn in range(max(len(d) for d in per_partition)):
         for docs in per_partition:
             if turn < len(docs):
                 stream.extend([docs[turn]] * int(expected[docs[turn]]) + [EOS])
+    return stream
+
+
+def test_batches_and_state_do_not_depend_on_the_read_ahead(kafka: ConnectionSettings,
+                                                          make_topic: TopicFactory) -> None:
+    topic = make_topic(partitions=3)
+    expected = produce_docs(kafka.bootstrap, topic, 1500, low=500, high=3500, seed=4)  # ~6 MB
+    stream = _documented_stream(kafka, topic, 3, expected)
     runs = {}
     for bound in (4 * MIB, 1024 * MIB):  # the cap pauses partitions / never reached
         loader = _loader(kafka, topic, batch=8, read_ahead_bytes=bound)
@@ -114,6 +121,26 @@ def test_batches_and_state_do_not_depend_on_the_read_ahead(kafka: ConnectionSett
     got = small[0]
     assert np.array_equal(got[: len(stream)], np.array(stream))
     assert not got[len(stream):].any()  # the last window's padding
+
+
+def test_records_past_a_partitions_cap_are_read_again_not_lost(kafka: ConnectionSettings,
+                                                                make_topic: TopicFactory) -> None:
+    """Small records, so one consume() brings far more of a partition than queue_records: what
+    it brings past the cap is dropped and fetched again (kafeed.loader.reader)."""
+    topic = make_topic(partitions=2)
+    expected = produce_docs(kafka.bootstrap, topic, 1000, low=1, high=8, seed=5)
+    stream = _documented_stream(kafka, topic, 2, expected)
+    # Each refill of a partition fetched to its log end waits for its leader's long poll
+    # (fetch.wait.max.ms, 500 ms by default): shorter here, to keep the test short.
+    loader = _loader(kafka, topic, batch=8, queue_records=32, consumer_config={"fetch.wait.max.ms": 50})
+    tokens = np.concatenate([b["tokens"].numpy().ravel() for b in loader])
+    largest = max(len(v or b"") for v in topic_records(kafka, topic).values())
+    assert _read_ahead(loader).peak <= 2 * 32 * largest  # not the 1,000 one pull brings
+    assert np.array_equal(tokens[: len(stream)], np.array(stream))
+    assert not tokens[len(stream):].any()
+    assert all(p["next"] == p["read"] == p["end"] and not p["delivered"]
+               for reader in loader.state_dict()["readers"].values()
+               for p in reader["partitions"].values())
 
 
 def test_max_wait_hands_out_a_partial_batch(kafka: ConnectionSettings, make_topic: TopicFactory) -> None:

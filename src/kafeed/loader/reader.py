@@ -6,8 +6,10 @@ In bounded mode the reader waits for a partition that is behind, so the order de
 only on the data; in unbounded mode a partition that is caught up is skipped for that
 turn. How much is read ahead follows the consumption rate within ``read_ahead_bytes``
 (kafeed.loader.read_ahead): the queues are topped up from librdkafka while they hold less
-than the target, and partitions with records queued are paused once they hold the target
-(or a queue passes ``queue_records``), so memory stays flat.
+than the target, and partitions with records queued are paused once they hold the target,
+so memory stays flat. A partition's queue never holds more than ``queue_records``: it is
+paused at that cap, and the records of it that the same ``consume()`` call brought beyond
+are dropped and fetched again after it resumes (:meth:`KafkaReader._refetch`).
 
 The reader tracks, per partition, what is in flight (taken but not yet delivered) and
 what was delivered out of order, which is what the state needs (see kafeed.loader.state).
@@ -24,6 +26,7 @@ The order, and so the state, is the same.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Iterable, Mapping
@@ -56,7 +59,6 @@ Ref = tuple[str, int]
 Item = tuple[Ref, Any, int]  # (partition key, offset), payload, tokens already emitted
 CHECK_S = 0.02  # how often taking records looks at the queues (rate, top-up, pause)
 REFILL_S = 0.05  # the longest a refill after resuming waits for its records
-GATHER_S = 0.002  # how long an unbounded reader's consume() waits to fill a whole call
 STOP_CHECK_S = 0.1  # with a stop hook, a wait for records looks at it this often
 STATE_VERSION = 1
 STATE_KEYS = ("version", "partitions", "rr", "stats")
@@ -271,17 +273,18 @@ class KafkaReader:
         consume = self._consumer.consume
         ahead = self.read_ahead
         batch = ahead.pull(self.settings.consume_batch)
-        if self.settings.bounded or timeout <= GATHER_S:
+        if self.settings.bounded:
             # A replay: waiting a little for a full batch makes fewer, fuller calls (and
             # leaves the CPU to librdkafka's fetcher meanwhile).
             msgs = consume(num_messages=batch, timeout=timeout)
         else:
             # consume() waits for a full batch or the timeout, so a reader that may be caught
-            # up gathers briefly, then waits for one record and takes what else is there: a
-            # fresh record is handed on at once instead of after the timeout.
-            msgs = consume(num_messages=batch, timeout=GATHER_S)
-            if not msgs:
-                msgs = self._wait_for_one(timeout - GATHER_S)
+            # up takes what librdkafka has without waiting, or else waits for one record,
+            # woken by its arrival, and takes what came with it: a fresh record is handed on
+            # at once, never held for a batch to fill.
+            msgs = consume(num_messages=batch, timeout=0)
+            if not msgs and timeout > 0:
+                msgs = self._wait_for_one(timeout)
                 if msgs and batch > 1:
                     msgs.extend(consume(num_messages=batch - 1, timeout=0))
         limit = self.settings.queue_records
@@ -289,12 +292,13 @@ class KafkaReader:
         last_tp: tuple[str, int] | None = None
         part: Partition | None = None
         finished: list[Partition] = []
+        over: dict[str, tuple[Partition, int]] = {}  # at its cap: the first record dropped
         for msg in msgs:
             err = msg.error()
             if err is not None:
                 if err.code() == KafkaError._PARTITION_EOF:
                     eof_part = by_tp.get((msg.topic(), msg.partition()))
-                    if eof_part is not None:
+                    if eof_part is not None and eof_part.key not in over:
                         eof_part.eof = True
                         if eof_part.end is not None and msg.offset() >= eof_part.end:
                             eof_part.fetch_done = True
@@ -316,17 +320,23 @@ class KafkaReader:
             if part is None or part.cold_until is not None:
                 continue
             offset = msg.offset()
-            end = part.end
-            if end is not None and offset >= end:
-                part.fetch_done = True
-                finished.append(part)
-                continue
             if offset < part.read:
                 if offset in part.restore:
                     self._keep_restored(part, msg)
                     queued += 1
                 continue
             queue = part.queue
+            if len(queue) >= limit and not part.fetch_done:
+                # Paused at its cap, but this call's records of it were fetched before the
+                # pause: dropped, and read again from the first of them (_refetch).
+                if part.key not in over:
+                    over[part.key] = (part, offset)
+                continue
+            end = part.end
+            if end is not None and offset >= end:
+                part.fetch_done = True
+                finished.append(part)
+                continue
             queue.append(msg)
             ahead.added(len(msg))
             part.eof = False
@@ -336,6 +346,8 @@ class KafkaReader:
                 finished.append(part)
             if len(queue) >= limit and not part.paused:
                 self._pause(part, True)
+        if over:
+            self._refetch(list(over.values()))
         if finished:
             # Fetched to their end: paused, since a partition at the end of its log keeps its
             # leader's fetch requests waiting (fetch.wait.max.ms, 500 ms), and a partition of
@@ -343,9 +355,24 @@ class KafkaReader:
             self._pause_many([p for p in {id(p): p for p in finished}.values() if not p.paused], True)
         return queued, len(msgs) >= batch
 
+    def _refetch(self, dropped: list[tuple[Partition, int]]) -> None:
+        """Partitions at their cap whose records from ``offset`` on were dropped: paused (if
+        not yet) and sought back to ``offset``, where librdkafka fetches from once they are
+        resumed. Pausing a partition only filters what librdkafka hands out *after* the call,
+        and moves its fetch position past everything handed out before, so without the seek
+        the dropped records would be skipped."""
+        from confluent_kafka import TopicPartition
+
+        self._pause_many([part for part, _ in dropped if not part.paused], True)
+        for part, offset in dropped:
+            self._consumer.seek(TopicPartition(part.topic, part.partition, offset))
+
     def _wait_for_one(self, timeout: float) -> list[Any]:
         """``consume(num_messages=1, timeout)``, in slices of ``STOP_CHECK_S`` that look at the
-        stop hook in between when there is one."""
+        stop hook in between when there is one. librdkafka counts whole milliseconds and drops
+        the rest, so the wait is rounded up: ended early, it would leave a caller that waits
+        for a deadline (``max_wait_s``) spinning until then."""
+        timeout = math.ceil(timeout * 1000) / 1000
         consume = self._consumer.consume
         if self._stop is None:
             msgs: list[Any] = consume(num_messages=1, timeout=timeout)

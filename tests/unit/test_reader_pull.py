@@ -1,0 +1,173 @@
+"""How the reader pulls from librdkafka, with a consumer that stands in for it (so what it
+does is certain): a partition's queue never passes queue_records though one consume() brings
+more of it, and a live reader never holds a fresh record back for a batch to fill."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from confluent_kafka import KafkaError
+
+from kafeed.loader.reader import KafkaReader
+from kafeed.loader.settings import LoaderSettings
+from kafeed.schema import make_document
+
+CAP = 10
+RECORDS = 100  # per partition
+
+
+class Record:
+    """What the reader reads of a confluent_kafka Message (``eof``: a partition-EOF event)."""
+
+    def __init__(self, topic: str, partition: int, offset: int, value: bytes, eof: bool = False) -> None:
+        self._where = (topic, partition, offset)
+        self._value = value
+        self._eof = eof
+
+    def error(self) -> KafkaError | None:
+        return KafkaError(KafkaError._PARTITION_EOF) if self._eof else None
+
+    def topic(self) -> str:
+        return self._where[0]
+
+    def partition(self) -> int:
+        return self._where[1]
+
+    def offset(self) -> int:
+        return self._where[2]
+
+    def value(self) -> bytes:
+        return self._value
+
+    def timestamp(self) -> tuple[int, int]:
+        return 1, 1_000 + self._where[2]
+
+    def __len__(self) -> int:
+        return len(self._value)
+
+
+class Consumer:
+    """librdkafka as far as the reader's pulls are concerned: ``consume()`` hands out whole runs
+    of each partition not paused, from its position on, then one EOF event at its end; a
+    pause applies to later calls only and leaves the position after what was handed out (as
+    librdkafka's does); seek moves it. ``arriving`` records come in while a call waits."""
+
+    def __init__(self, logs: dict[tuple[str, int], list[bytes]]) -> None:
+        self.logs = logs
+        self.position = dict.fromkeys(logs, 0)
+        self.paused: set[tuple[str, int]] = set()
+        self.seeks: list[tuple[tuple[str, int], int]] = []
+        self.eof_sent: set[tuple[str, int]] = set()
+        self.arriving: list[tuple[tuple[str, int], bytes]] = []
+        self.waits: list[float] = []  # the timeouts of calls that found nothing
+        self.held = 0.0  # seconds records that had arrived were held back by a call
+
+    def assign(self, tps: list[Any]) -> None:
+        for tp in tps:
+            self.position[(tp.topic, tp.partition)] = tp.offset
+
+    def _ready(self, num_messages: int) -> list[Record]:
+        out: list[Record] = []
+        for tp, values in self.logs.items():
+            if tp in self.paused:
+                continue
+            while len(out) < num_messages and self.position[tp] < len(values):
+                offset = self.position[tp]
+                out.append(Record(*tp, offset, values[offset]))
+                self.position[tp] = offset + 1
+                self.eof_sent.discard(tp)
+            if len(out) < num_messages and tp not in self.eof_sent:
+                out.append(Record(*tp, self.position[tp], b"", eof=True))
+                self.eof_sent.add(tp)
+        return out
+
+    def consume(self, num_messages: int, timeout: float) -> list[Record]:
+        out = self._ready(num_messages)
+        if len(out) < num_messages and timeout > 0:
+            # What arrives during the wait is returned once the call is full or timed out.
+            if self.arriving:
+                for tp, value in self.arriving:
+                    self.logs[tp].append(value)
+                self.arriving = []
+                out += self._ready(num_messages - len(out))
+                if len(out) < num_messages:
+                    self.held += timeout
+            else:
+                self.waits.append(timeout)
+        return out
+
+    def pause(self, tps: list[Any]) -> None:
+        self.paused |= {(tp.topic, tp.partition) for tp in tps}
+
+    def resume(self, tps: list[Any]) -> None:
+        self.paused -= {(tp.topic, tp.partition) for tp in tps}
+
+    def seek(self, tp: Any) -> None:
+        self.seeks.append(((tp.topic, tp.partition), tp.offset))
+        self.position[(tp.topic, tp.partition)] = tp.offset
+        self.eof_sent.discard((tp.topic, tp.partition))
+
+
+def _doc(partition: int, offset: int) -> bytes:
+    return make_document(np.full(3, 100 * partition + offset + 1), id=f"{partition}-{offset}",
+                         vocab_size=65536).SerializeToString()
+
+
+def _reader(consumer: Consumer, end: int | None) -> KafkaReader:
+    settings = LoaderSettings(topics=("t",), seq_len=8, eos_id=0, queue_records=CAP, consume_batch=1000,
+                              end=None if end is None else "latest")
+    reader = KafkaReader(settings, index=0, count=1)
+    reader.load_plan({f"t:{p}": {"next": 0, "end": end, "delivered": [], "partial": {}}
+                      for _, p in consumer.logs})
+    reader._consumer = consumer
+    for _, p in consumer.logs:
+        reader._add_partition("t", p)
+    reader._assign_all()
+    return reader
+
+
+def test_a_partition_never_holds_more_than_its_cap_and_nothing_is_lost_or_read_twice(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    consumer = Consumer({("t", p): [_doc(p, o) for o in range(RECORDS)] for p in (0, 1)})
+    reader = _reader(consumer, end=RECORDS)
+    held: list[int] = []
+    pull = reader._pull
+
+    def pull_and_look(timeout: float) -> tuple[int, bool]:  # records enter the queues only here
+        out = pull(timeout)
+        held.append(max(len(p.queue) for p in reader.parts))
+        return out
+
+    monkeypatch.setattr(reader, "_pull", pull_and_look)
+    taken: list[tuple[str, int]] = []
+    while (item := reader.take()) is not None:
+        ref, payload, _ = item
+        assert int(payload[0]) == 100 * int(ref[0][-1]) + ref[1] + 1
+        taken.append(ref)
+        reader.delivered(ref)
+    # Pulls brought up to a whole partition's rest at once; the reader kept CAP of it and
+    # read the rest again from the first record it dropped.
+    assert max(held) == CAP and consumer.seeks
+    # Round-robin over the partitions, every record once; the state as if nothing was dropped.
+    assert taken == [(f"t:{p}", o) for o in range(RECORDS) for p in (0, 1)]
+    assert reader.state_dict()["partitions"] == {
+        f"t:{p}": {"next": RECORDS, "read": RECORDS, "end": RECORDS, "delivered": []} for p in (0, 1)}
+
+
+def test_a_live_reader_hands_a_fresh_record_on_as_it_arrives() -> None:
+    consumer = Consumer({("t", 0): [_doc(0, 0)]})
+    reader = _reader(consumer, end=None)
+    first = reader.take(0.5)
+    assert first is not None and first[0] == ("t:0", 0)
+    # Caught up: the next record arrives while the reader waits, and is returned by that
+    # wait; a call asking for a whole batch would have held it until its timeout.
+    consumer.arriving.append((("t", 0), _doc(0, 1)))
+    second = reader.take(0.5)
+    assert second is not None and second[0] == ("t:0", 1)
+    assert consumer.held == 0.0
+    # Nothing comes: the wait lasts at least what was asked, in librdkafka's whole
+    # milliseconds (rounded down, it ended early and the caller spun until its deadline).
+    assert reader.take(0.0025) is None
+    assert consumer.waits[-1] == 0.003
