@@ -189,20 +189,24 @@ def test_an_elastic_resume_in_the_middle_of_a_block_delivers_every_token_once(
         assert np.array_equal(got, expected[FIRST[name] + 1:]), name
 
 
-@pytest.mark.parametrize("on_dry", ["end", "drop"])
+@pytest.mark.parametrize("on_dry,bounded", [("end", True), ("drop", True), ("end", False)])
 def test_a_deferred_entry_equals_the_entry_of_its_batch(kafka: ConnectionSettings,
                                                         sources: dict[str, tuple[str, np.ndarray]],
-                                                        on_dry: str) -> None:
+                                                        on_dry: str, bounded: bool) -> None:
     """In the main process each batch's entry comes deferred, built when a state is asked
     for from what was recorded at the batch: built after the run, every one equals the entry
     the live stream gave right after its batch, and so do the positions for the metrics,
-    across blocks and cuts to the end of the mixture."""
-    mixture = _mixture(kafka, sources, {"web": 0.5, "code": 0.3, "books": 0.2}, on_dry=on_dry, seed=3)
+    across blocks and cuts to the end of the mixture (unbounded: a block per batch)."""
+    extra: dict[str, Any] = {} if bounded else {"end": None}
+    mixture = _mixture(kafka, sources, {"web": 0.5, "code": 0.3, "books": 0.2}, on_dry=on_dry, seed=3,
+                       **extra)
     deferred: list[DeferredEntry] = []
     live: list[dict[str, Any]] = []
     for _, batch, entry, delivered in mixture.iter_batches(4):
         if batch is None:
             continue
+        if not bounded and len(live) == 200:
+            break
         assert isinstance(entry, DeferredEntry)
         now = mixture.state_dict()["readers"]["0"]
         assert delivered.positions == Delivered.of(({}, []), now).positions
