@@ -12,8 +12,10 @@ import pytest
 
 import kafeed
 from kafeed.config import ConnectionSettings
+from kafeed.loader.deferred_entry import DeferredEntry
 from kafeed.loader.mixing import tokens_delivered
 from kafeed.loader.mixture_stream import AHEAD
+from kafeed.loader.stream import Delivered
 from kafeed.topics import TopicAdmin, plan_topic
 from tests.integration.loader_data import EOS, counts, produce_docs
 from tests.stateful_harness import Stateful, check_save_resume
@@ -185,3 +187,32 @@ def test_an_elastic_resume_in_the_middle_of_a_block_delivers_every_token_once(
     for name, (_, expected) in sources.items():
         got = counts([b["tokens"] for b in batches], len(expected))[FIRST[name] + 1:]
         assert np.array_equal(got, expected[FIRST[name] + 1:]), name
+
+
+@pytest.mark.parametrize("on_dry,bounded", [("end", True), ("drop", True), ("end", False)])
+def test_a_deferred_entry_equals_the_entry_of_its_batch(kafka: ConnectionSettings,
+                                                        sources: dict[str, tuple[str, np.ndarray]],
+                                                        on_dry: str, bounded: bool) -> None:
+    """In the main process each batch's entry comes deferred, built when a state is asked
+    for from what was recorded at the batch: built after the run, every one equals the entry
+    the live stream gave right after its batch, and so do the positions for the metrics,
+    across blocks and cuts to the end of the mixture (unbounded: a block per batch)."""
+    extra: dict[str, Any] = {} if bounded else {"end": None}
+    mixture = _mixture(kafka, sources, {"web": 0.5, "code": 0.3, "books": 0.2}, on_dry=on_dry, seed=3,
+                       **extra)
+    deferred: list[DeferredEntry] = []
+    live: list[dict[str, Any]] = []
+    for _, batch, entry, delivered in mixture.iter_batches(4):
+        if batch is None:
+            continue
+        if not bounded and len(live) == 200:
+            break
+        assert isinstance(entry, DeferredEntry)
+        now = mixture.state_dict()["readers"]["0"]
+        assert delivered.positions == Delivered.of(({}, []), now).positions
+        deferred.append(entry)
+        live.append(now)
+    assert len(live) > 8 * AHEAD  # many blocks of every source
+    built = [entry.build() for entry in deferred]
+    assert built == live
+    assert built[0] is not deferred[0].build()  # fresh containers each time

@@ -221,7 +221,8 @@ class KafkaDatasetBase(IterableDataset[Any]):
         # A worker's state crosses to the main process as JSON text; in the main process the
         # stream's state_dict() is already a fresh snapshot (new containers every call), and
         # serialising it per batch was a tenth of the trainer's data-wait (bench_data_wait.py).
-        snapshot: Callable[[dict[str, Any]], Any] = json.dumps if get_worker_info() is not None else _same
+        in_worker = get_worker_info() is not None
+        snapshot: Callable[[dict[str, Any]], Any] = json.dumps if in_worker else _same
         stream = self._open_stream(topo, origin)
         try:
             if stop is not None:
@@ -235,9 +236,17 @@ class KafkaDatasetBase(IterableDataset[Any]):
                 if batch is None:
                     self._finished = True
                     return
-                state = stream.state_dict()
-                yield (topo.worker, self._convert(batch, collate), snapshot(state),
-                       Delivered.of(stream.last_delivered, state, getattr(stream, "last_sources", None)))
+                sources = getattr(stream, "last_sources", None)
+                if in_worker:
+                    state = stream.state_dict()
+                    yield (topo.worker, self._convert(batch, collate), json.dumps(state),
+                           Delivered.of(stream.last_delivered, state, sources))
+                    continue
+                # In the main process a mixture's entry comes deferred, built only when a
+                # state is asked for (kafeed.loader.deferred_entry).
+                entry, positions = stream.batch_state()
+                yield (topo.worker, self._convert(batch, collate), entry,
+                       Delivered.at(stream.last_delivered, positions, sources))
         finally:
             stream.close()
 

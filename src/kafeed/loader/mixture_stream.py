@@ -17,17 +17,19 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Mapping
+from functools import partial
 from typing import Any, cast
 
 import numpy as np
 
+from kafeed.loader.deferred_entry import DeferredEntry
 from kafeed.loader.mixing import MixSchedule, OnDry, source_state
 from kafeed.loader.opening import Topology, open_stream
 from kafeed.loader.packing import Window
 from kafeed.loader.parent import ParentWatch
 from kafeed.loader.settings import LoaderSettings
 from kafeed.loader.stream import TokenStream
-from kafeed.loader.windows_ahead import WindowsAhead
+from kafeed.loader.windows_ahead import Snapshot, WindowsAhead, entry_at
 
 Batch = dict[str, Any]
 AHEAD = 8  # batches' worth of its share that a source cuts at once (kafeed.loader.windows_ahead)
@@ -157,6 +159,25 @@ class MixtureStream:
             "index": self.index,
             "sources": {name: self.ahead[name].state_dict() for name in self.names},
             "mix": {**self.schedule.state_dict(), "tokens": dict(self.tokens), "dry": list(self.dry)},
+        }
+
+    def batch_state(self) -> tuple[DeferredEntry, dict[str, int]]:
+        """This reader's entry as of the last batch, deferred (built when a state is asked
+        for; kafeed.loader.windows_ahead), and the next offset per partition key."""
+        snapshots = [self.ahead[name].snapshot() for name in self.names]
+        mix = (dict(self.schedule.credits), dict(self.tokens), list(self.dry))
+        positions = {p.key: p.next_offset() for stream in self.streams.values() for p in stream.reader.parts}
+        return DeferredEntry(partial(self._entry_at, snapshots, mix)), positions
+
+    def _entry_at(self, snapshots: list[Snapshot],
+                  mix: tuple[dict[str, float], dict[str, int], list[str]]) -> dict[str, Any]:
+        credits, tokens, dry = mix
+        return {
+            "index": self.index,
+            "sources": {name: entry_at(snapshot, self.window)
+                        for name, snapshot in zip(self.names, snapshots, strict=True)},
+            "mix": {"weights": dict(self.schedule.weights), "credits": dict(credits),
+                    "tokens": dict(tokens), "dry": list(dry)},
         }
 
     def stats(self) -> dict[str, int]:

@@ -45,11 +45,16 @@ class Delivered:
     def of(cls, drained: tuple[dict[str, int], list[int]], state: dict[str, Any],
            sources: dict[str, int] | None = None) -> Delivered:
         """From a reader entry (a mixture's: the positions of all its sources)."""
-        per_topic, stamps = drained
         entries = [state["sources"][n] for n in sorted(state["sources"])] if "sources" in state else [state]
+        positions = {key: int(p["next"]) for e in entries for key, p in e["partitions"].items()}
+        return cls.at(drained, positions, sources)
+
+    @classmethod
+    def at(cls, drained: tuple[dict[str, int], list[int]], positions: dict[str, int],
+           sources: dict[str, int] | None = None) -> Delivered:
+        per_topic, stamps = drained
         return cls(per_topic=per_topic, timestamps=np.array(stamps, dtype=np.int64),
-                   positions={key: int(p["next"]) for e in entries for key, p in e["partitions"].items()},
-                   sources=sources or {})
+                   positions=positions, sources=sources or {})
 
 
 READER_KEYS = ("index", "partitions", "rr", "buffer", "rng", "carry", "stats")
@@ -87,6 +92,11 @@ class _Stream:
             "carry": self._packer_state()["carry"],
             "stats": reader["stats"],
         }
+
+    def batch_state(self) -> tuple[dict[str, Any], dict[str, int]]:
+        """:meth:`state_dict` and the next offset per partition key in it."""
+        state = self.state_dict()
+        return state, {key: int(p["next"]) for key, p in state["partitions"].items()}
 
     def load_state_dict(self, entry: dict[str, Any]) -> None:
         """Resume exactly from a reader entry (before :meth:`open`): the reader gets its

@@ -29,6 +29,7 @@ from kafeed.errors import ConfigError, invalid_settings, translate_kafka_error
 from kafeed.kafka import client_config
 from kafeed.loader.assignment import parse_key
 from kafeed.loader.dataset import Collate, KafkaDatasetBase, WorkerError, rank_and_world, token_batch
+from kafeed.loader.deferred_entry import DeferredEntry, built
 from kafeed.loader.device_feed import DeviceFeed, resolve_device
 from kafeed.loader.metrics import LoaderMetrics, batch_tokens
 from kafeed.loader.prefetch import JOIN_S, Prefetch
@@ -62,6 +63,12 @@ class _BatchView(IterableDataset[Any]):
         items = self.dataset.iter_batches(self.batch_size, skip_first=worker < self.next_worker,
                                           origin=self.origin, collate=self.collate, stop=stop)
         return _pinned(items) if pin else items
+
+
+def entry_data(entry: str | dict[str, Any] | DeferredEntry) -> Any:
+    """A reader entry kept for the state (a worker's JSON, or the main process's entry, a
+    mixture's deferred) as fresh JSON data."""
+    return json.loads(entry if isinstance(entry, str) else json.dumps(built(entry)))
 
 
 def _taken(prefetch: Prefetch[T]) -> Iterator[T]:
@@ -180,7 +187,8 @@ class StreamLoader:
         self.sync_ranks = options.sync_ranks
         self.multiprocessing_context = options.multiprocessing_context
         self.timeout = options.timeout
-        self._entries: dict[int, str | dict[str, Any]] = {}  # JSON text from a worker, or the dict
+        # JSON text from a worker, or the entry (a mixture's deferred) from the main process.
+        self._entries: dict[int, str | dict[str, Any] | DeferredEntry] = {}
         self._next_worker = 0
         self._loaded: dict[str, Any] | None = None
         self._finished = False  # the last iteration ran a bounded dataset to its end
@@ -333,8 +341,8 @@ class StreamLoader:
         context.set_forkserver_preload(["kafeed.loader.stream_loader"])
         return context
 
-    def _marker(self, worker: int, state: str | dict[str, Any], delivered: Delivered, tokens: int,
-                prefetch: Prefetch[Any] | None) -> Any:
+    def _marker(self, worker: int, state: str | dict[str, Any] | DeferredEntry, delivered: Delivered,
+                tokens: int, prefetch: Prefetch[Any] | None) -> Any:
         def mark() -> None:
             self._entries[worker] = state
             self._next_worker = (worker + 1) % self.workers
@@ -361,7 +369,7 @@ class StreamLoader:
         state = self.dataset.empty_state()
         state["num_readers"] = self._count()
         state["readers"] = {
-            str(rank * self.workers + w): json.loads(entry if isinstance(entry, str) else json.dumps(entry))
+            str(rank * self.workers + w): entry_data(entry)
             for w, entry in sorted(self._entries.items())
         }
         state["next_worker"] = {str(rank): self._next_worker}
