@@ -94,6 +94,7 @@ def run(conn: ConnectionSettings, tmp: Path, steps: int, profile: bool) -> None:
                     profiler.disable()
                 waits.append(time.perf_counter() - t0)
             yield batch
+            del batch  # the runner frees each batch after its step, not inside the next wait
 
     stream_loader.StreamLoader.__iter__ = timed  # type: ignore[method-assign]
     options = TrainOptions(topic="tokens", steps=steps, batch_size=8, seq_len=128, tokenizer="bytes",

@@ -6,6 +6,7 @@ import os
 import signal
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -120,3 +121,23 @@ def test_eval_every_adds_checkpoints_and_each_checkpoint_is_announced(stop: Any,
     assert [step for step, _ in seen] == [2, 4, 5]
     assert [Path(path).name for _, path in seen] == [f"step-{s:08d}.pt" for s in (2, 4, 5)]
     assert all(Path(path).exists() for _, path in seen)
+
+
+def test_each_batch_is_freed_after_its_step_before_the_wait_for_the_next(tmp_path: Path) -> None:
+    """Freed inside the timed wait, a batch let the prefetch thread take the GIL there."""
+    refs: list[weakref.ref[torch.Tensor]] = []
+    freed_when_asked: list[bool] = []
+
+    class Tracked(Batches):
+        def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
+            for i in range(self.count):
+                freed_when_asked.append(all(ref() is None for ref in refs))
+                self.handed_out += 1
+                x = torch.full((2, 4), float(i))
+                refs.append(weakref.ref(x))
+                yield {"x": x}
+                del x
+
+    result = _runner(Tracked(), tmp_path).run()
+    assert result.steps == 3
+    assert freed_when_asked == [True, True, True]

@@ -95,6 +95,26 @@ def _pinned(items: Iterator[tuple[int, Any, Any, Delivered]]) -> Iterator[tuple[
             close()
 
 
+def _token_views(batch: dict[str, Any]) -> dict[str, Any]:
+    return token_batch(batch["tokens"], batch.get("doc_start"))
+
+
+def _with_views(items: Iterable[tuple[int, Any, Any, Delivered]], views: bool
+                ) -> Iterator[tuple[int, Any, Any, Delivered]]:
+    """``items`` with each token batch given its ``input_ids`` and ``labels`` views
+    (``views``), or as they are (and state-only items and worker errors always)."""
+    source = iter(items)
+    try:
+        for worker, batch, state, delivered in source:
+            if views and isinstance(batch, dict):
+                batch = _token_views(batch)
+            yield worker, batch, state, delivered
+    finally:
+        close = getattr(source, "close", None)
+        if close is not None:
+            close()
+
+
 class LoaderOptions(BaseModel):
     """StreamLoader's own arguments, checked before any worker starts."""
 
@@ -219,10 +239,8 @@ class StreamLoader:
         return bool(flag.item())
 
     def __iter__(self) -> Iterator[Any]:
-        tokens_kind = self.dataset.settings.kind == "tokens"
         self._cut = False
-        for batch in self._handed_out():
-            yield token_batch(batch["tokens"], batch.get("doc_start")) if tokens_kind else batch
+        yield from self._handed_out()
         # Under sync_ranks an epoch ends for every rank when the first one runs out.
         self._finished = self.dataset.settings.bounded and not self._cut
 
@@ -241,11 +259,14 @@ class StreamLoader:
             log.warning("kafeed loader: the prefetch thread did not end within %.0f s", JOIN_S)
 
     def _handed_out(self) -> Iterator[Any]:
-        """The host batches, through the device feed when there is one, each marked as
-        handed out just before the caller gets it."""
+        """The batches as the caller gets them (token batches with their ``input_ids`` and
+        ``labels`` views), through the device feed when there is one, each marked as handed
+        out just before the caller gets it."""
         host = self._host_batches()
         if self._feed is not None:
-            yield from self._feed.ahead(host)
+            tokens_kind = self.dataset.settings.kind == "tokens"
+            for batch in self._feed.ahead(host):
+                yield _token_views(batch) if tokens_kind else batch
             return
         for batch, mark in host:
             mark()
@@ -253,7 +274,9 @@ class StreamLoader:
 
     def _host_batches(self) -> Iterator[tuple[Any, Any]]:
         """``(batch, mark)`` per batch from the workers; ``mark()`` records it as handed out
-        (state, round-robin, metrics) and is called when the caller receives it."""
+        (state, round-robin, metrics) and is called when the caller receives it. Without a
+        device feed a token batch comes with its views already made (on the prefetch thread
+        when there is one)."""
         rank, _ = rank_and_world(self.dataset.settings)
         if self._entries or self._finished:
             # Iterating again continues after the last batch handed out, or starts a new epoch.
@@ -270,22 +293,27 @@ class StreamLoader:
         view = _BatchView(self.dataset, self.batch_size, next_worker, self.collate_fn)
         pin = self.pin_memory and self._feed is None
         depth = self.dataset.settings.prefetch_batches if self.num_workers == 0 else 0
+        tokens_kind = self.dataset.settings.kind == "tokens"
+        views = tokens_kind and self._feed is None  # the feed copies the tokens, then views them
         prefetch = None
         items: Iterable[tuple[int, Any, Any, Delivered]]
         if depth:
             self.close()  # an earlier iteration's thread, if it was left running
+            # The views are made on the thread: slicing a tensor releases the GIL, and in the
+            # caller's hand-over, after the place is given back, the woken thread would take it
+            # and build its next batch while the caller waits.
             prefetch = self._prefetch = Prefetch(
-                lambda stop: view.batches(stop, pin=pin and torch.cuda.is_available()), depth)
+                lambda stop: _with_views(view.batches(stop, pin=pin and torch.cuda.is_available()), views),
+                depth)
             items = _taken(prefetch)
         else:
-            items = DataLoader(
+            items = _with_views(DataLoader(
                 view, batch_size=None, num_workers=self.num_workers, collate_fn=_identity,
                 pin_memory=pin, timeout=self.timeout,
                 prefetch_factor=(self.prefetch_factor or 2) if self.num_workers else None,
                 multiprocessing_context=self._worker_context(view) if self.num_workers else None,
-            )
+            ), views)
         sync = self._should_sync()
-        tokens_kind = self.dataset.settings.kind == "tokens"
         stopped = False
         metrics = self._metrics
         try:
