@@ -14,16 +14,24 @@ import pytest
 
 from kafeed.broker import LocalCluster, free_port_block
 from kafeed.config import ConnectionSettings
+from kafeed.errors import BrokerError
 from kafeed.topics import TopicAdmin, plan_topic
 
 
 @pytest.fixture(scope="session")
 def kafka_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    cluster = LocalCluster(
-        tmp_path_factory.mktemp("kafka"), nodes=1, port=free_port_block(2), heap_mb=768,
-        jit="quick",
-    )
-    cluster.start()
+    # A slow JVM start on a busy machine gets three minutes; a start that fails anyway
+    # (a port taken between its pick and the broker's bind) gets one more try on fresh
+    # ports, the first failure printed to the test's output.
+    cluster = LocalCluster(tmp_path_factory.mktemp("kafka"), nodes=1, port=free_port_block(2),
+                           heap_mb=768, jit="quick")
+    try:
+        cluster.start(timeout=180)
+    except BrokerError as first:
+        print(f"The session broker did not start; trying again on other ports: {first}")
+        cluster = LocalCluster(tmp_path_factory.mktemp("kafka"), nodes=1, port=free_port_block(2),
+                               heap_mb=768, jit="quick")
+        cluster.start(timeout=180)
     try:
         yield cluster
     finally:
