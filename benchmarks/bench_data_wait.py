@@ -2,7 +2,8 @@
 
 Starts a LocalCluster on free ports in a temp dir, produces the bundled corpus as
 byte-tokenized documents (what `make demo` trains on), then trains the demo's GPT
-(300 steps, batch 8, seq_len 128, num_workers 0, shuffle buffer 256) and reports the
+(300 steps, batch 8, seq_len 128, num_workers 0, shuffle buffer 256; the stream opened
+before torch is imported, as ``kafeed train`` opens it) and reports the
 data-wait share (time in ``next(loader)`` over the run), the first batch's wait apart
 from the steady state, and the loader functions that take the most time inside the
 waits (cProfile, cumulative).
@@ -71,9 +72,16 @@ def main() -> int:
 
 
 def run(conn: ConnectionSettings, tmp: Path, steps: int, profile: bool) -> None:
+    from kafeed.train.options import TrainOptions
+    from kafeed.train.startup import start
+
+    options = TrainOptions(topic="tokens", steps=steps, batch_size=8, seq_len=128, tokenizer="bytes",
+                           checkpoint_dir=tmp / "ck", checkpoint_every=100, log_every=100)
+    # As `kafeed train` does: the stream opens before torch is imported, so the consumer
+    # joins and fetches while the import runs.
+    startup = start(options, conn)
     from kafeed.loader import stream_loader
     from kafeed.train.gpt import train_gpt
-    from kafeed.train.options import TrainOptions
 
     waits: list[float] = []
     profiler = cProfile.Profile() if profile else None
@@ -97,9 +105,7 @@ def run(conn: ConnectionSettings, tmp: Path, steps: int, profile: bool) -> None:
             del batch  # the runner frees each batch after its step, not inside the next wait
 
     stream_loader.StreamLoader.__iter__ = timed  # type: ignore[method-assign]
-    options = TrainOptions(topic="tokens", steps=steps, batch_size=8, seq_len=128, tokenizer="bytes",
-                           checkpoint_dir=tmp / "ck", checkpoint_every=100, log_every=100)
-    result, _ = train_gpt(options, conn, progress=lambda line: None)
+    result, _ = train_gpt(options, conn, progress=lambda line: None, startup=startup)
     steady = sum(waits[1:])
     print(f"steps {result.steps}, run {result.seconds:.1f} s, "
           f"data-wait {result.data_wait_seconds:.2f} s = {100 * result.data_wait_share:.2f} %")
