@@ -16,7 +16,7 @@ from kafeed.infer import InferSettings, InferStats, load_served_model, run_infer
 from kafeed.train.checkpoint import CheckpointManager
 from kafeed.train.classifier import evaluate, train_classifier
 from kafeed.train.options import TrainOptions
-from tests.integration.train_data import paragraphs, produce_labelled
+from tests.integration.train_data import paragraphs, produce_labelled, tiny_classifier
 from tests.prepare_support import produce, read_topic
 
 
@@ -97,12 +97,7 @@ def test_infer_is_exactly_once_under_kills(kafka: ConnectionSettings, make_topic
     from tests.prepare_support import high_watermarks, prepare_env
 
     corpus = paragraphs(shakespeare)
-    train_topic = make_topic(partitions=2)
-    produce_labelled(kafka, train_topic, corpus[:100], [i % 2 for i in range(100)], partitions=2)
-    ck = tmp_path / "ck"
-    train_classifier(TrainOptions(model="classifier", topic=train_topic, steps=2, batch_size=8, max_length=24,
-                                  pretrained=False, checkpoint_dir=ck, checkpoint_every=0, log_every=2),
-                     kafka, progress=lambda _l: None)
+    ck = tiny_classifier(kafka, make_topic(partitions=2), corpus[:100], tmp_path / "ck")
     source = make_topic(partitions=2)
     n = 600
     produce_labelled(kafka, source, corpus[100:100 + n], [0] * n, partitions=2)

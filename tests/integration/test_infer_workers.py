@@ -12,10 +12,8 @@ from pathlib import Path
 import pytest
 
 from kafeed.config import ConnectionSettings
-from kafeed.train.classifier import train_classifier
-from kafeed.train.options import TrainOptions
 from tests.integration.process_output import StderrLines
-from tests.integration.train_data import paragraphs, produce_labelled
+from tests.integration.train_data import paragraphs, produce_labelled, tiny_classifier
 from tests.prepare_support import prepare_env, read_topic
 
 
@@ -24,12 +22,7 @@ from tests.prepare_support import prepare_env, read_topic
 def test_infer_workers_follow_the_backlog(kafka: ConnectionSettings, make_topic, shakespeare: Path,  # type: ignore[no-untyped-def]
                                           tmp_path: Path) -> None:
     corpus = paragraphs(shakespeare)
-    train_topic = make_topic(partitions=2)
-    produce_labelled(kafka, train_topic, corpus[:100], [i % 2 for i in range(100)], partitions=2)
-    ck = tmp_path / "ck"
-    train_classifier(TrainOptions(model="classifier", topic=train_topic, steps=2, batch_size=8, max_length=24,
-                                  pretrained=False, checkpoint_dir=ck, checkpoint_every=0, log_every=2),
-                     kafka, progress=lambda _l: None)
+    ck = tiny_classifier(kafka, make_topic(partitions=2), corpus[:100], tmp_path / "ck")
     source = make_topic(partitions=2)
     output = f"{source}.pred"
     cmd = [sys.executable, "-m", "kafeed.cli.main", "infer", "-b", kafka.bootstrap, "--checkpoint", str(ck),

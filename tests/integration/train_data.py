@@ -40,3 +40,17 @@ def produce_labelled(kafka: ConnectionSettings, topic: str, texts: list[str], la
         producer.produce(topic, key=sample.id.encode(), value=sample.SerializeToString(),
                          partition=i % partitions)
     assert producer.flush(30) == 0
+
+
+def tiny_classifier(kafka: ConnectionSettings, topic: str, texts: list[str], checkpoint_dir: Path) -> Path:
+    """A classifier trained for two steps on ``texts`` (labels alternating 0, 1), written to
+    ``checkpoint_dir``: a real checkpoint for the serving tests, not a good model."""
+    from kafeed.train.classifier import train_classifier
+    from kafeed.train.options import TrainOptions
+
+    produce_labelled(kafka, topic, texts, [i % 2 for i in range(len(texts))], partitions=2)
+    train_classifier(TrainOptions(model="classifier", topic=topic, steps=2, batch_size=8, max_length=24,
+                                  pretrained=False, checkpoint_dir=checkpoint_dir, checkpoint_every=0,
+                                  log_every=2),
+                     kafka, progress=lambda _l: None)
+    return checkpoint_dir
