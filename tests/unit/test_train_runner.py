@@ -141,3 +141,26 @@ def test_each_batch_is_freed_after_its_step_before_the_wait_for_the_next(tmp_pat
     result = _runner(Tracked(), tmp_path).run()
     assert result.steps == 3
     assert freed_when_asked == [True, True, True]
+
+
+def test_the_setup_objects_are_frozen_for_the_run_and_handed_back_after(tmp_path: Path) -> None:
+    import gc
+
+    seen: list[int] = []
+    before = gc.get_freeze_count()
+    result = _runner(Batches(), tmp_path, step_hook=lambda _s: seen.append(gc.get_freeze_count())).run()
+    assert result.steps == 3 and len(seen) == 3
+    assert before == 0 and all(n > 0 for n in seen)  # the model, torch's modules: out of the passes
+    assert gc.get_freeze_count() == 0  # unfrozen at the end, as it was before
+
+
+def test_objects_the_caller_froze_stay_frozen_after_the_run(tmp_path: Path) -> None:
+    import gc
+
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        _runner(Batches(), tmp_path).run()
+        assert gc.get_freeze_count() >= frozen
+    finally:
+        gc.unfreeze()
