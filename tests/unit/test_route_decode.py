@@ -1,6 +1,6 @@
 """The batch decoder and batch language detector against their per-record references.
 
-``decode_batch`` splits most Protobuf values with numpy and leaves the rest to upb; it
+``decode_columns`` splits most Protobuf values with numpy and leaves the rest to upb; it
 must keep, reject and read exactly what decoding each record with upb does, and the
 rules must route its columns as they route columns of upb-parsed samples.
 """
@@ -16,12 +16,12 @@ from hypothesis import strategies as st
 from kafeed.errors import SchemaError
 from kafeed.route import detect_language, parse_rules
 from kafeed.route.columns import Columns
-from kafeed.route.decode import decode_batch, scan_samples
+from kafeed.route.decode import decode_columns, scan_samples
 from kafeed.route.language import detect_languages
 from kafeed.schema import encode_avro, format_headers, make_sample
 from kafeed.schema.avro import decode_raw
 from kafeed.schema.records_pb2 import TrainingSample
-from kafeed.stream import Record
+from kafeed.stream import Record, RecordBatch
 
 RULES = parse_rules({
     "default": "other",
@@ -132,7 +132,9 @@ def _records(draw: st.DrawFn) -> list[Record]:
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_records())
 def test_batch_decode_keeps_rejects_and_routes_as_upb_per_record(records: list[Record]) -> None:
-    kept, columns, rejected = decode_batch(records)
+    batch = RecordBatch.of(records)
+    indices, columns, rejected = decode_columns(batch)
+    kept = [batch[i] for i in indices.tolist()]
     ref_kept, ref_columns, ref_rejected = _reference(records)
     assert [r.offset for r in kept] == [r.offset for r in ref_kept]
     assert sorted((d.record.offset, d.kind, d.reason) for d in rejected) == sorted(ref_rejected)

@@ -219,15 +219,9 @@ def _not_utf8(record: Record, exc: UnicodeDecodeError) -> DeadLetter:
     return DeadLetter(record, "encoding", f"input_data is not UTF-8 ({exc.reason} at byte {exc.start})")
 
 
-def decode_batch(records: Sequence[Record]) -> tuple[list[Record], Columns, list[DeadLetter]]:
-    """The readable records, their texts and fields as columns, and dead letters for the rest."""
-    batch = RecordBatch.of(records)
-    kept, columns, rejected = decode_columns(batch)
-    return [batch[i] for i in kept.tolist()], columns, rejected
-
-
 def decode_columns(batch: RecordBatch) -> tuple[Ints, Columns, list[DeadLetter]]:
-    """:func:`decode_batch` on a batch's columns: the readable records as indices into ``batch``."""
+    """The readable records of ``batch`` (as indices into it), their texts and fields as
+    columns, and dead letters for the rest."""
     values = batch.values()  # None among them is taken out below
     headers = batch.headers()
     plain: Sequence[int]
