@@ -159,8 +159,10 @@ def test_objects_the_caller_froze_stay_frozen_after_the_run(tmp_path: Path) -> N
 
     gc.freeze()
     try:
-        frozen = gc.get_freeze_count()
+        assert gc.get_freeze_count() > 0
         _runner(Batches(), tmp_path).run()
-        assert gc.get_freeze_count() >= frozen
+        # Still frozen (the run's gc.unfreeze() would empty the permanent generation); the
+        # count itself may drop: a frozen object is still freed when its last reference goes.
+        assert gc.get_freeze_count() > 0
     finally:
         gc.unfreeze()
