@@ -1,6 +1,7 @@
 """How the reader pulls from librdkafka, with a consumer that stands in for it (so what it
 does is certain): a partition's queue never passes queue_records though one consume() brings
-more of it, and a live reader never holds a fresh record back for a batch to fill."""
+more of it, a live reader never holds a fresh record back for a batch to fill, and a resumed
+partition is fetched at once, not when librdkafka's idle fetcher next looks."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import numpy as np
 import pytest
 from confluent_kafka import KafkaError
 
-from kafeed.loader.reader import KafkaReader
+from kafeed.loader.reader import BOUNDED_FETCH_WAIT_MS, KafkaReader
 from kafeed.loader.settings import LoaderSettings
 from kafeed.schema import make_document
 
@@ -171,3 +172,66 @@ def test_a_live_reader_hands_a_fresh_record_on_as_it_arrives() -> None:
     # milliseconds (rounded down, it ended early and the caller spun until its deadline).
     assert reader.take(0.0025) is None
     assert consumer.waits[-1] == 0.003
+
+
+class IdleFetcher(Consumer):
+    """librdkafka's fetcher as read in its source and measured: once every partition is
+    paused it idles, and a resume does not wake it (it looks again on its own, up to a second
+    later: here, after ``LOOKS_AFTER`` empty calls); a seek does, as it moves a partition to
+    fetching. ``slept`` counts the calls that found a resumed partition not fetched yet."""
+
+    LOOKS_AFTER = 3
+
+    def __init__(self, logs: dict[tuple[str, int], list[bytes]]) -> None:
+        super().__init__(logs)
+        self.idle = False
+        self.slept = 0
+        self._empty = 0
+
+    def _look(self) -> None:
+        self.idle = self.paused == set(self.logs)
+        self._empty = 0
+
+    def pause(self, tps: list[Any]) -> None:
+        super().pause(tps)
+        if self.paused == set(self.logs):
+            self.idle = True
+
+    def seek(self, tp: Any) -> None:
+        super().seek(tp)
+        self._look()
+
+    def _ready(self, num_messages: int) -> list[Record]:
+        if self.idle:
+            self.slept += self.paused != set(self.logs)
+            self._empty += 1
+            if self._empty >= self.LOOKS_AFTER:
+                self._look()
+            return []
+        return super()._ready(num_messages)
+
+
+def test_a_partition_resumed_while_the_fetcher_idles_is_fetched_at_once() -> None:
+    consumer = IdleFetcher({("t", p): [_doc(p, o) for o in range(RECORDS)] for p in (0, 1)})
+    reader = _reader(consumer, end=RECORDS)
+    taken: list[tuple[str, int]] = []
+    while (item := reader.take()) is not None:
+        taken.append(item[0])
+        reader.delivered(item[0])
+    # Both partitions reach their cap and are paused, then resumed as they empty; each
+    # resume comes with a seek to where the partition's fetching goes on, which wakes the
+    # fetcher, and moves nothing: every record once, in order.
+    assert consumer.slept == 0
+    assert taken == [(f"t:{p}", o) for o in range(RECORDS) for p in (0, 1)]
+
+
+def test_only_a_bounded_reader_cuts_the_brokers_long_poll_short() -> None:
+    # A bounded run ends at offsets it knows: a fetch held at the end of a log for new data
+    # (500 ms by default) would only hold back the fetch of a partition resumed meanwhile.
+    def wait_ms(**options: Any) -> Any:
+        settings = LoaderSettings(topics=("t",), seq_len=8, eos_id=0, **options)
+        return KafkaReader(settings, index=0, count=1).consumer_config().get("fetch.wait.max.ms")
+
+    assert wait_ms(end="latest") == BOUNDED_FETCH_WAIT_MS
+    assert wait_ms(end=None) is None  # live: the long poll hands a fresh record on as it lands
+    assert wait_ms(end="latest", consumer_config={"fetch.wait.max.ms": 200}) == 200  # the user's wins

@@ -59,6 +59,7 @@ Ref = tuple[str, int]
 Item = tuple[Ref, Any, int]  # (partition key, offset), payload, tokens already emitted
 CHECK_S = 0.02  # how often taking records looks at the queues (rate, top-up, pause)
 REFILL_S = 0.05  # the longest a refill after resuming waits for its records
+BOUNDED_FETCH_WAIT_MS = 10  # the longest the broker holds a bounded reader's fetch for data
 STOP_CHECK_S = 0.1  # with a stop hook, a wait for records looks at it this often
 STATE_VERSION = 1
 STATE_KEYS = ("version", "partitions", "rr", "stats")
@@ -112,6 +113,10 @@ class KafkaReader:
             # Fetch sizes from read_ahead_bytes: what librdkafka may fetch between two
             # looks at the queues (kafeed.loader.read_ahead).
             **self.read_ahead.budget.client_config(),
+            # A bounded run knows where it ends, so nothing is worth a long poll; a fetch kept
+            # waiting at the end of a log (500 ms by default) holds back the fetch of a partition
+            # resumed meanwhile on the same broker (kafeed.loader.read_ahead).
+            **({"fetch.wait.max.ms": BOUNDED_FETCH_WAIT_MS} if s.bounded else {}),
             "error_cb": self._log_error,
             **s.consumer_config,
         }, stage="loader" if self._client_stats else None)
@@ -484,9 +489,28 @@ class KafkaReader:
         if not parts:
             return
         tps = [TopicPartition(part.topic, part.partition) for part in parts]
-        (self._consumer.pause if pause else self._consumer.resume)(tps)
+        if pause:
+            self._consumer.pause(tps)
+        else:
+            self._consumer.resume(tps)
+            self._nudge(parts)
         for part in parts:
             part.paused = pause
+
+    def _nudge(self, resumed: list[Partition]) -> None:
+        """Seek ``resumed`` partitions to where their fetching goes on (just past the last
+        record fetched of each), which changes nothing but wakes librdkafka's fetcher. A
+        resume alone is seen only when that thread next wakes on its own, up to a second
+        later; with every partition of a consumer paused, each resume cost 0.2-0.5 s
+        (benchmarks/bench_mixture.py: a third of the mixture's time). A partition still
+        re-reading in-flight records of a resume is left alone: it fetches from below."""
+        from confluent_kafka import TopicPartition
+
+        for part in resumed:
+            if not part.restore:
+                queue = part.queue
+                self._consumer.seek(TopicPartition(part.topic, part.partition,
+                                                   queue[-1].offset() + 1 if queue else part.read))
 
     def _log_error(self, err: Any) -> None:
         """One clear line per 30 s while the cluster misbehaves (librdkafka retries itself)."""
