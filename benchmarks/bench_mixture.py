@@ -4,7 +4,8 @@ Starts a LocalCluster on free ports in a temp dir, produces ``--tokens`` token i
 over three topics (web 60 %, code 30 %, books 10 %, 2 partitions each) and the same
 documents again into one 6-partition topic, then reads ``--read`` of the tokens with
 StreamLoader (num_workers=0, seq_len 2048, batch 8): once from the single topic, once as
-``Mixture({"web": 0.6, "code": 0.3, "books": 0.1})``, interleaved ``--repeat`` times; best
+``Mixture({"web": 0.6, "code": 0.3, "books": 0.1})``, each at its default prefetch depth
+unless ``--prefetch-batches`` sets both, interleaved ``--repeat`` times; best
 of each is kept (the machine may be shared). Rates count from the first batch, in tokens per
 second and per CPU second of the reading process; the time to the first batch (one consumer
 to open per source) is printed apart. ``--baseline-src`` (another commit's
@@ -24,6 +25,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from confluent_kafka import Producer
@@ -78,18 +80,22 @@ def read(loader_of: object, tokens: int) -> tuple[float, float, float]:
     return seen / (time.perf_counter() - first), first - t0, seen / (time.process_time() - cpu)
 
 
-def dataset(name: str, conn: ConnectionSettings) -> object:
+def dataset(name: str, conn: ConnectionSettings, prefetch: int | None = None) -> object:
+    """The single topic or the mixture, each at its default prefetch depth unless ``prefetch``."""
     import kafeed
 
+    depth: dict[str, Any] = {} if prefetch is None else {"prefetch_batches": prefetch}
     if name == "single":
-        return kafeed.KafkaTokenDataset("all", seq_len=2048, eos_id=0, connection=conn)
-    return kafeed.Mixture(SHARES, seq_len=2048, eos_id=0, connection=conn)
+        return kafeed.KafkaTokenDataset("all", seq_len=2048, eos_id=0, connection=conn, **depth)
+    return kafeed.Mixture(SHARES, seq_len=2048, eos_id=0, connection=conn, **depth)
 
 
-def read_apart(name: str, bootstrap: str, tokens: int, src: str | None) -> tuple[float, float, float]:
+def read_apart(name: str, bootstrap: str, tokens: int, src: str | None,
+               prefetch: int | None) -> tuple[float, float, float]:
     """:func:`read` in a process of its own, with the kafeed of ``src`` (default: this one)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(([src] if src else []) + sys.path)}
-    out = subprocess.run([sys.executable, __file__, "--reader", name, bootstrap, str(tokens)],
+    depth = [] if prefetch is None else [str(prefetch)]
+    out = subprocess.run([sys.executable, __file__, "--reader", name, bootstrap, str(tokens), *depth],
                          capture_output=True, text=True, env=env, check=True).stdout
     rate, start, cpu_rate = json.loads(out.strip().splitlines()[-1])
     return float(rate), float(start), float(cpu_rate)
@@ -98,7 +104,8 @@ def read_apart(name: str, bootstrap: str, tokens: int, src: str | None) -> tuple
 def main() -> int:
     if sys.argv[1:2] == ["--reader"]:
         name, bootstrap, tokens = sys.argv[2], sys.argv[3], int(sys.argv[4])
-        print(json.dumps(read(dataset(name, ConnectionSettings(bootstrap=bootstrap)), tokens)))
+        prefetch = int(sys.argv[5]) if len(sys.argv) > 5 else None
+        print(json.dumps(read(dataset(name, ConnectionSettings(bootstrap=bootstrap), prefetch), tokens)))
         return 0
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tokens", type=float, default=60e6)
@@ -108,6 +115,8 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--baseline-src", default=None,
                     help="also read the mixture with the kafeed of this source tree (another commit's src/)")
+    ap.add_argument("--prefetch-batches", type=int, default=None,
+                    help="read both at this prefetch depth (default: each at its own, 2 and 8)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="kafeed-mix-") as tmp:
         cluster = LocalCluster(Path(tmp) / "kafka", nodes=1, port=free_port_block(2), heap_mb=1024)
@@ -128,9 +137,11 @@ def main() -> int:
                     kind = name.split()[0]
                     if args.baseline_src:
                         src = args.baseline_src if name.endswith("(baseline)") else None
-                        rate, start, cpu_rate = read_apart(kind, cluster.bootstrap, int(args.read), src)
+                        rate, start, cpu_rate = read_apart(kind, cluster.bootstrap, int(args.read), src,
+                                                           args.prefetch_batches)
                     else:
-                        rate, start, cpu_rate = read(dataset(kind, conn), int(args.read))
+                        data = dataset(kind, conn, args.prefetch_batches)
+                        rate, start, cpu_rate = read(data, int(args.read))
                     best[name] = max(best[name], rate)
                     best_cpu[name] = max(best_cpu[name], cpu_rate)
                     starts[name].append(round(start, 2))

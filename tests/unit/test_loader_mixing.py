@@ -117,3 +117,16 @@ def test_a_mixture_refuses_max_wait() -> None:
 
     with pytest.raises(ConfigError, match="does not take max_wait_s"):
         kafeed.Mixture({"web": 0.6, "code": 0.4}, seq_len=8, eos_id=0, end=None, max_wait_s=0.01)
+
+
+def test_a_mixture_prefetches_a_block_of_batches_unless_told() -> None:
+    import kafeed
+    from kafeed.loader.mixture_stream import AHEAD
+
+    weights = {"web": 0.6, "code": 0.4}
+    assert kafeed.Mixture(weights, seq_len=8, eos_id=0).settings.prefetch_batches == AHEAD
+    assert kafeed.Mixture(weights, seq_len=8, eos_id=0, prefetch_batches=2).settings.prefetch_batches == 2
+    given = LoaderSettings(topics=("web", "code"), seq_len=8, eos_id=0, prefetch_batches=0)
+    assert kafeed.Mixture(weights, settings=given).settings.prefetch_batches == 0
+    unset = LoaderSettings(topics=("web", "code"), seq_len=8, eos_id=0)
+    assert kafeed.Mixture(weights, settings=unset).settings.prefetch_batches == AHEAD
