@@ -7,9 +7,10 @@ only on the data; in unbounded mode a partition that is caught up is skipped for
 turn. How much is read ahead follows the consumption rate within ``read_ahead_bytes``
 (kafeed.loader.read_ahead): the queues are topped up from librdkafka while they hold less
 than the target, and partitions with records queued are paused once they hold the target,
-so memory stays flat. A partition's queue never holds more than ``queue_records``: it is
-paused at that cap, and the records of it that the same ``consume()`` call brought beyond
-are dropped and fetched again after it resumes (:meth:`KafkaReader._refetch`).
+so memory stays flat. A partition's queue never holds more than ``queue_records``: a
+``consume()`` asks for no more records than the least room below that cap, and a partition
+at the cap is paused; should a call still bring records of it beyond the cap, they are
+dropped and fetched again after it resumes (:meth:`KafkaReader._refetch`).
 
 The reader tracks, per partition, what is in flight (taken but not yet delivered) and
 what was delivered out of order, which is what the state needs (see kafeed.loader.state).
@@ -277,7 +278,12 @@ class KafkaReader:
             timeout = 0  # records are waiting: take what Kafka has, do not wait for more
         consume = self._consumer.consume
         ahead = self.read_ahead
-        batch = ahead.pull(self.settings.consume_batch)
+        limit = self.settings.queue_records
+        # One call may bring a single partition's records only: no more than the least room
+        # below the cap, so that none is dropped at the cap and fetched again (_refetch).
+        room = min((limit - len(p.queue) for p in self.parts
+                    if not p.paused and not p.fetch_done and p.cold_until is None), default=limit)
+        batch = max(1, min(ahead.pull(self.settings.consume_batch), room))
         if self.settings.bounded:
             # A replay: waiting a little for a full batch makes fewer, fuller calls (and
             # leaves the CPU to librdkafka's fetcher meanwhile).
@@ -292,7 +298,6 @@ class KafkaReader:
                 msgs = self._wait_for_one(timeout)
                 if msgs and batch > 1:
                     msgs.extend(consume(num_messages=batch - 1, timeout=0))
-        limit = self.settings.queue_records
         by_tp = self._by_tp
         last_tp: tuple[str, int] | None = None
         part: Partition | None = None
