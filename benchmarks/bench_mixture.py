@@ -3,16 +3,16 @@
 Starts a LocalCluster on free ports in a temp dir, produces ``--tokens`` token ids split
 over three topics (web 60 %, code 30 %, books 10 %, 2 partitions each) and the same
 documents again into one 6-partition topic, then reads ``--read`` of the tokens with
-StreamLoader (num_workers=0, seq_len 2048, batch 8): once from the single topic, once as
-``Mixture({"web": 0.6, "code": 0.3, "books": 0.1})``, each at its default prefetch depth
-unless ``--prefetch-batches`` sets both, interleaved ``--repeat`` times; best
-of each is kept (the machine may be shared). Rates count from the first batch, in tokens per
-second and per CPU second of the reading process; the time to the first batch (one consumer
-to open per source) is printed apart. ``--baseline-src`` (another commit's
-``src/``) reads the mixture with that kafeed too, side by side; every read then runs in a
-process of its own, these included.
+StreamLoader (num_workers=0, seq_len 2048, batch ``--batch-size``, default 8): once from
+the single topic, once as ``Mixture({"web": 0.6, "code": 0.3, "books": 0.1})``, each at
+its default prefetch depth unless ``--prefetch-batches`` sets both, interleaved
+``--repeat`` times; best of each is kept (the machine may be shared). Rates count from the
+first batch, in tokens per second and per CPU second of the reading process; the time to
+the first batch (one consumer to open per source) is printed apart. ``--baseline-src``
+(another commit's ``src/``) reads the mixture with that kafeed too, side by side; every
+read then runs in a process of its own, these included.
 
-    PYTHONPATH=src python benchmarks/bench_mixture.py --tokens 60e6 --read 40e6
+    PYTHONPATH=src python benchmarks/bench_mixture.py --tokens 120e6 --read 100e6
 """
 
 from __future__ import annotations
@@ -56,14 +56,14 @@ def produce(conn: ConnectionSettings, tokens: int, doc_tokens: int) -> None:
     producer.flush(120)
 
 
-def read(loader_of: object, tokens: int) -> tuple[float, float, float]:
+def read(loader_of: object, tokens: int, batch_size: int = 8) -> tuple[float, float, float]:
     """(tokens/s after the first batch, seconds to the first batch, tokens per CPU second of
     the process after the first batch: every thread, librdkafka's included): opening one
     consumer per source is a fixed cost per run, apart from the rates. On a shared machine
     the CPU rate moves less with the load than the wall-clock one."""
     import kafeed
 
-    loader = kafeed.StreamLoader(loader_of, batch_size=8)  # type: ignore[arg-type]
+    loader = kafeed.StreamLoader(loader_of, batch_size=batch_size)  # type: ignore[arg-type]
     seen = 0
     t0 = time.perf_counter()
     first: float | None = None
@@ -90,12 +90,13 @@ def dataset(name: str, conn: ConnectionSettings, prefetch: int | None = None) ->
     return kafeed.Mixture(SHARES, seq_len=2048, eos_id=0, connection=conn, **depth)
 
 
-def read_apart(name: str, bootstrap: str, tokens: int, src: str | None,
+def read_apart(name: str, bootstrap: str, tokens: int, batch_size: int, src: str | None,
                prefetch: int | None) -> tuple[float, float, float]:
     """:func:`read` in a process of its own, with the kafeed of ``src`` (default: this one)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(([src] if src else []) + sys.path)}
     depth = [] if prefetch is None else [str(prefetch)]
-    out = subprocess.run([sys.executable, __file__, "--reader", name, bootstrap, str(tokens), *depth],
+    out = subprocess.run([sys.executable, __file__, "--reader", name, bootstrap, str(tokens), str(batch_size),
+                          *depth],
                          capture_output=True, text=True, env=env, check=True).stdout
     rate, start, cpu_rate = json.loads(out.strip().splitlines()[-1])
     return float(rate), float(start), float(cpu_rate)
@@ -104,8 +105,10 @@ def read_apart(name: str, bootstrap: str, tokens: int, src: str | None,
 def main() -> int:
     if sys.argv[1:2] == ["--reader"]:
         name, bootstrap, tokens = sys.argv[2], sys.argv[3], int(sys.argv[4])
-        prefetch = int(sys.argv[5]) if len(sys.argv) > 5 else None
-        print(json.dumps(read(dataset(name, ConnectionSettings(bootstrap=bootstrap), prefetch), tokens)))
+        batch_size = int(sys.argv[5])
+        prefetch = int(sys.argv[6]) if len(sys.argv) > 6 else None
+        data = dataset(name, ConnectionSettings(bootstrap=bootstrap), prefetch)
+        print(json.dumps(read(data, tokens, batch_size)))
         return 0
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tokens", type=float, default=60e6)
@@ -115,6 +118,7 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--baseline-src", default=None,
                     help="also read the mixture with the kafeed of this source tree (another commit's src/)")
+    ap.add_argument("--batch-size", type=int, default=8, help="windows of 2,049 tokens per batch")
     ap.add_argument("--prefetch-batches", type=int, default=None,
                     help="read both at this prefetch depth (default: each at its own, 2 and 8)")
     args = ap.parse_args()
@@ -137,11 +141,11 @@ def main() -> int:
                     kind = name.split()[0]
                     if args.baseline_src:
                         src = args.baseline_src if name.endswith("(baseline)") else None
-                        rate, start, cpu_rate = read_apart(kind, cluster.bootstrap, int(args.read), src,
-                                                           args.prefetch_batches)
+                        rate, start, cpu_rate = read_apart(kind, cluster.bootstrap, int(args.read),
+                                                           args.batch_size, src, args.prefetch_batches)
                     else:
                         data = dataset(kind, conn, args.prefetch_batches)
-                        rate, start, cpu_rate = read(data, int(args.read))
+                        rate, start, cpu_rate = read(data, int(args.read), args.batch_size)
                     best[name] = max(best[name], rate)
                     best_cpu[name] = max(best_cpu[name], cpu_rate)
                     starts[name].append(round(start, 2))
