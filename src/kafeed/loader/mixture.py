@@ -70,7 +70,7 @@ class Mixture(KafkaTokenDataset):
                                                   "prefetch_batches" not in settings.model_fields_set):
             # Each source cuts its windows a block of AHEAD batches at a time, so the batch that
             # starts a block costs several: a prefetch queue as deep as the block evens that out
-            # (benchmarks/bench_mixture.py: 47-50M tokens/s at depth 2, 52-54M at 8).
+            # (benchmarks/bench_mixture.py: 47-52M tokens/s at depth 2, 52-54M at 8).
             options = {**options, "prefetch_batches": AHEAD}
         base = loader_settings("tokens", sorted(owners), settings, bootstrap, connection, options)
         if base.mode == "group":
