@@ -252,3 +252,24 @@ def test_only_a_bounded_reader_cuts_the_brokers_long_poll_short() -> None:
     assert wait_ms(end="latest") == BOUNDED_FETCH_WAIT_MS
     assert wait_ms(end=None) is None  # live: the long poll hands a fresh record on as it lands
     assert wait_ms(end="latest", consumer_config={"fetch.wait.max.ms": 200}) == 200  # the user's wins
+
+
+def test_a_caught_up_partition_near_its_cap_does_not_shrink_the_others_pulls() -> None:
+    # Partition 0 holds all it has, one short of the cap, and is caught up; partition 1 has
+    # much more. Its records come at whole calls, not one room's worth (1) at a time.
+    consumer = Consumer({("t", 0): [_doc(0, o) for o in range(CAP - 1)],
+                         ("t", 1): [_doc(1, o) for o in range(RECORDS)]})
+    reader = _reader(consumer, end=None)
+    asked: list[int] = []
+    consume = consumer.consume
+
+    def consume_and_count(num_messages: int, timeout: float) -> list[Record]:
+        asked.append(num_messages)
+        return consume(num_messages, timeout)
+
+    consumer.consume = consume_and_count  # type: ignore[method-assign]
+    reader._pull(0)  # partition 0's records and its end-of-partition event
+    assert len(reader.parts[0].queue) == CAP - 1 and reader.parts[0].eof
+    asked.clear()
+    reader._pull(0)
+    assert asked and min(asked) > 1

@@ -280,9 +280,12 @@ class KafkaReader:
         ahead = self.read_ahead
         limit = self.settings.queue_records
         # One call may bring a single partition's records only: no more than the least room
-        # below the cap, so that none is dropped at the cap and fetched again (_refetch).
+        # below the cap, so that none is dropped at the cap and fetched again (_refetch). A
+        # partition caught up at the end of its log brings none, so its room does not count
+        # (should records arrive for it meanwhile, _refetch guards the cap).
         room = min((limit - len(p.queue) for p in self.parts
-                    if not p.paused and not p.fetch_done and p.cold_until is None), default=limit)
+                    if not p.paused and not p.fetch_done and not p.eof and p.cold_until is None),
+                   default=limit)
         batch = max(1, min(ahead.pull(self.settings.consume_batch), room))
         if self.settings.bounded:
             # A replay: waiting a little for a full batch makes fewer, fuller calls (and
