@@ -273,3 +273,40 @@ def test_a_caught_up_partition_near_its_cap_does_not_shrink_the_others_pulls() -
     asked.clear()
     reader._pull(0)
     assert asked and min(asked) > 1
+
+
+class Repeating(Consumer):
+    """A consumer whose fetch of partition 0 goes back ``back`` records once, after records
+    ``0 .. at``, so records still queued come twice in one call: what librdkafka may do
+    after a partition's leader was killed mid-run (seen: the same records in another order)."""
+
+    def __init__(self, logs: dict[tuple[str, int], list[bytes]], *, at: int, back: int) -> None:
+        super().__init__(logs)
+        self.at, self.back = at, back
+        self.seen: list[int] = []  # partition 0's offsets as handed out
+
+    def _ready(self, num_messages: int) -> list[Record]:
+        if self.back and num_messages > self.at + 1:
+            out = super()._ready(self.at + 1)  # partition 0 comes first: 0 .. at
+            self.position[("t", 0)] -= self.back
+            self.back = 0
+            out += super()._ready(num_messages - len(out))
+        else:
+            out = super()._ready(num_messages)
+        self.seen += [r.offset() for r in out if r.partition() == 0 and r.error() is None]
+        return out
+
+
+def test_records_handed_out_twice_change_neither_the_order_nor_what_is_taken() -> None:
+    # Copies of queued records are dropped as they come. Taken (and skipped) at their turn
+    # instead, each copy gave partition 0's turn away: the same records, in another order,
+    # so the shuffle buffer and the batches differed from an undisturbed run's.
+    consumer = Repeating({("t", p): [_doc(p, o) for o in range(RECORDS)] for p in (0, 1)}, at=5, back=3)
+    reader = _reader(consumer, end=RECORDS)
+    taken: list[tuple[str, int]] = []
+    while (item := reader.take()) is not None:
+        taken.append(item[0])
+        reader.delivered(item[0])
+    assert len(consumer.seen) - len(set(consumer.seen)) >= 3  # some came twice
+    assert taken == [(f"t:{p}", o) for o in range(RECORDS) for p in (0, 1)]
+    assert all(len({m.offset() for m in p.queue}) == len(p.queue) for p in reader.parts)

@@ -4,7 +4,10 @@ Records are fetched in batches (``consume(num_messages=...)``) into one small qu
 partition and handed out round-robin over the partitions (sorted), one record per turn.
 In bounded mode the reader waits for a partition that is behind, so the order depends
 only on the data; in unbounded mode a partition that is caught up is skipped for that
-turn. How much is read ahead follows the consumption rate within ``read_ahead_bytes``
+turn. A record librdkafka hands out again (its fetch position can go back, as after a
+partition's leader was killed) is dropped as it comes, so it takes no turn.
+
+How much is read ahead follows the consumption rate within ``read_ahead_bytes``
 (kafeed.loader.read_ahead): the queues are topped up from librdkafka while they hold less
 than the target, and partitions with records queued are paused once they hold the target,
 so memory stays flat. A partition's queue never holds more than ``queue_records``: a
@@ -304,6 +307,8 @@ class KafkaReader:
         by_tp = self._by_tp
         last_tp: tuple[str, int] | None = None
         part: Partition | None = None
+        queue: Any = None
+        floor = 0  # the least offset of the current run's partition not yet taken or queued
         finished: list[Partition] = []
         over: dict[str, tuple[Partition, int]] = {}  # at its cap: the first record dropped
         for msg in msgs:
@@ -330,15 +335,20 @@ class KafkaReader:
             if tp != last_tp:  # records come in runs per partition: look up once per run
                 part = by_tp.get(tp)
                 last_tp = tp
+                if part is not None:
+                    queue = part.queue
+                    floor = queue[-1].offset() + 1 if queue else part.read
             if part is None or part.cold_until is not None:
                 continue
             offset = msg.offset()
-            if offset < part.read:
+            if offset < floor:
+                # Taken or queued already: librdkafka hands records out again when its fetch
+                # position goes back (seen after a partition leader was killed). A copy queued
+                # and skipped at its turn would give that turn away and change the order.
                 if offset in part.restore:
                     self._keep_restored(part, msg)
                     queued += 1
                 continue
-            queue = part.queue
             if len(queue) >= limit and not part.fetch_done:
                 # Paused at its cap, but this call's records of it were fetched before the
                 # pause: dropped, and read again from the first of them (_refetch).
@@ -351,6 +361,7 @@ class KafkaReader:
                 finished.append(part)
                 continue
             queue.append(msg)
+            floor = offset + 1
             ahead.added(len(msg))
             part.eof = False
             queued += 1
