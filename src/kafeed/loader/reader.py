@@ -4,8 +4,9 @@ Records are fetched in batches (``consume(num_messages=...)``) into one small qu
 partition and handed out round-robin over the partitions (sorted), one record per turn.
 In bounded mode the reader waits for a partition that is behind, so the order depends
 only on the data; in unbounded mode a partition that is caught up is skipped for that
-turn. A record librdkafka hands out again (its fetch position can go back, as after a
-partition's leader was killed) is dropped as it comes, so it takes no turn.
+turn. A record the consumer hands out again (its fetch position went back, as a seek to
+the log start does when retention overtook a partition) is dropped as it comes, so it
+takes no turn.
 
 How much is read ahead follows the consumption rate within ``read_ahead_bytes``
 (kafeed.loader.read_ahead): the queues are topped up from librdkafka while they hold less
@@ -343,8 +344,8 @@ class KafkaReader:
             offset = msg.offset()
             if offset < floor:
                 # Taken or queued already: librdkafka hands records out again when its fetch
-                # position goes back (seen after a partition leader was killed). A copy queued
-                # and skipped at its turn would give that turn away and change the order.
+                # position goes back (a seek below what was fetched). A copy queued and skipped
+                # at its turn would give that turn away and change the order.
                 if offset in part.restore:
                     self._keep_restored(part, msg)
                     queued += 1
@@ -586,9 +587,11 @@ class KafkaReader:
                 msg = queue.popleft()
                 self.read_ahead.taken(len(msg))
                 self.rr = rr + 1 if rr + 1 < n else 0
+                # Accepted before the look at the queues: a record out of its queue but not yet
+                # counted read would be fetched again by a resume's seek (_nudge).
+                item = self._accept(part, msg)
                 if time.monotonic() >= self._check_at:
                     self._top_up()
-                item = self._accept(part, msg)
                 if item is not None:
                     return item
         return self._take_slow(self.settings.poll_timeout_s if wait is None else wait)
@@ -612,9 +615,9 @@ class KafkaReader:
                 msg = part.queue.popleft()
                 ahead.taken(len(msg))
                 self.rr = (self.rr + 1) % n
+                item = self._accept(part, msg)  # before the look at the queues, as in take()
                 if time.monotonic() >= self._check_at:
                     self._top_up()
-                item = self._accept(part, msg)
                 if item is not None:
                     return item
                 continue
