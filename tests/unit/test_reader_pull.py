@@ -131,6 +131,21 @@ def _reader(consumer: Consumer, end: int | None, cap: int = CAP) -> KafkaReader:
     return reader
 
 
+# Every record once, the partitions in turn: what a bounded read of both partitions yields.
+IN_TURN = [(f"t:{p}", o) for o in range(RECORDS) for p in (0, 1)]
+
+
+def _take_all(reader: KafkaReader) -> list[tuple[str, int]]:
+    """Take (and deliver) records until the reader is used up; each payload must be its record's."""
+    taken: list[tuple[str, int]] = []
+    while (item := reader.take()) is not None:
+        ref, payload, _ = item
+        assert int(payload[0]) == 100 * int(ref[0][-1]) + ref[1] + 1
+        taken.append(ref)
+        reader.delivered(ref)
+    return taken
+
+
 class Overfull(Consumer):
     """A consume() that brings more than asked, as one would whose pause came too late: each
     call hands out every record not paused."""
@@ -153,12 +168,7 @@ def test_a_partition_never_holds_more_than_its_cap_and_nothing_is_lost_or_read_t
         return out
 
     monkeypatch.setattr(reader, "_pull", pull_and_look)
-    taken: list[tuple[str, int]] = []
-    while (item := reader.take()) is not None:
-        ref, payload, _ = item
-        assert int(payload[0]) == 100 * int(ref[0][-1]) + ref[1] + 1
-        taken.append(ref)
-        reader.delivered(ref)
+    taken = _take_all(reader)
     assert max(held) == CAP
     if kind is Consumer:
         # Each call asks for no more than the least room below the cap: nothing is dropped,
@@ -169,7 +179,7 @@ def test_a_partition_never_holds_more_than_its_cap_and_nothing_is_lost_or_read_t
         # the rest again from the first record it dropped.
         assert (("t", 0), CAP) in consumer.seeks
     # Round-robin over the partitions, every record once; the state as if nothing was dropped.
-    assert taken == [(f"t:{p}", o) for o in range(RECORDS) for p in (0, 1)]
+    assert taken == IN_TURN
     assert reader.state_dict()["partitions"] == {
         f"t:{p}": {"next": RECORDS, "read": RECORDS, "end": RECORDS, "delivered": []} for p in (0, 1)}
 
@@ -231,15 +241,12 @@ class IdleFetcher(Consumer):
 def test_a_partition_resumed_while_the_fetcher_idles_is_fetched_at_once() -> None:
     consumer = IdleFetcher({("t", p): [_doc(p, o) for o in range(RECORDS)] for p in (0, 1)})
     reader = _reader(consumer, end=RECORDS)
-    taken: list[tuple[str, int]] = []
-    while (item := reader.take()) is not None:
-        taken.append(item[0])
-        reader.delivered(item[0])
+    taken = _take_all(reader)
     # Both partitions reach their cap and are paused, then resumed as they empty; each
     # resume comes with a seek to where the partition's fetching goes on, which wakes the
     # fetcher, and moves nothing: every record once, in order.
     assert consumer.slept == 0
-    assert taken == [(f"t:{p}", o) for o in range(RECORDS) for p in (0, 1)]
+    assert taken == IN_TURN
 
 
 def test_only_a_bounded_reader_cuts_the_brokers_long_poll_short() -> None:
@@ -303,13 +310,9 @@ def test_records_handed_out_twice_change_neither_the_order_nor_what_is_taken() -
     # so the shuffle buffer and the batches differed from another run's.
     consumer = Repeating({("t", p): [_doc(p, o) for o in range(RECORDS)] for p in (0, 1)}, at=5, back=3)
     reader = _reader(consumer, end=RECORDS)
-    taken: list[tuple[str, int]] = []
-    while (item := reader.take()) is not None:
-        taken.append(item[0])
-        reader.delivered(item[0])
+    taken = _take_all(reader)
     assert len(consumer.seen) - len(set(consumer.seen)) >= 3  # some came twice
-    assert taken == [(f"t:{p}", o) for o in range(RECORDS) for p in (0, 1)]
-    assert all(len({m.offset() for m in p.queue}) == len(p.queue) for p in reader.parts)
+    assert taken == IN_TURN
 
 
 def test_a_check_between_two_takes_fetches_no_record_twice(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -320,9 +323,6 @@ def test_a_check_between_two_takes_fetches_no_record_twice(monkeypatch: pytest.M
     monkeypatch.setattr("kafeed.loader.reader.CHECK_S", 0.0)
     consumer = Consumer({("t", p): [_doc(p, o) for o in range(RECORDS)] for p in (0, 1)})
     reader = _reader(consumer, end=RECORDS, cap=1)  # each take empties its partition's queue
-    taken: list[tuple[str, int]] = []
-    while (item := reader.take()) is not None:
-        taken.append(item[0])
-        reader.delivered(item[0])
-    assert taken == [(f"t:{p}", o) for o in range(RECORDS) for p in (0, 1)]
+    taken = _take_all(reader)
+    assert taken == IN_TURN
     assert consumer.handed == 2 * RECORDS
