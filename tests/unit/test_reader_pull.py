@@ -326,3 +326,27 @@ def test_a_check_between_two_takes_fetches_no_record_twice(monkeypatch: pytest.M
     taken = _take_all(reader)
     assert taken == IN_TURN
     assert consumer.handed == 2 * RECORDS
+
+
+class PausedWaits(Consumer):
+    """Counts the calls that waited while every partition was paused: nothing can come."""
+
+    def __init__(self, logs: dict[tuple[str, int], list[bytes]]) -> None:
+        super().__init__(logs)
+        self.paused_waits = 0
+
+    def consume(self, num_messages: int, timeout: float) -> list[Record]:
+        self.paused_waits += timeout > 0 and self.paused == set(self.logs)
+        return super().consume(num_messages, timeout)
+
+
+def test_a_refill_stops_once_every_partition_is_at_its_cap(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A refill pulls until the queues hold the target in bytes; records this small fill
+    # every partition to its cap (paused there) far below it. A pull after that waited out
+    # the refill's deadline (50 ms) for records no paused partition could bring.
+    monkeypatch.setattr("kafeed.loader.reader.CHECK_S", 0.0)
+    consumer = PausedWaits({("t", p): [_doc(p, o) for o in range(RECORDS)] for p in (0, 1)})
+    reader = _reader(consumer, end=RECORDS)
+    taken = _take_all(reader)
+    assert taken == IN_TURN
+    assert consumer.paused_waits == 0

@@ -419,7 +419,8 @@ class KafkaReader:
 
         Records are taken from the partitions in turn, so each should hold its *share* of the
         target. At half the target or below, the paused partitions are resumed and the queues
-        refilled to the target at once (waiting up to REFILL_S). Above half, partitions that
+        refilled to the target at once (waiting up to REFILL_S), or until every partition
+        is paused at its cap. Above half, partitions that
         hold more than half their share are paused, and the others keep fetching, even above
         the target: resuming a partition takes librdkafka a fetch round, which a partition
         found empty at its turn makes the caller wait for, and pausing one drops what
@@ -439,7 +440,9 @@ class KafkaReader:
                 deadline = time.monotonic() + min(REFILL_S, self.settings.poll_timeout_s)
                 while ahead.want_more:
                     left = deadline - time.monotonic()
-                    if left <= 0 or not self._pull(left)[0]:
+                    # Every partition paused (at its cap, below a target in bytes): nothing
+                    # more can come, and a pull would wait out the deadline for it.
+                    if left <= 0 or all(p.paused for p in live) or not self._pull(left)[0]:
                         break
         if not ahead.low:
             self._pause_many([p for p in live if len(p.queue) > short and not p.paused], True)
