@@ -118,9 +118,9 @@ def _doc(partition: int, offset: int) -> bytes:
                          vocab_size=65536).SerializeToString()
 
 
-def _reader(consumer: Consumer, end: int | None, cap: int = CAP) -> KafkaReader:
+def _reader(consumer: Consumer, end: int | None, cap: int = CAP, **options: Any) -> KafkaReader:
     settings = LoaderSettings(topics=("t",), seq_len=8, eos_id=0, queue_records=cap, consume_batch=1000,
-                              end=None if end is None else "latest")
+                              end=None if end is None else "latest", **options)
     reader = KafkaReader(settings, index=0, count=1)
     reader.load_plan({f"t:{p}": {"next": 0, "end": end, "delivered": [], "partial": {}}
                       for _, p in consumer.logs})
@@ -328,6 +328,7 @@ def test_a_check_between_two_takes_fetches_no_record_twice(monkeypatch: pytest.M
     assert consumer.handed == 2 * RECORDS
 
 
+
 class PausedWaits(Consumer):
     """Counts the calls that waited while every partition was paused: nothing can come."""
 
@@ -340,13 +341,52 @@ class PausedWaits(Consumer):
         return super().consume(num_messages, timeout)
 
 
+def _big_doc(partition: int, offset: int) -> bytes:
+    return make_document(np.full(400, 100 * partition + offset + 1), id=f"{partition}-{offset}",
+                         vocab_size=65536).SerializeToString()
+
+
 def test_a_refill_stops_once_every_partition_is_at_its_cap(monkeypatch: pytest.MonkeyPatch) -> None:
-    # A refill pulls until the queues hold the target in bytes; records this small fill
-    # every partition to its cap (paused there) far below it. A pull after that waited out
-    # the refill's deadline (50 ms) for records no paused partition could bring.
+    # A refill pulls until the queues hold the target in bytes (here about 3 MiB). Caps of
+    # about 2 MiB together stop it first: every partition paused at its cap, and a pull
+    # after that waited out the refill's deadline (50 ms) for records none could bring.
     monkeypatch.setattr("kafeed.loader.reader.CHECK_S", 0.0)
-    consumer = PausedWaits({("t", p): [_doc(p, o) for o in range(RECORDS)] for p in (0, 1)})
-    reader = _reader(consumer, end=RECORDS)
+    records = 2000
+    consumer = PausedWaits({("t", p): [_big_doc(p, o) for o in range(records)] for p in (0, 1)})
+    cap = 2 * 1024 * 1024 // (2 * len(consumer.logs[("t", 0)][0]))
+    reader = _reader(consumer, end=records, cap=cap, read_ahead_bytes=4 * 1024 * 1024)
     taken = _take_all(reader)
-    assert taken == IN_TURN
+    assert taken == [(f"t:{p}", o) for o in range(records) for p in (0, 1)]
     assert consumer.paused_waits == 0
+    assert not reader._cap_bound(2)  # the refill half of the target is within the caps' reach
+
+
+def test_a_reader_held_by_its_caps_is_resumed_without_a_wait(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Caps of a few hundred bytes under a target of megabytes: the reader never leaves the
+    # refill half of the target, so its partitions stay resumed whatever a refill brings,
+    # and waiting for one only idled the caller (a mixture's batches, one reader per source).
+    monkeypatch.setattr("kafeed.loader.reader.CHECK_S", 0.0)
+    consumer = Consumer({("t", p): [_doc(p, o) for o in range(RECORDS)] for p in (0, 1)})
+    reader = _reader(consumer, end=RECORDS)
+    hold, pull = reader._hold, reader._pull
+    holding = [False]
+    waited: list[float] = []
+
+    def hold_and_look() -> None:
+        holding[0] = True
+        try:
+            hold()
+        finally:
+            holding[0] = False
+
+    def pull_and_look(timeout: float) -> tuple[int, bool]:
+        if holding[0] and timeout > 0:
+            waited.append(timeout)
+        return pull(timeout)
+
+    monkeypatch.setattr(reader, "_hold", hold_and_look)
+    monkeypatch.setattr(reader, "_pull", pull_and_look)
+    assert _take_all(reader) == IN_TURN
+    assert consumer.seeks  # partitions were paused at their caps and resumed
+    assert waited == []
+    assert reader._cap_bound(2)
