@@ -420,10 +420,9 @@ class KafkaReader:
         Records are taken from the partitions in turn, so each should hold its *share* of the
         target. At half the target or below, the paused partitions are resumed and the queues
         refilled to the target at once (waiting up to REFILL_S), or until every partition
-        is paused at its cap; a reader whose caps hold no more than half the target and no
-        more than its caller takes in ``lead_s`` (few partitions, a fast caller) is only
-        resumed, and its takes' top-ups bring the records in as they come, each partition
-        paused at its cap. Above half, partitions that hold
+        is paused at its cap; a reader whose caps hold no more than half the target (few
+        partitions, a fast caller) is only resumed, and its takes' top-ups bring the records
+        in as they come, each partition paused at its cap. Above half, partitions that hold
         more than half their share are paused, and the others keep fetching, even above
         the target: resuming a partition takes librdkafka a fetch round, which a partition
         found empty at its turn makes the caller wait for, and pausing one drops what
@@ -440,8 +439,7 @@ class KafkaReader:
                 self._pause_many(waking, False)
                 if self._cap_bound(len(live)):
                     # Its caps keep it below half the target, so it stays resumed after any
-                    # refill, and its caller is back within milliseconds: waiting for the
-                    # fetch would only idle that caller meanwhile.
+                    # refill: waiting for the fetch would only idle the caller meanwhile.
                     return
                 # Refill to the target at once and pause again: left running until the next
                 # take (a whole training step later, maybe), the fetcher would bring in far more.
@@ -456,15 +454,12 @@ class KafkaReader:
             self._pause_many([p for p in live if len(p.queue) > short and not p.paused], True)
 
     def _cap_bound(self, partitions: int) -> bool:
-        """Whether ``partitions`` queues, each at ``queue_records`` (at the mean record size so
-        far), hold no more than half the target, so that the reader never leaves the refill
-        half of it and its caps, not the target, pause its partitions; and no more than the
-        caller takes in ``lead_s``, so that its takes' top-ups come soon. A slow caller's
-        partitions left running through its step would fetch without limit: it refills."""
+        """Whether ``partitions`` queues, each at ``queue_records``, hold no more than half the
+        target (at the mean record size so far): then the reader never leaves the refill
+        half of the target, and its caps, not the target, pause its partitions."""
         ahead = self.read_ahead
         mean = ahead.volume / ahead.records if ahead.records else 0.0
-        caps = self.settings.queue_records * partitions * mean
-        return 0 < caps <= min(ahead.target // 2, ahead.rate * ahead.lead_s)
+        return 0 < self.settings.queue_records * partitions * mean <= ahead.target // 2
 
     def _short(self, partitions: int) -> int:
         """The records below which a partition is short: half its share of the target, and at
