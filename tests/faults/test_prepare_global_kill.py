@@ -68,10 +68,21 @@ def _two_workers_killed(kafka: ConnectionSettings, make_topic, tmp_path: Path,  
 
     finish = [subprocess.Popen([*base, "--until-caught-up", "--json"], env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True) for _ in range(2)]
-    for p in finish:
-        stdout, stderr = p.communicate(timeout=150)
-        assert p.returncode == 0, stderr
-        assert json.loads(stdout)["balanced"]
+    try:
+        for p in finish:
+            try:
+                stdout, stderr = p.communicate(timeout=150)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                _, stderr = p.communicate()
+                raise AssertionError(f"a worker did not catch up within 150 s; it said:\n{stderr}") from None
+            assert p.returncode == 0, stderr
+            assert json.loads(stdout)["balanced"]
+    finally:
+        for p in finish:  # a worker left running would leave its pipes to the next test
+            if p.poll() is None:
+                p.kill()
+            p.communicate()
     out = read_topic(kafka, output)
     ids = document_ids(out)
     assert len(ids) == len(set(ids)), "a document was written twice"
