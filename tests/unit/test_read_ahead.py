@@ -147,3 +147,13 @@ def test_share_is_each_partition_s_part_of_the_target_in_records() -> None:
     assert ahead.share(24) == ahead.target // 2048 // 24
     assert ahead.share(1) == ahead.target // 2048
     assert ahead.share(0) == 0
+
+
+def test_a_reader_is_held_by_its_caps_when_they_hold_no_more_than_half_the_target() -> None:
+    ahead = ReadAhead(64 * MIB)
+    assert not ahead.held_by_caps(8000, 2)  # no record seen yet: nothing to size the caps by
+    for _ in range(10):
+        ahead.added(2048)
+    half = ahead.target // 2
+    assert ahead.held_by_caps(half // 2048 // 2, 2)
+    assert not ahead.held_by_caps(half // 2048 // 2 + 1, 2)

@@ -113,8 +113,8 @@ class Consumer:
         self.eof_sent.discard((tp.topic, tp.partition))
 
 
-def _doc(partition: int, offset: int) -> bytes:
-    return make_document(np.full(3, 100 * partition + offset + 1), id=f"{partition}-{offset}",
+def _doc(partition: int, offset: int, tokens: int = 3) -> bytes:
+    return make_document(np.full(tokens, 100 * partition + offset + 1), id=f"{partition}-{offset}",
                          vocab_size=65536).SerializeToString()
 
 
@@ -131,8 +131,12 @@ def _reader(consumer: Consumer, end: int | None, cap: int = CAP, **options: Any)
     return reader
 
 
-# Every record once, the partitions in turn: what a bounded read of both partitions yields.
-IN_TURN = [(f"t:{p}", o) for o in range(RECORDS) for p in (0, 1)]
+def _in_turn(records: int) -> list[tuple[str, int]]:
+    """Every record once, the partitions in turn: what a bounded read of both partitions yields."""
+    return [(f"t:{p}", o) for o in range(records) for p in (0, 1)]
+
+
+IN_TURN = _in_turn(RECORDS)
 
 
 def _take_all(reader: KafkaReader) -> list[tuple[str, int]]:
@@ -328,7 +332,6 @@ def test_a_check_between_two_takes_fetches_no_record_twice(monkeypatch: pytest.M
     assert consumer.handed == 2 * RECORDS
 
 
-
 class PausedWaits(Consumer):
     """Counts the calls that waited while every partition was paused: nothing can come."""
 
@@ -341,24 +344,19 @@ class PausedWaits(Consumer):
         return super().consume(num_messages, timeout)
 
 
-def _big_doc(partition: int, offset: int) -> bytes:
-    return make_document(np.full(400, 100 * partition + offset + 1), id=f"{partition}-{offset}",
-                         vocab_size=65536).SerializeToString()
-
-
 def test_a_refill_stops_once_every_partition_is_at_its_cap(monkeypatch: pytest.MonkeyPatch) -> None:
     # A refill pulls until the queues hold the target in bytes (here about 3 MiB). Caps of
     # about 2 MiB together stop it first: every partition paused at its cap, and a pull
     # after that waited out the refill's deadline (50 ms) for records none could bring.
     monkeypatch.setattr("kafeed.loader.reader.CHECK_S", 0.0)
     records = 2000
-    consumer = PausedWaits({("t", p): [_big_doc(p, o) for o in range(records)] for p in (0, 1)})
+    consumer = PausedWaits({("t", p): [_doc(p, o, tokens=400) for o in range(records)] for p in (0, 1)})
     cap = 2 * 1024 * 1024 // (2 * len(consumer.logs[("t", 0)][0]))
     reader = _reader(consumer, end=records, cap=cap, read_ahead_bytes=4 * 1024 * 1024)
     taken = _take_all(reader)
-    assert taken == [(f"t:{p}", o) for o in range(records) for p in (0, 1)]
+    assert taken == _in_turn(records)
     assert consumer.paused_waits == 0
-    assert not reader._cap_bound(2)  # the refill half of the target is within the caps' reach
+    assert not reader.read_ahead.held_by_caps(cap, 2)  # the caps can reach the refill half
 
 
 def test_a_reader_held_by_its_caps_is_resumed_without_a_wait(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -389,4 +387,4 @@ def test_a_reader_held_by_its_caps_is_resumed_without_a_wait(monkeypatch: pytest
     assert _take_all(reader) == IN_TURN
     assert consumer.seeks  # partitions were paused at their caps and resumed
     assert waited == []
-    assert reader._cap_bound(2)
+    assert reader.read_ahead.held_by_caps(CAP, 2)

@@ -166,18 +166,28 @@ class ReadAhead:
         self._last = now
         self._taken = 0
 
+    @property
+    def mean(self) -> float:
+        """The mean size of the records queued so far (0 before any)."""
+        return self.volume / self.records if self.records else 0.0
+
     def share(self, partitions: int) -> int:
         """Records each of ``partitions`` partitions taken in turn holds at the target (0 before
         any record was seen)."""
-        mean = self.volume / self.records if self.records else 0.0
+        mean = self.mean
         if partitions <= 0 or not mean > 0:
             return 0
         return int(self.target / mean / partitions)
 
+    def held_by_caps(self, cap: int, partitions: int) -> bool:
+        """Whether ``partitions`` queues of ``cap`` records each (at the mean size) hold no more
+        than half the target: such a reader never leaves the refill half of the target, and
+        its caps, not the target, pause its partitions (False before any record was seen)."""
+        return 0 < cap * partitions * self.mean <= self.target // 2
+
     def pull(self, most: int) -> int:
         """How many records the next ``consume()`` may bring (:func:`pull_count`)."""
-        mean = self.volume / self.records if self.records else 0.0
-        return pull_count(self.target - self.held, mean, most)
+        return pull_count(self.target - self.held, self.mean, most)
 
     @property
     def want_more(self) -> bool:

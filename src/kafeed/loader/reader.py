@@ -437,7 +437,7 @@ class KafkaReader:
             waking = [p for p in live if p.paused and len(p.queue) <= short]
             if waking:
                 self._pause_many(waking, False)
-                if self._cap_bound(len(live)):
+                if ahead.held_by_caps(self.settings.queue_records, len(live)):
                     # Its caps keep it below half the target, so it stays resumed after any
                     # refill: waiting for the fetch would only idle the caller meanwhile.
                     return
@@ -452,14 +452,6 @@ class KafkaReader:
                         break
         if not ahead.low:
             self._pause_many([p for p in live if len(p.queue) > short and not p.paused], True)
-
-    def _cap_bound(self, partitions: int) -> bool:
-        """Whether ``partitions`` queues, each at ``queue_records``, hold no more than half the
-        target (at the mean record size so far): then the reader never leaves the refill
-        half of the target, and its caps, not the target, pause its partitions."""
-        ahead = self.read_ahead
-        mean = ahead.volume / ahead.records if ahead.records else 0.0
-        return 0 < self.settings.queue_records * partitions * mean <= ahead.target // 2
 
     def _short(self, partitions: int) -> int:
         """The records below which a partition is short: half its share of the target, and at
