@@ -69,8 +69,12 @@ def test_slow_consumer_holds_no_more_than_the_bound(kafka: ConnectionSettings,
     # The queues' own count never passed the ceiling plus one pull.
     assert ahead.peak <= ahead.budget.ceiling + ahead.budget.client, ahead.peak
     # The process once settled, librdkafka's buffers included. Without the pauses
-    # librdkafka's queue held the whole topic (48 MB) within the first second.
-    assert peak_rss - base < bound + 4 * MIB, (peak_rss - base) / MIB
+    # librdkafka's queue held the whole topic (48 MB) within the first second. A partition
+    # found empty at its turn is resumed, and fetches until its first records come and it
+    # is paused again: a fetch round trip or more of 1 MiB responses, which a loaded
+    # machine stretches (up to ~10 MB seen; docs/loader.md). So the margin: a third of the
+    # topic, which the exact count above does not need.
+    assert peak_rss - base < bound + 12 * MIB, (peak_rss - base) / MIB
     assert batches - settled > 50
 
 
