@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import logging
+import threading
+
+import pytest
 
 from kafeed.config import ConnectionSettings
-from kafeed.kafka import RECORD_OVERHEAD, client_config, dead_letter_headers, fit_value
+from kafeed.kafka import RECORD_OVERHEAD, client_config, close_consumer, dead_letter_headers, fit_value
 from kafeed.stream import Record, positions
 
 
@@ -69,3 +72,36 @@ def test_undelivered_records_become_one_sentence_naming_the_cause() -> None:
     assert undelivered_error([], 7, timeout_s=30).message == (
         "7 record(s) were not acknowledged, so the transaction was aborted: no broker acknowledged "
         "them within 30 s.")
+
+
+class _Closing:
+    """A client whose close() waits for ``release`` (librdkafka's never-ending close), or raises."""
+
+    def __init__(self, *, error: Exception | None = None) -> None:
+        self.release = threading.Event()
+        self.closed = threading.Event()
+        self.error = error
+
+    def close(self) -> None:
+        if self.error is not None:
+            raise self.error
+        self.release.wait()
+        self.closed.set()
+
+
+def test_a_close_that_does_not_finish_is_left_behind_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:
+    stuck = _Closing()
+    with caplog.at_level(logging.WARNING, logger="kafeed"):
+        assert close_consumer(stuck, 0.2, what="route consumer") is False
+    assert "route consumer close did not finish within 0.2 s" in caplog.text
+    stuck.release.set()  # it goes on by itself: nothing waited on it
+    assert stuck.closed.wait(10)
+
+
+def test_a_close_that_finishes_or_fails_returns_at_once(caplog: pytest.LogCaptureFixture) -> None:
+    done = _Closing()
+    done.release.set()
+    assert close_consumer(done, 60) is True and done.closed.is_set()
+    with caplog.at_level(logging.WARNING, logger="kafeed"):
+        assert close_consumer(_Closing(error=RuntimeError("broker gone")), 60) is True
+    assert "consumer close failed: broker gone" in caplog.text

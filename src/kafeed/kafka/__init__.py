@@ -5,7 +5,13 @@ here once. Errors enter the :class:`~kafeed.errors.KafeedError` tree through
 :func:`kafeed.errors.translate_kafka_error`.
 """
 
-from kafeed.kafka.clients import admin_client, client_config, read_committed_consumer, security_failure
+from kafeed.kafka.clients import (
+    admin_client,
+    client_config,
+    close_consumer,
+    read_committed_consumer,
+    security_failure,
+)
 from kafeed.kafka.deadletters import dead_letter_headers, fit_value
 from kafeed.kafka.producer import (
     RECORD_OVERHEAD,
@@ -22,6 +28,7 @@ __all__ = [
     "TransactionalProducer",
     "admin_client",
     "client_config",
+    "close_consumer",
     "dead_letter_headers",
     "error_text",
     "fit_value",

@@ -8,6 +8,7 @@ a ``stage`` adds the statistics callback that feeds that stage's client metrics
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 from collections.abc import Callable, Mapping
@@ -15,6 +16,8 @@ from typing import Any
 
 from kafeed.config import ConnectionSettings
 from kafeed.telemetry.stats import client_stats_config
+
+log = logging.getLogger("kafeed")
 
 # The last authentication or TLS failure librdkafka reported per bootstrap: a failed
 # request only says "transport failure"; this says why (wrong password, unknown CA).
@@ -78,3 +81,33 @@ def read_committed_consumer(connection: ConnectionSettings, extra: Mapping[str, 
 
     return Consumer(client_config(connection, {
         "enable.auto.commit": False, "isolation.level": "read_committed", **(extra or {})}, stage=stage))
+
+
+def close_consumer(consumer: Any, timeout_s: float, *, what: str = "consumer") -> bool:
+    """Close ``consumer`` (leave its group, run its revoke callback), giving up after ``timeout_s``.
+
+    librdkafka's close can wait for ever on a group that never finishes terminating
+    (confluent-kafka-python issue 1667; one prepare worker of a loaded test run sat in it
+    for 23 minutes with its broker up), and it has no timeout of its own. So it runs on a
+    daemon thread: past the timeout the caller goes on, its group's session timeout frees
+    the partitions, and a transactional producer's next instance fences what was left open.
+    Returns whether the close finished; an error it raised is logged, not raised.
+    """
+    failed: list[BaseException] = []
+
+    def close() -> None:
+        try:
+            consumer.close()
+        except Exception as exc:
+            failed.append(exc)
+
+    closer = threading.Thread(target=close, name=f"kafeed-close-{what}", daemon=True)
+    closer.start()
+    closer.join(timeout_s)
+    if closer.is_alive():
+        log.warning("%s close did not finish within %g s; going on without it (its group's "
+                    "session timeout frees its partitions)", what, timeout_s)
+        return False
+    if failed:
+        log.warning("%s close failed: %s", what, failed[0])
+    return True

@@ -38,7 +38,7 @@ from typing import Any, Generic
 
 from kafeed.config import ConnectionSettings
 from kafeed.errors import KafeedError, KafkaOperationError, translate_kafka_error
-from kafeed.kafka import TransactionalProducer, client_config, dead_letter_headers, fit_value
+from kafeed.kafka import TransactionalProducer, client_config, close_consumer, dead_letter_headers, fit_value
 from kafeed.kafka.producer import MAX_ATTEMPTS
 from kafeed.stream.batch import RecordBatch, message_column
 from kafeed.stream.identity import claim_instance
@@ -54,6 +54,9 @@ log = logging.getLogger("kafeed")
 
 #: How long a batch's second and later consume calls wait for records (see _consume).
 _REFILL_WAIT_S = 0.02
+# Closing the consumer (leave the group, settle the transaction in the revoke callback) is
+# given this many session timeouts before the step goes on without it (close_consumer).
+CLOSE_TIMEOUT_FACTOR = 3
 
 
 class StreamProcessor(Generic[ReportT]):
@@ -310,10 +313,8 @@ class StreamProcessor(Generic[ReportT]):
             self._loop(until_caught_up, upstream)
         finally:
             if self._consumer is not None:
-                try:
-                    self._consumer.close()
-                except Exception as exc:
-                    log.warning("consumer close failed: %s", exc)
+                close_consumer(self._consumer, CLOSE_TIMEOUT_FACTOR * s.kafka.session_timeout_ms / 1000,
+                               what=f"{self.stage.name} consumer")
             if self.producer is not None:
                 self.producer.flush(5)
             self.stage.close()
