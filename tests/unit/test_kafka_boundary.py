@@ -102,6 +102,10 @@ def test_a_close_that_finishes_or_fails_returns_at_once(caplog: pytest.LogCaptur
     done = _Closing()
     done.release.set()
     assert close_consumer(done, 60) is True and done.closed.is_set()
-    with caplog.at_level(logging.WARNING, logger="kafeed"):
+    with caplog.at_level(logging.DEBUG, logger="kafeed"):
         assert close_consumer(_Closing(error=RuntimeError("broker gone")), 60) is True
-    assert "consumer close failed: broker gone" in caplog.text
+        assert close_consumer(_Closing(error=RuntimeError("gone again")), 60,
+                              failure_level=logging.WARNING) is True
+    levels = {r.getMessage(): r.levelno for r in caplog.records}
+    assert levels["consumer close failed: broker gone"] == logging.DEBUG
+    assert levels["consumer close failed: gone again"] == logging.WARNING

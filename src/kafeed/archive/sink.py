@@ -36,7 +36,7 @@ from kafeed.archive.schema import offsets_key
 from kafeed.archive.settings import ArchiveSettings
 from kafeed.config import ConnectionSettings
 from kafeed.errors import CatalogUnavailable, TopicError, translate_kafka_error
-from kafeed.kafka import read_committed_consumer
+from kafeed.kafka import close_consumer, read_committed_consumer
 
 log = logging.getLogger("kafeed")
 COMMIT_ATTEMPTS = 20
@@ -141,10 +141,7 @@ class ArchiveSink:
             self._writer_thread.shutdown(wait=True, cancel_futures=True)
             self._writer_thread = None
         if self._consumer is not None:
-            try:
-                self._consumer.close()
-            except Exception as exc:  # closing must not mask the outcome
-                log.debug("kafeed archive: consumer close failed: %s", exc)
+            close_consumer(self._consumer, what="archive consumer")
             self._consumer = None
 
     # -- assignment ------------------------------------------------------------------------

@@ -19,6 +19,8 @@ from kafeed.telemetry.stats import client_stats_config
 
 log = logging.getLogger("kafeed")
 
+CLOSE_TIMEOUT_S = 60.0  # past librdkafka's default session timeout (45 s), which frees the partitions
+
 # The last authentication or TLS failure librdkafka reported per bootstrap: a failed
 # request only says "transport failure"; this says why (wrong password, unknown CA).
 _SECURITY_FAILURES: dict[str, str] = {}
@@ -83,15 +85,19 @@ def read_committed_consumer(connection: ConnectionSettings, extra: Mapping[str, 
         "enable.auto.commit": False, "isolation.level": "read_committed", **(extra or {})}, stage=stage))
 
 
-def close_consumer(consumer: Any, timeout_s: float, *, what: str = "consumer") -> bool:
+def close_consumer(consumer: Any, timeout_s: float = CLOSE_TIMEOUT_S, *, what: str = "consumer",
+                   failure_level: int = logging.DEBUG) -> bool:
     """Close ``consumer`` (leave its group, run its revoke callback), giving up after ``timeout_s``.
+    Every group consumer kafeed runs to the end (stream steps, loader readers, the archive
+    sink) is closed here.
 
     librdkafka's close can wait for ever on a group that never finishes terminating
     (confluent-kafka-python issue 1667; one prepare worker of a loaded test run sat in it
     for 23 minutes with its broker up), and it has no timeout of its own. So it runs on a
     daemon thread: past the timeout the caller goes on, its group's session timeout frees
     the partitions, and a transactional producer's next instance fences what was left open.
-    Returns whether the close finished; an error it raised is logged, not raised.
+    Returns whether the close finished; an error it raised is logged at ``failure_level``
+    (debug by default: after the outcome is settled, a close error must not mask it).
     """
     failed: list[BaseException] = []
 
@@ -109,5 +115,5 @@ def close_consumer(consumer: Any, timeout_s: float, *, what: str = "consumer") -
                     "session timeout frees its partitions)", what, timeout_s)
         return False
     if failed:
-        log.warning("%s close failed: %s", what, failed[0])
+        log.log(failure_level, "%s close failed: %s", what, failed[0])
     return True

@@ -38,7 +38,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kafeed.errors import translate_kafka_error
-from kafeed.kafka import client_config
+from kafeed.kafka import client_config, close_consumer
 from kafeed.loader.archive_source import ColdRecord
 from kafeed.loader.assignment import assign, parse_key, partition_key, warn_if_idle
 from kafeed.loader.cold_tier import ColdTier
@@ -167,10 +167,7 @@ class KafkaReader:
 
     def close(self) -> None:
         if self._consumer is not None:
-            try:
-                self._consumer.close()
-            except Exception as exc:  # closing must not mask the real outcome
-                log.debug("kafeed loader: consumer close failed: %s", exc)
+            close_consumer(self._consumer, what=f"loader reader {self.index}")
             self._consumer = None
         self._decoder.close()
 

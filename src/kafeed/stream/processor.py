@@ -314,7 +314,7 @@ class StreamProcessor(Generic[ReportT]):
         finally:
             if self._consumer is not None:
                 close_consumer(self._consumer, CLOSE_TIMEOUT_FACTOR * s.kafka.session_timeout_ms / 1000,
-                               what=f"{self.stage.name} consumer")
+                               what=f"{self.stage.name} consumer", failure_level=logging.WARNING)
             if self.producer is not None:
                 self.producer.flush(5)
             self.stage.close()
