@@ -27,6 +27,7 @@ from kafeed.cli import (
 from kafeed.cli.common import console, report_error, setup_logging
 from kafeed.cli.ingest import ingest_command
 from kafeed.errors import ConfigError, KafeedError
+from kafeed.extras import missing_extra
 
 # Help and usage errors are plain click text: typer's rich path (rich.markdown, and its
 # HTML escaping of every default, which loads it even with rich_markup_mode=None) would
@@ -60,9 +61,22 @@ app.command("plan")(plan.plan)
 app.command("replay")(archive.replay)
 
 
+def version_line() -> str:
+    """kafeed's version and those of what it runs on: Kafka, librdkafka, PyTorch."""
+    from confluent_kafka import __version__ as client_version
+    from confluent_kafka import libversion
+
+    from kafeed.choices import KAFKA_VERSION
+    from kafeed.extras import installed_version
+
+    torch = installed_version("torch") or "not installed (pip install 'kafeed[torch]')"
+    return (f"kafeed {__version__} (Kafka {KAFKA_VERSION}, librdkafka {libversion()[0]}, "
+            f"confluent-kafka {client_version}, torch {torch})")
+
+
 def _version(value: bool) -> None:
     if value:
-        print(f"kafeed {__version__}")
+        print(version_line())
         raise typer.Exit()
 
 
@@ -122,6 +136,10 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:
         if debug:
             console.print_exception()
+        missing = missing_extra(exc)
+        if missing is not None:
+            report_error(missing.message, missing.hint)
+            return 2
         report_error(f"Unexpected {type(exc).__name__}: {exc}",
                      "This is a bug in kafeed; run again with --debug for the traceback and report it.")
         return 1
