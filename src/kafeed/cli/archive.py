@@ -243,3 +243,35 @@ def _aware(moment: datetime | None) -> datetime | None:
     if moment is None or moment.tzinfo is not None:
         return moment
     return moment.replace(tzinfo=UTC)
+
+
+@app.command("query")
+def query_command(
+    sql: Annotated[str, typer.Argument(help="SQL for DuckDB; the table is named by its last part "
+                                       "(main.tokens -> tokens).")],
+    table: TableOpt = None,
+    warehouse: WarehouseOpt = None,
+    catalog: CatalogOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Query an archive table with DuckDB, reading its Parquet files directly."""
+    from kafeed.archive.query import query
+
+    result = query(_need_table(table), catalog_settings(warehouse, catalog), sql)
+    rows = [] if result is None else result.to_pylist()
+    if json_out:
+        print_json(rows)
+        return
+    from rich.table import Table
+
+    t = Table(show_edge=False)
+    for name in [] if result is None else result.column_names:
+        t.add_column(name)
+    for row in rows:
+        t.add_row(*(_cell(v) for v in row.values()))
+    out.print(t)
+
+
+def _cell(value: object, limit: int = 60) -> str:
+    text = str(value)
+    return text if len(text) <= limit else text[:limit - 1] + "…"
