@@ -1,4 +1,4 @@
-"""deploy/: the Prometheus config, alert rules and Grafana dashboard name only real kafeed metrics."""
+"""kafeed.deploy: the Prometheus config, alert rules and Grafana dashboard name only real kafeed metrics."""
 
 from __future__ import annotations
 
@@ -10,9 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from kafeed.deploy import DIRECTORY
 from kafeed.telemetry.metrics import REGISTRY
 
-DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+DEPLOY = DIRECTORY
+KUBERNETES = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes"
 
 
 #: The sample names a scrape shows for a family of each type (prometheus_client's exposition;
@@ -77,7 +79,7 @@ def test_kubernetes_workers_scale_on_the_group_they_run_in() -> None:
 
     from kafeed.cli.main import app
 
-    docs = list(yaml.safe_load_all((DEPLOY / "kubernetes" / "prepare-workers.yaml").read_text()))
+    docs = list(yaml.safe_load_all((KUBERNETES / "prepare-workers.yaml").read_text()))
     by_kind = {d["kind"]: d for d in docs}
     assert set(by_kind) == {"Deployment", "ScaledObject"}
     deployment, scaled = by_kind["Deployment"], by_kind["ScaledObject"]

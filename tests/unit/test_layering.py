@@ -22,8 +22,8 @@ ROOT = Path(kafeed.__file__).parent
 # or upwards. `telemetry` is a leaf: every stage (and a DataLoader worker) reports
 # metrics through it without loading anything else of kafeed.
 LAYERS: list[set[str]] = [
-    {"telemetry", "errors", "choices", "units", "home", "signals", "data"},
-    {"config", "schema"},
+    {"telemetry", "errors", "choices", "units", "home", "signals", "data", "deploy"},
+    {"config", "schema", "extras"},
     {"connect", "jars", "kafka"},
     {"topics", "acl"},
     {"broker"},
