@@ -22,7 +22,8 @@ RUNTIME_FILES = ("kafeed/data/tinyshakespeare.txt.gz", "kafeed/py.typed", "kafee
 
 def _run(args: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProcess[str]:
     proc = subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=timeout)
-    assert proc.returncode == 0, f"{args}: exit {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    tail = f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    assert proc.returncode == 0, f"{args}: exit {proc.returncode}\n{tail}"
     return proc
 
 
