@@ -13,7 +13,8 @@ import sys
 import pytest
 
 HEAVY = ("torch", "tokenizers", "pyarrow", "confluent_kafka", "numpy", "pydantic", "fastavro",
-         "prometheus_client", "pyiceberg", "sqlalchemy")
+         "prometheus_client", "pyiceberg", "sqlalchemy", "transformers", "accelerate",
+         "pytorch_lightning", "lightning")
 
 
 def _modules_after(statement: str) -> set[str]:

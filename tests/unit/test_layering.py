@@ -31,7 +31,7 @@ LAYERS: list[set[str]] = [
     {"route"},  # below prepare, which runs route's rules as its last step
     {"ingest", "prepare", "loader", "tasks"},
     {"train", "monitor"},
-    {"demo", "infer", "scale"},
+    {"demo", "infer", "scale", "integrations"},  # integrations: recipes on loader + train
     {"cli", "__init__"},
 ]
 LEAVES = {"telemetry"}
@@ -94,6 +94,8 @@ def test_leaves_import_nothing_of_kafeed(leaf: str) -> None:
     ("kafeed.broker", ("kafeed.topics", "kafeed.monitor")),
     ("kafeed.kafka", ("kafeed.topics", "kafeed.broker", "kafeed.stream", "kafeed.monitor")),
     ("kafeed.stream", ("kafeed.prepare", "kafeed.ingest", "kafeed.loader", "kafeed.monitor")),
+    # the recipes' frameworks load only with the module that needs them
+    ("kafeed.integrations", ("transformers", "accelerate", "pytorch_lightning", "lightning", "torch")),
 ])
 def test_importing_a_package_loads_nothing_above_it(module: str, forbidden: tuple[str, ...]) -> None:
     code = (f"import sys, {module}\n"

@@ -69,6 +69,13 @@ def _write_atomic(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write one file as checkpoints are written (temporary name, fsync, rename, directory
+    fsync): after a crash ``path`` holds the old bytes or the new ones, never part of them."""
+    _write_atomic(path, data)
+    _fsync_dir(path.parent)
+
+
 def read_manifest(path: Path) -> dict[str, Any]:
     """Read and check one manifest (not the weights); raises :class:`CheckpointError`."""
     try:

@@ -1,0 +1,193 @@
+"""A Hugging Face ``Trainer`` fed by a kafeed token loader, resumed exactly from its checkpoints.
+
+:class:`KafeedTrainer` is a ``transformers.Trainer`` that iterates a :class:`kafeed.StreamLoader`
+instead of building a DataLoader. Each time the Trainer writes ``checkpoint-N``, the loader's
+state as of the last batch trained on is written beside it, last, as ``kafeed_loader.json``
+(atomically, as kafeed's own checkpoints are). ``train(resume_from_checkpoint=...)`` loads it
+back before training, and the Trainer's own fast-forward, which would skip batches a second
+time, is switched off (``ignore_data_skip``). ``resume_from_checkpoint=True`` takes the newest
+``checkpoint-N`` whose loader state was written, so a save cut short falls back to the one
+before. See docs/integrations.md.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import re
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kafeed.errors import ConfigError, ResumeMismatch
+from kafeed.extras import missing_extra
+from kafeed.train.checkpoint import CheckpointError, write_atomic
+
+try:
+    # Looked for first, transformers before anything heavy: a missing one is named at once
+    # (accelerate: the Trainer needs it, but says so only when it is built).
+    importlib.import_module("transformers")
+    importlib.import_module("accelerate")
+    import torch
+    from transformers import Trainer, TrainerCallback, TrainerControl, TrainerState, TrainingArguments
+except ModuleNotFoundError as exc:
+    raise (missing_extra(exc) or exc) from None
+
+if TYPE_CHECKING:
+    from kafeed.loader.stream_loader import StreamLoader
+
+log = logging.getLogger("kafeed")
+
+STATE_FILE = "kafeed_loader.json"
+STATE_VERSION = 1
+_CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")  # the Trainer's checkpoint folders
+_TRAINER_STATE = "trainer_state.json"
+
+Inputs = Callable[[dict[str, torch.Tensor]], dict[str, torch.Tensor]]
+
+
+def causal_lm_inputs(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """A kafeed token batch as a causal language model's inputs: the whole window
+    (``seq_len + 1`` tokens) as ``input_ids`` and as ``labels``, since Hugging Face models
+    shift the labels themselves. Every token is predicted once; the model needs
+    ``seq_len + 1`` positions."""
+    window = batch["tokens"]
+    return {"input_ids": window, "labels": window}
+
+
+class _Batches:
+    """What the Trainer iterates in place of its DataLoader: the loader's batches as inputs."""
+
+    def __init__(self, loader: StreamLoader, inputs: Inputs) -> None:
+        self.loader = loader
+        self.inputs = inputs
+
+    def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
+        for batch in self.loader:
+            yield self.inputs(batch)
+
+
+def output_dir(args: TrainingArguments) -> Path:
+    """Where the Trainer writes its ``checkpoint-N`` folders."""
+    return Path(args.output_dir or "trainer_output")  # the Trainer's own default
+
+
+def save_loader_state(folder: Path, step: int, state: dict[str, Any]) -> Path:
+    """Write ``state`` (taken at global step ``step``) into the checkpoint ``folder``."""
+    path = folder / STATE_FILE
+    doc = {"version": STATE_VERSION, "step": step, "loader": state}
+    write_atomic(path, json.dumps(doc, separators=(",", ":")).encode())
+    return path
+
+
+def read_loader_state(folder: Path) -> dict[str, Any]:
+    """The loader state saved in the checkpoint ``folder``, checked against the Trainer's
+    step there; raises :class:`CheckpointError` or :class:`kafeed.ResumeMismatch`."""
+    path = folder / STATE_FILE
+    try:
+        doc = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise CheckpointError(f"Checkpoint {folder} holds no kafeed loader state ({STATE_FILE}): it was "
+                              "written by another trainer, or its save was cut short.",
+                              hint="Resume from an earlier checkpoint-N, or start without "
+                                   "resume_from_checkpoint.") from None
+    except (OSError, ValueError) as exc:
+        raise CheckpointError(f"The kafeed loader state {path} is unreadable: {exc}.") from None
+    if not isinstance(doc, dict) or doc.get("version") != STATE_VERSION or "loader" not in doc:
+        raise CheckpointError(f"The kafeed loader state {path} has an unknown layout.")
+    trainer_state = folder / _TRAINER_STATE
+    if trainer_state.exists():
+        step = TrainerState.load_from_json(str(trainer_state)).global_step
+        if doc.get("step") != step:
+            raise ResumeMismatch(f"The kafeed loader state in {folder} was taken at step {doc.get('step')}, "
+                                 f"but the Trainer's state there is at step {step}.",
+                                 hint="Resume from a checkpoint folder as the Trainer wrote it.")
+    state: dict[str, Any] = doc["loader"]
+    return state
+
+
+def latest_checkpoint(output_dir: Path) -> Path:
+    """The newest ``checkpoint-N`` in ``output_dir`` that holds a readable loader state;
+    newer ones without one (a save cut short) are skipped with a warning."""
+    found = sorted(((int(m.group(1)), p) for p in (output_dir.iterdir() if output_dir.is_dir() else ())
+                    if (m := _CHECKPOINT.match(p.name)) and p.is_dir()), reverse=True)
+    for _step, folder in found:
+        try:
+            read_loader_state(folder)
+        except CheckpointError as exc:
+            log.warning("skipping %s: %s", folder.name, exc.message)
+            continue
+        return folder
+    raise CheckpointError(f"No checkpoint in {output_dir} holds a kafeed loader state.",
+                          hint="Train without resume_from_checkpoint to start from the beginning.")
+
+
+class LoaderStateCallback(TrainerCallback):
+    """Writes the loader's state into each checkpoint folder, after the Trainer's own files."""
+
+    def __init__(self, loader: StreamLoader) -> None:
+        self.loader = loader
+
+    def on_save(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
+                **kwargs: Any) -> TrainerControl:
+        if state.is_world_process_zero:
+            folder = output_dir(args) / f"checkpoint-{state.global_step}"
+            save_loader_state(folder, state.global_step, self.loader.state_dict())
+        return control
+
+
+class KafeedTrainer(Trainer):
+    """A ``transformers.Trainer`` that trains on ``train_loader``, a token :class:`kafeed.StreamLoader`.
+
+    ``KafeedTrainer(model=..., args=TrainingArguments(..., max_steps=N, save_steps=K),
+    train_loader=loader)``; every other keyword is the Trainer's. ``inputs`` turns a kafeed
+    batch into the model's keyword arguments (default :func:`causal_lm_inputs`). The loader
+    state rides in each checkpoint folder; ``train(resume_from_checkpoint=True | path)``
+    continues with exactly the batches an uninterrupted run would have trained on. Sets
+    ``args.ignore_data_skip``: the loader resumes itself, a fast-forward would skip twice.
+    One process only: the ranks' loader states are not gathered into the checkpoint yet.
+    Combine with another Trainer subclass as ``class T(KafeedTrainer, SFTTrainer)``.
+    """
+
+    def __init__(self, *args: Any, train_loader: StreamLoader, inputs: Inputs = causal_lm_inputs,
+                 **kwargs: Any) -> None:
+        from kafeed.loader.stream_loader import StreamLoader
+
+        if not isinstance(train_loader, StreamLoader):
+            raise ConfigError(f"KafeedTrainer needs a kafeed.StreamLoader as train_loader, not "
+                              f"{type(train_loader).__name__}.")
+        if train_loader.dataset.settings.kind != "tokens":
+            raise ConfigError("KafeedTrainer trains a language model on token windows, but this loader "
+                              "reads TrainingSample records.",
+                              hint="Read a TokenizedDocument topic (what kafeed prepare writes) with "
+                                   "kafeed.KafkaTokenDataset.")
+        super().__init__(*args, **kwargs)
+        if self.args.max_steps <= 0:
+            raise ConfigError("A Kafka topic has no length, so KafeedTrainer needs "
+                              "TrainingArguments(max_steps=N).")
+        if self.args.world_size > 1:
+            raise ConfigError("KafeedTrainer runs in one process for now: the ranks' loader states "
+                              "would not all reach the checkpoint.",
+                              hint="Under torchrun, use `kafeed train` or kafeed's own loop (README).")
+        self.args.ignore_data_skip = True
+        self.train_loader = train_loader
+        self._batches = _Batches(train_loader, inputs)
+        self.add_callback(LoaderStateCallback(train_loader))
+
+    def get_train_dataloader(self) -> Any:
+        # The loader is handed over as it is: accelerate's prepare() would re-batch it, and
+        # its look-ahead would put a batch not yet trained on into the saved state.
+        return self._batches
+
+    def train(self, resume_from_checkpoint: str | bool | None = None, *args: Any, **kwargs: Any) -> Any:
+        """The Trainer's ``train``; a checkpoint to resume from also restores the loader."""
+        folder: Path | None = None
+        if resume_from_checkpoint is True:
+            folder = latest_checkpoint(output_dir(self.args))
+        elif isinstance(resume_from_checkpoint, str):
+            folder = Path(resume_from_checkpoint)
+        if folder is not None:
+            self.train_loader.load_state_dict(read_loader_state(folder))
+            log.info("kafeed: resuming the loader from %s", folder)
+        return super().train(None if folder is None else str(folder), *args, **kwargs)

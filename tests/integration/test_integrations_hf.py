@@ -1,0 +1,118 @@
+"""The Hugging Face Trainer recipe: a tiny GPT-2 on a token topic, resumed batch for batch."""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from transformers import GPT2Config, GPT2LMHeadModel, TrainerCallback, TrainingArguments
+
+import kafeed
+from kafeed.config import ConnectionSettings
+from kafeed.integrations.hf import STATE_FILE, KafeedTrainer
+from tests.integration.loader_data import produce_docs, produce_samples
+from tests.kafka_fixtures import TopicFactory
+
+SEQ_LEN = 15
+STEPS = 6  # optimizer steps, of two batches each (gradient accumulation)
+
+
+class Crash(Exception):
+    pass
+
+
+class CrashAt(TrainerCallback):
+    """Dies as step ``step + 1`` begins: its batches are taken from the loader, never trained on."""
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if state.global_step == self.step:
+            raise Crash
+
+
+def trainer(kafka: ConnectionSettings, topic: str, out: Path, seen: list[list[list[int]]],
+            callbacks: Sequence[TrainerCallback] = (), dataset: Any = None) -> KafeedTrainer:
+    """A fresh trainer, as a restarted job builds it; ``seen`` gets the input_ids of every batch
+    the model is run on."""
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(GPT2Config(vocab_size=512, n_positions=SEQ_LEN + 1, n_embd=32, n_layer=1,
+                                       n_head=2))
+
+    def record(module: Any, args: Any, kwargs: dict[str, Any]) -> None:
+        seen.append(kwargs["input_ids"].tolist())
+
+    model.register_forward_pre_hook(record, with_kwargs=True)
+    dataset = dataset or kafeed.KafkaTokenDataset(topic, seq_len=SEQ_LEN, eos_id=0, connection=kafka,
+                                                  shuffle_buffer=32, seed=3)
+    args = TrainingArguments(output_dir=str(out), max_steps=STEPS, save_steps=2,
+                             per_device_train_batch_size=4, gradient_accumulation_steps=2,
+                             learning_rate=1e-3, logging_strategy="no",
+                             report_to="none", use_cpu=True, disable_tqdm=True, seed=0)
+    return KafeedTrainer(model=model, args=args, train_loader=kafeed.StreamLoader(dataset, batch_size=4),
+                         callbacks=list(callbacks))
+
+
+def test_a_resumed_trainer_trains_on_exactly_the_batches_of_an_uninterrupted_run(
+        kafka: ConnectionSettings, make_topic: TopicFactory, tmp_path: Path,
+        caplog: pytest.LogCaptureFixture) -> None:
+    topic = make_topic(partitions=2)
+    produce_docs(kafka.bootstrap, topic, 300)
+    whole: list[list[list[int]]] = []
+    trainer(kafka, topic, tmp_path / "whole", whole).train()
+    assert len(whole) == 2 * STEPS
+    assert len({json.dumps(batch) for batch in whole}) == len(whole)  # no batch twice
+
+    cut = tmp_path / "cut"
+    first: list[list[list[int]]] = []
+    with pytest.raises(Crash):
+        trainer(kafka, topic, cut, first, [CrashAt(4)]).train()
+    assert len(first) == 8  # steps 1-4; step 5's batches were taken but not trained on
+    assert (cut / "checkpoint-4" / STATE_FILE).exists()
+    (cut / "checkpoint-5").mkdir()  # a newer save cut short before the loader state was written
+
+    rest: list[list[list[int]]] = []
+    with caplog.at_level(logging.WARNING, logger="kafeed"):
+        trainer(kafka, topic, cut, rest).train(resume_from_checkpoint=True)
+    assert first + rest == whole
+    assert "skipping checkpoint-5" in caplog.text
+    state = json.loads((cut / f"checkpoint-{STEPS}" / STATE_FILE).read_text())
+    assert state["step"] == STEPS
+    assert state == json.loads((tmp_path / "whole" / f"checkpoint-{STEPS}" / STATE_FILE).read_text())
+
+
+def test_a_topic_of_samples_stops_the_trainer_with_a_schema_error(
+        kafka: ConnectionSettings, make_topic: TopicFactory, tmp_path: Path) -> None:
+    topic = make_topic(partitions=1)
+    produce_samples(kafka.bootstrap, topic, 200)
+    with pytest.raises(kafeed.SchemaError) as err:
+        trainer(kafka, topic, tmp_path, []).train()
+    assert err.value.message.startswith(f"Topic {topic!r} does not hold TokenizedDocument records")
+    assert "\n" not in err.value.message
+
+
+def test_a_sample_loader_is_refused_before_training(kafka: ConnectionSettings, tmp_path: Path) -> None:
+    samples = kafeed.KafkaSampleDataset("raw", connection=kafka)
+    with pytest.raises(kafeed.ConfigError) as err:
+        trainer(kafka, "raw", tmp_path, [], dataset=samples)
+    assert "reads TrainingSample records" in err.value.message
+    assert err.value.hint is not None and "KafkaTokenDataset" in err.value.hint
+
+
+def test_without_transformers_the_import_names_the_extra() -> None:
+    code = ("import sys\nsys.modules['transformers'] = None\n"
+            "from kafeed.extras import MissingExtra\n"
+            "try:\n    import kafeed.integrations.hf\n"
+            "except MissingExtra as exc:\n    print(exc)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "This needs transformers, which is not installed." in out.stdout
+    assert "pip install 'kafeed[hf]'" in out.stdout
