@@ -1,6 +1,8 @@
 """A trainer-like process for the orphan test: an unbounded StreamLoader with 2 workers.
 
-Prints ``READY <worker pid> <worker pid>`` once the first batch arrived, then either keeps
+With ``--startup`` it prints ``STARTING`` just before the workers start and then takes
+batches quietly: the test kills it while its workers are being started. Otherwise it prints
+``READY <worker pid> <worker pid>`` once the first batch arrived, then either keeps
 iterating, printing ``CAUGHT-UP`` after ``--batches`` batches (all the topic holds: the
 workers then wait on Kafka for records that never come), or, with ``--stall``, stops taking
 batches (the workers fill the queue to this process and block).
@@ -21,6 +23,8 @@ def main() -> int:
     ap.add_argument("--topic", required=True)
     ap.add_argument("--stall", action="store_true")
     ap.add_argument("--batches", type=int, default=0)
+    ap.add_argument("--startup", action="store_true",
+                    help="print STARTING just before the workers start, then take batches quietly")
     args = ap.parse_args()
 
     import kafeed
@@ -31,6 +35,11 @@ def main() -> int:
     stop_request().install()
     ds = kafeed.KafkaTokenDataset(args.topic, seq_len=15, eos_id=0, bootstrap=args.bootstrap, end=None)
     loader = kafeed.StreamLoader(ds, batch_size=2, num_workers=2, prefetch_factor=4)
+    if args.startup:
+        print("STARTING", flush=True)
+        for _ in loader:
+            pass
+        return 0
     batches = iter(loader)
     next(batches)
     pids = sorted(p.pid for p in multiprocessing.active_children() if p.pid is not None)

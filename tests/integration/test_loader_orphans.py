@@ -1,9 +1,12 @@
-"""A trainer killed with SIGKILL leaves no loader worker behind (and no open stdout)."""
+"""A trainer killed with SIGKILL leaves no loader worker behind (and no open stdout), and,
+killed while its workers start, no process of its tree at all (forkserver, workers,
+resource tracker)."""
 
 from __future__ import annotations
 
 import os
 import queue
+import random
 import signal
 import subprocess
 import sys
@@ -19,6 +22,7 @@ from kafeed.config import ConnectionSettings
 from kafeed.schema import make_document
 from tests.integration.loader_data import producer
 from tests.kafka_fixtures import TopicFactory
+from tests.process_tree import alive, descendants, describe, wait_gone
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = 20  # per partition; 15 tokens + EOS = one 16-token window (seq_len 15) each
@@ -35,21 +39,6 @@ def _produce_whole_batches(bootstrap: str, topic: str) -> int:
     assert p.flush(30) == 0
     return DOCS
 SCRIPT = ROOT / "tests" / "integration" / "loader_orphan.py"
-
-
-def _alive(pid: int) -> bool:
-    """Running (a zombie waiting for init to reap it is dead)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    except OSError:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        return True
-    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
 
 
 def _lines(stream: IO[str]) -> queue.Queue[str | None]:
@@ -97,7 +86,7 @@ def test_workers_exit_when_the_trainer_is_sigkilled(
             line = None
         assert line and line.startswith("READY"), (tmp_path / "stderr").read_text()[-2000:]
         pids = [int(p) for p in line.split()[1:]]
-        assert len(pids) == 2 and all(_alive(p) for p in pids)
+        assert len(pids) == 2 and all(alive(p) for p in pids)
         if not stall:  # every batch handed out: both workers now wait on Kafka
             try:
                 assert lines.get(timeout=60) == "CAUGHT-UP\n"
@@ -105,8 +94,8 @@ def test_workers_exit_when_the_trainer_is_sigkilled(
                 pytest.fail("the trainer never received every batch")
         os.kill(proc.pid, signal.SIGKILL)
         assert proc.wait(30) == -signal.SIGKILL
-        assert _until(lambda: not any(_alive(p) for p in pids), 10), \
-            f"workers still alive 10 s after the trainer died: {[p for p in pids if _alive(p)]}"
+        assert _until(lambda: not any(alive(p) for p in pids), 10), \
+            f"workers still alive 10 s after the trainer died: {[p for p in pids if alive(p)]}"
         # Nothing holds the trainer's stdout open any more.
         try:
             assert lines.get(timeout=10) is None
@@ -117,6 +106,87 @@ def test_workers_exit_when_the_trainer_is_sigkilled(
             proc.kill()
             proc.wait(30)
         for pid in pids:
-            if _alive(pid):
+            if alive(pid):
                 os.kill(pid, signal.SIGKILL)
         proc.stdout.close()
+
+
+GONE_WITHIN_S = 15.0  # the watch thread looks twice a second; the rest is the kernel's signal
+
+
+def _kill_during_startup(kafka: ConnectionSettings, topic: str, tmp_path: Path,
+                         ready: object) -> None:
+    """Start the trainer with --startup, SIGKILL it once ``ready(tree)`` holds for the
+    processes below it, and require every process of its tree to be gone soon after."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(ROOT), env.get("PYTHONPATH", "")])
+    cmd = [sys.executable, str(SCRIPT), "--bootstrap", kafka.bootstrap, "--topic", topic, "--startup"]
+    with (tmp_path / "stderr").open("w") as err:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True, env=env)
+    assert proc.stdout is not None
+    lines = _lines(proc.stdout)
+    tree: set[int] = set()
+    try:
+        try:
+            line = lines.get(timeout=120)
+        except queue.Empty:
+            line = None
+        assert line == "STARTING\n", (tmp_path / "stderr").read_text()[-2000:]
+        deadline = time.monotonic() + 120
+        while not ready(tree):  # type: ignore[operator]
+            assert proc.poll() is None, (tmp_path / "stderr").read_text()[-2000:]
+            assert time.monotonic() < deadline, f"the workers never started: {describe(tree)}"
+            tree |= descendants(proc.pid)
+        os.kill(proc.pid, signal.SIGKILL)
+        for pid in list(tree):  # a process started in the meantime hangs below one we know
+            tree |= descendants(pid)
+        assert proc.wait(30) == -signal.SIGKILL
+        left = wait_gone(tree, GONE_WITHIN_S)
+        assert not left, f"alive {GONE_WITHIN_S:.0f} s after the trainer was killed: {describe(left)}"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
+        for pid in wait_gone(tree, 0):
+            os.kill(pid, signal.SIGKILL)
+        proc.stdout.close()
+
+
+def _workers(tree: set[int]) -> int:
+    """DataLoader workers in ``tree``: besides the forkserver and the resource tracker."""
+    return max(len(tree) - 2, 0)
+
+
+@pytest.mark.parametrize("moment", ["first-worker", "random"])
+def test_a_trainer_killed_while_workers_start_leaves_no_process(
+    kafka: ConnectionSettings, make_topic: TopicFactory, tmp_path: Path, moment: str
+) -> None:
+    topic = make_topic(partitions=2)
+    _produce_whole_batches(kafka.bootstrap, topic)
+    if moment == "first-worker":
+        _kill_during_startup(kafka, topic, tmp_path, lambda tree: _workers(tree) >= 1)
+        return
+    after = time.monotonic() + random.uniform(0.0, 1.5)
+    _kill_during_startup(kafka, topic, tmp_path, lambda tree: time.monotonic() >= after)
+
+
+@pytest.mark.slow
+def test_trainers_killed_at_random_moments_leave_no_process(
+    kafka: ConnectionSettings, make_topic: TopicFactory, tmp_path: Path
+) -> None:
+    topic = make_topic(partitions=2)
+    _produce_whole_batches(kafka.bootstrap, topic)
+    for attempt in range(8):
+        run = tmp_path / str(attempt)
+        run.mkdir()
+        workers = random.choice([0, 1, 2])
+        delay = random.uniform(0.0, 2.0)
+        started: list[float] = []
+
+        def ready(tree: set[int], workers: int = workers, delay: float = delay,
+                  started: list[float] = started) -> bool:
+            if not started and _workers(tree) >= workers:
+                started.append(time.monotonic())
+            return bool(started) and time.monotonic() - started[0] >= delay
+
+        _kill_during_startup(kafka, topic, run, ready)

@@ -1,6 +1,7 @@
-"""DataLoader workers end when the process that started them dies, however it dies.
+"""Loader processes end when the process that started them dies, however it dies.
 
-Three mechanisms, armed by :func:`watch_parent` when a reader opens inside a worker:
+A DataLoader worker arms :func:`watch_parent` first thing (DataLoader's ``worker_init_fn``,
+set by StreamLoader), before it can block on its index queue:
 
 - Linux: ``prctl(PR_SET_PDEATHSIG, SIGKILL)``, so the kernel kills the worker the moment its
   parent goes. SIGKILL, not SIGTERM: a trainer's SIGTERM handler is inherited by forked
@@ -9,14 +10,21 @@ Three mechanisms, armed by :func:`watch_parent` when a reader opens inside a wor
   iterates it, normally the main thread, whose end is the process's end. A trainer that
   iterates the loader from another thread and lets that thread end while the process lives
   on loses its workers then, which is what it should expect anyway.
-- With a forkserver (the default) the kernel's signal follows the forkserver, not the
-  trainer, so a thread in the worker checks the trainer twice a second.
-- Everywhere: :meth:`ParentWatch.check` in the reader's fetch loop (once per ``consume``
-  call, at most ``poll_timeout_s`` apart) sees the parent gone (``os.getppid()`` changed:
-  the worker was re-parented; or the pid that started the DataLoader, when known, no
-  longer exists) and ends the process at once with ``os._exit``. Nothing is left to
-  report to, and a normal exit could wait forever on a queue feeder thread writing to the
-  dead parent.
+- With a forkserver (the default) a worker's parent is the forkserver, and the forkserver
+  lives as long as any worker holds its liveness pipe (every worker does), so neither would
+  ever see the other go. The forkserver therefore imports :mod:`kafeed.loader.forkserver_guard`
+  as a preload, which arms the same signal in it: the trainer's death ends the forkserver,
+  whose death ends the workers. multiprocessing's resource tracker then reads EOF from its
+  pipe, cleans up what the trainer left, and ends too.
+- Everywhere: a thread in the worker looks at the trainer (``origin``) twice a second and
+  ends the process when it is gone: no longer there, a zombie, or its pid reused by a
+  process that started later. It covers a forkserver started without the guard, systems
+  without ``prctl``, and a trainer that died before the signal was armed.
+- :meth:`ParentWatch.check`, in the reader's fetch loop, ends the worker as soon as the
+  thread (or ``os.getppid()``) says so, without waiting for the next look.
+
+The worker ends with ``os._exit``: nothing is left to report to, and a normal exit could
+wait forever on a queue feeder thread writing to the dead parent.
 """
 
 from __future__ import annotations
@@ -34,9 +42,11 @@ log = logging.getLogger("kafeed")
 
 PR_SET_PDEATHSIG = 1
 EXIT_PARENT_GONE = 70  # what a worker exits with when it notices its parent died
+LOOK_EVERY_S = 0.5
 
 
-def _set_pdeathsig(sig: int) -> bool:
+def set_pdeathsig(sig: int) -> bool:
+    """Ask the kernel to send ``sig`` to this process when its parent (thread) ends."""
     if not sys.platform.startswith("linux"):
         return False
     try:
@@ -50,14 +60,24 @@ def _set_pdeathsig(sig: int) -> bool:
     return True
 
 
-def _exists(pid: int) -> bool:
+def started(pid: int) -> str | None:
+    """A token of the running process ``pid`` (its start time where /proc has it), or None
+    when no such process runs (a zombie counts as gone)."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()  # noqa: SIM115
+    except FileNotFoundError:
+        return None
+    except OSError:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None
+        except PermissionError:
+            pass
+        return "running"
+    if fields[0] in ("Z", "X"):
+        return None
+    return fields[19]  # starttime: a reused pid has a later one
 
 
 class ParentWatch:
@@ -67,29 +87,47 @@ class ParentWatch:
     def __init__(self, parent: int, origin: int | None = None) -> None:
         self.parent = parent
         self.origin = origin
-        self.armed = _set_pdeathsig(signal.SIGKILL)
+        self._origin_started = None if origin is None else started(origin)
+        self.armed = set_pdeathsig(signal.SIGKILL)
+        self.lost = threading.Event()  # set by the watching thread
         self.check()  # the parent may have died before the signal was armed
 
     def gone(self) -> bool:
-        return os.getppid() != self.parent or (self.origin is not None and not _exists(self.origin))
+        if self.lost.is_set() or os.getppid() != self.parent:
+            return True
+        return self.origin is not None and (self._origin_started is None
+                                            or started(self.origin) != self._origin_started)
 
     def check(self) -> None:
-        if self.gone():
+        """End this process now if the parent is known to be gone (cheap: no /proc read)."""
+        if self.lost.is_set() or os.getppid() != self.parent or (
+                self.origin is not None and self._origin_started is None):
             os._exit(EXIT_PARENT_GONE)
 
 
+_watch: tuple[int, ParentWatch] | None = None  # (this process's pid, its watch)
+
+
 def watch_parent(origin: int | None = None) -> ParentWatch:
-    """Arm them in this worker process. ``origin``: the pid of the process that
-    started the DataLoader (with ``forkserver`` that is not the direct parent)."""
+    """Arm the watch in this worker process, once (a later call returns the same watch).
+    ``origin``: the pid of the process that started the DataLoader (with ``forkserver``
+    that is not the direct parent)."""
+    global _watch
+    if _watch is not None and _watch[0] == os.getpid():
+        return _watch[1]
     watch = ParentWatch(os.getppid(), origin)
+    _watch = (os.getpid(), watch)
     _quiet_closed_connections()
-    if origin is not None and origin != watch.parent:
-        # The kernel's signal follows the forkserver, which lives as long as any worker
-        # holds its liveness pipe, so it never comes; a worker blocked on a full queue
-        # never reaches check(). A thread that looks twice a second does.
-        threading.Thread(target=_watch_origin, args=(watch,), name="kafeed-parent-watch",
-                         daemon=True).start()
+    # A worker blocked on its queue never reaches check(); this thread does the looking.
+    threading.Thread(target=_watch_origin, args=(watch,), name="kafeed-parent-watch",
+                     daemon=True).start()
     return watch
+
+
+def watch_worker(origin: int, worker_id: int) -> None:
+    """DataLoader's ``worker_init_fn`` (with ``functools.partial(watch_worker, origin)``):
+    the watch armed as the worker starts, before it waits on anything."""
+    watch_parent(origin)
 
 
 def _quiet_closed_connections() -> None:
@@ -113,5 +151,6 @@ def _quiet_closed_connections() -> None:
 
 def _watch_origin(watch: ParentWatch) -> None:
     while not watch.gone():
-        time.sleep(0.5)
+        time.sleep(LOOK_EVERY_S)
+    watch.lost.set()
     os._exit(EXIT_PARENT_GONE)

@@ -14,6 +14,7 @@ process, as each batch is yielded: worker processes' registries are never scrape
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -32,6 +33,7 @@ from kafeed.loader.dataset import Collate, KafkaDatasetBase, WorkerError, rank_a
 from kafeed.loader.deferred_entry import DeferredEntry, built
 from kafeed.loader.device_feed import DeviceFeed, resolve_device
 from kafeed.loader.metrics import LoaderMetrics, batch_tokens
+from kafeed.loader.parent import watch_worker
 from kafeed.loader.prefetch import JOIN_S, Prefetch
 from kafeed.loader.state import next_epoch, plain_copy, reader_entries
 from kafeed.loader.stream import Delivered
@@ -312,6 +314,7 @@ class StreamLoader:
                 pin_memory=pin, timeout=self.timeout,
                 prefetch_factor=(self.prefetch_factor or 2) if self.num_workers else None,
                 multiprocessing_context=self._worker_context(view) if self.num_workers else None,
+                worker_init_fn=functools.partial(watch_worker, view.origin) if self.num_workers else None,
             ), views)
         sync = self._should_sync()
         stopped = False
@@ -351,22 +354,26 @@ class StreamLoader:
         a worker forked while a librdkafka or OpenMP thread held a lock can hang or crash in
         its first Kafka call. The forkserver forks from a process that never opened one
         (it imports the loader once, then each worker starts in milliseconds). A batch view
-        that cannot be pickled (a lambda ``collate_fn``) can only be forked.
+        that cannot be pickled (a lambda ``collate_fn``) can only be forked. A forkserver,
+        chosen or not, preloads kafeed.loader.forkserver_guard: it ends with the trainer.
         """
-        if self.multiprocessing_context is not None:
-            return self.multiprocessing_context
+        choice = self.multiprocessing_context
+        if choice is not None and choice != "forkserver":
+            return choice
         import multiprocessing
         import pickle
 
-        if "forkserver" not in multiprocessing.get_all_start_methods():
-            return None
-        try:
-            pickle.dumps(view)
-        except Exception:  # whatever pickling raises, fork is the fallback
-            log.debug("kafeed loader: the batch view does not pickle; workers are forked")
-            return None
+        if choice is None:
+            if "forkserver" not in multiprocessing.get_all_start_methods():
+                return None
+            try:
+                pickle.dumps(view)
+            except Exception:  # whatever pickling raises, fork is the fallback
+                log.debug("kafeed loader: the batch view does not pickle; workers are forked")
+                return None
         context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(["kafeed.loader.stream_loader"])
+        # The guard first: the forkserver is bound to the trainer before the long import.
+        context.set_forkserver_preload(["kafeed.loader.forkserver_guard", "kafeed.loader.stream_loader"])
         return context
 
     def _marker(self, worker: int, state: str | dict[str, Any] | DeferredEntry, delivered: Delivered,
