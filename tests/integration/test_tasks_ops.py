@@ -121,3 +121,44 @@ def test_bad_input_on_a_cluster(kafka: ConnectionSettings, admin: TopicAdmin,
     line = usage_error(["tasks", "worker", "--kind", "k", "--handler", "tests.integration.task_handlers:noop",
                         "--prefix", prefix, "-b", kafka.bootstrap], capsys)
     assert "not compact" in line and f"{prefix}.results" in line
+
+
+def test_cancel_refuses_a_key_never_submitted_and_a_later_submit_runs(
+        kafka: ConnectionSettings, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    prefix = f"cancel-{uuid.uuid4().hex[:10]}"
+    settings = QueueSettings(prefix=prefix, backoff_s=0.1)
+    log = str(tmp_path / "runs.log")
+
+    def task(key: str) -> Any:
+        return make_task(kind="ops", key=key, params={"key": key, "log": log})
+
+    submit_tasks(kafka, [task("real")], settings=settings, create_queue=True)
+    line = usage_error(["tasks", "cancel", "--kind", "ops", "ghost", "--prefix", prefix,
+                        "-b", kafka.bootstrap], capsys)
+    assert "'ghost'" in line and "nothing was cancelled" in line
+    # One unknown key among known ones: none of them is cancelled.
+    usage_error(["tasks", "cancel", "--kind", "ops", "real", "ghost", "--prefix", prefix,
+                 "-b", kafka.bootstrap], capsys)
+    line = usage_error(["tasks", "cancel", "--kind", "nokind", "real", "--prefix", prefix,
+                        "-b", kafka.bootstrap], capsys)
+    assert f"{prefix}.nokind" in line
+    assert _status(kafka, prefix, capsys)["cancelled"] == 0
+
+    submit_tasks(kafka, [task("ghost")], settings=settings)
+    stop = threading.Event()
+    worker = Worker(kafka, kind="ops", handler=mixed, settings=settings, timeout_s=5, lease_s=2, stop=stop)
+    thread = threading.Thread(target=worker.run)
+    thread.start()
+    view = ResultsView(kafka, settings.results_topic).start()
+    try:
+        _until(lambda: all((r := view.latest(k)) is not None and r.status == "succeeded"
+                           for k in ("real", "ghost")), "both tasks to run")
+    finally:
+        stop.set()
+        thread.join(timeout=60)
+        view.close()
+    assert {key for event, key, _, _ in runs(Path(log)) if event == "start"} == {"real", "ghost"}
+    capsys.readouterr()
+    assert main(["tasks", "cancel", "--kind", "ops", "real", "--json", "--prefix", prefix,
+                 "-b", kafka.bootstrap]) == 0
+    assert json.loads(capsys.readouterr().out) == {"cancelled": [], "already_finished": ["real"]}

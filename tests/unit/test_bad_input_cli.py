@@ -137,6 +137,14 @@ CASES: list[tuple[str, list[str], int, list[str]]] = [
      ["does not exist"]),
     ("infer-device", ["infer", "--checkpoint", "{tmp}/gpt_ck", "--device", "tpu", "-b", CLOSED], 2,
      ["device"]),
+    ("tasks-lease-nan", ["tasks", "worker", "--kind", "k", "--lease", "nan", "-b", CLOSED], 2, ["lease_s"]),
+    ("tasks-lease-zero", ["tasks", "worker", "--kind", "k", "--lease", "0", "-b", CLOSED], 2, ["lease_s"]),
+    ("tasks-lease-negative", ["tasks", "worker", "--kind", "k", "--lease", "-1", "-b", CLOSED], 2,
+     ["lease_s"]),
+    ("tasks-timeout-range", ["tasks", "worker", "--kind", "k", "--timeout", "61", "-b", CLOSED], 2,
+     ["timeout_s"]),
+    ("tasks-backoff-inf", ["tasks", "worker", "--kind", "k", "--backoff", "inf", "-b", CLOSED], 2,
+     ["backoff_s"]),
     ("monitor-interval", ["monitor", "--interval", "0", "-b", CLOSED], 2, ["interval"]),
     ("demo-steps", ["demo", "--steps", "0"], 2, ["steps"]),
     ("lineage-missing", ["lineage", "{tmp}/no-such-checkpoint"], 2, ["no-such-checkpoint"]),
@@ -167,3 +175,13 @@ def test_markup_in_user_text_is_printed_literally(capsys: pytest.CaptureFixture[
 def test_debug_shows_the_traceback(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--debug", "topic", "list", "--bootstrap", ""]) == 2
     assert "Traceback" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("lease", [-1.0, 0.0, 0.5, float("nan"), float("inf")])
+def test_a_worker_refuses_a_lease_that_cannot_hold(lease: float) -> None:
+    from kafeed.config import ConnectionSettings
+    from kafeed.errors import ConfigError
+    from kafeed.tasks import Worker
+
+    with pytest.raises(ConfigError, match="lease_s"):
+        Worker(ConnectionSettings(bootstrap=CLOSED), kind="k", handler=dict, lease_s=lease)

@@ -103,13 +103,14 @@ def worker_command(
         "--handler", help="module:function called with the params dict [default: the built-in "
         "kind (evaluate, ingest-file), else the 'kafeed.tasks' entry point named KIND].",
         show_default=False)] = None,
-    concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1, max=256,
-                                             help="Tasks run at once (threads).")] = 1,
+    concurrency: Annotated[int, typer.Option("--concurrency", "-c",
+                                             help="Tasks run at once (threads, 1-256).")] = 1,
     timeout: Annotated[float, typer.Option(
         help="Seconds a task is locked to this worker before the queue may hand it to another "
         "(the share group's lock, 1-60).")] = 30.0,
     lease: Annotated[float, typer.Option(
-        help="Seconds a running task's lease lasts without a heartbeat (renewed every quarter).")] = 10.0,
+        help="Seconds a running task's lease lasts without a heartbeat (renewed every quarter; "
+        "at least 1).")] = 10.0,
     backoff: Annotated[float, typer.Option(help="First retry delay in seconds, doubled per attempt.")] = 1.0,
     max_backoff: Annotated[float, typer.Option(help="Longest retry delay in seconds.")] = 300.0,
     prefix: PrefixOpt = None,
@@ -125,17 +126,17 @@ def worker_command(
     """
     stop = install()
     from kafeed.tasks import Worker, load_handler
+    from kafeed.tasks.settings import worker_settings
     from kafeed.tasks.worker import default_worker_id
 
     settings = _settings(prefix, backoff_s=backoff, max_backoff_s=max_backoff)
+    limits = worker_settings(concurrency=concurrency, timeout_s=timeout, lease_s=lease)
     fn = load_handler(handler, kind)
-    if not 1 <= timeout <= 60:
-        raise ConfigError(f"--timeout {timeout:g} is outside 1-60 seconds, the share lock's range.",
-                          hint="Long tasks are still safe: the lease keeps a second worker off them.")
     conn = connection(bootstrap, config)
     start_metrics(metrics_port)
-    worker = Worker(conn, kind=kind, handler=fn, settings=settings, concurrency=concurrency,
-                    timeout_s=timeout, lease_s=lease, worker_id=default_worker_id(), stop=stop.event)
+    worker = Worker(conn, kind=kind, handler=fn, settings=settings, concurrency=limits.concurrency,
+                    timeout_s=limits.timeout_s, lease_s=limits.lease_s, worker_id=default_worker_id(),
+                    stop=stop.event)
     worker.prepare()
 
     def ready() -> None:
@@ -212,9 +213,17 @@ def cancel_command(
     prefix: PrefixOpt = None,
     bootstrap: BootstrapOpt = None,
     config: ConfigOpt = None,
+    json_out: JsonOpt = False,
 ) -> None:
-    """Cancel tasks by key: queued copies are acknowledged without running."""
-    from kafeed.tasks.status import cancel
+    """Cancel submitted tasks by key: queued copies are acknowledged without running.
 
-    n = cancel(connection(bootstrap, config), _settings(prefix), kind, keys)
-    out.print(f"Cancelled {n} task(s).", highlight=False)
+    A key never submitted is refused (exit 2) and nothing is cancelled.
+    """
+    from kafeed.tasks.cancel import cancel
+
+    result = cancel(connection(bootstrap, config), _settings(prefix), kind, keys)
+    if json_out:
+        print_json({"cancelled": result.cancelled, "already_finished": result.already_finished})
+        return
+    done = f" ({len(result.already_finished)} already finished)" if result.already_finished else ""
+    out.print(f"Cancelled {len(result.cancelled)} task(s){done}.", highlight=False)

@@ -1,4 +1,4 @@
-"""What `kafeed tasks status`, `retry` and `cancel` read and write.
+"""What `kafeed tasks status` and `retry` read and write (`cancel`: kafeed.tasks.cancel).
 
 Status is computed from the topics themselves: every task ever queued (the queue
 topics, read once) against the latest result per key (the results topic). A key with
@@ -109,15 +109,6 @@ def queue_status(connection: ConnectionSettings, settings: QueueSettings) -> lis
         return out
     finally:
         view.close()
-
-
-def cancel(connection: ConnectionSettings, settings: QueueSettings, kind: str, keys: list[str]) -> int:
-    """Mark ``keys`` cancelled: copies still queued are acknowledged unrun (a running one finishes)."""
-    writer = TaskWriter(connection, settings)
-    for key in keys:
-        writer.result_async(TaskResult(key=key, kind=kind, status="cancelled", worker="cancel"))
-    writer.flush()
-    return len(keys)
 
 
 def retry_parked(connection: ConnectionSettings, settings: QueueSettings, *,

@@ -35,7 +35,7 @@ from kafeed.tasks.handlers import Handler, TaskContext, json_output, wants_conte
 from kafeed.tasks.model import FINAL, Attempt, Task, TaskResult, decode_task
 from kafeed.tasks.queue import configure_group, ensure_topics, lock_ms, share_group_error
 from kafeed.tasks.results import ResultsView
-from kafeed.tasks.settings import QueueSettings
+from kafeed.tasks.settings import QueueSettings, worker_settings
 from kafeed.tasks.writer import TaskWriter
 from kafeed.telemetry import metrics as m
 from kafeed.topics import TopicAdmin
@@ -79,9 +79,11 @@ class Worker:
         self.handler = handler
         self._with_context = wants_context(handler)
         self.settings = settings or QueueSettings()
-        self.concurrency = max(1, concurrency)
-        self.timeout_s = timeout_s
-        self.lease_s = lease_s
+        # Validated here, so the CLI and the Python API refuse the same impossible values.
+        checked = worker_settings(concurrency=concurrency, timeout_s=timeout_s, lease_s=lease_s)
+        self.concurrency = checked.concurrency
+        self.timeout_s = checked.timeout_s
+        self.lease_s = checked.lease_s
         self.worker_id = worker_id or default_worker_id()
         self.stop = stop or threading.Event()
         self.stats = WorkerStats()
