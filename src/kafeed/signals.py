@@ -9,17 +9,60 @@ loops check :attr:`StopRequest.event` between batches (or pass it on as a
 A loop that blocks where an event is never checked (waiting for the next batch) can
 register a callback with :meth:`StopRequest.on_signal`; it runs in the main thread inside
 the signal handler and may raise to leave the wait.
+
+A child kafeed starts asks for a signal when its parent dies (:func:`die_with_parent`), so
+that it never outlives it (ARCHITECTURE.md, "Process lifetime").
 """
 
 from __future__ import annotations
 
+import functools
+import os
 import signal
+import sys
 import threading
 from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+PR_SET_PDEATHSIG = 1
+
+
+@functools.cache
+def _prctl() -> Callable[..., int] | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    try:
+        prctl: Callable[..., int] = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    return prctl
+
+
+def die_with_parent(sig: int) -> bool:
+    """Ask the kernel (Linux) to send ``sig`` to this process when the thread that started
+    it ends; False where it cannot (another system, no prctl)."""
+    prctl = _prctl()
+    return prctl is not None and prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0) == 0
+
+
+def ends_with_this_process(sig: int) -> Callable[[], None]:
+    """A ``subprocess.Popen`` ``preexec_fn``: the child gets ``sig`` when this process (the
+    calling thread) dies, and exits at once if it died before the child could ask. libc's
+    prctl is looked up here, in the parent: a lookup in the forked child could wait on a
+    loader lock another thread held at fork time."""
+    parent = os.getpid()
+    _prctl()
+
+    def arm() -> None:
+        die_with_parent(sig)
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return arm
 
 
 class StopRequest:

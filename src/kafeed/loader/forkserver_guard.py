@@ -17,7 +17,7 @@ from __future__ import annotations
 import signal
 import sys
 
-from kafeed.loader.parent import set_pdeathsig
+from kafeed.signals import die_with_parent
 
 
 def in_forkserver() -> bool:
@@ -34,4 +34,4 @@ def in_forkserver() -> bool:
 
 
 if in_forkserver():
-    set_pdeathsig(signal.SIGKILL)
+    die_with_parent(signal.SIGKILL)

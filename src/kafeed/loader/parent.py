@@ -29,7 +29,6 @@ wait forever on a queue feeder thread writing to the dead parent.
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import os
 import signal
@@ -38,26 +37,12 @@ import threading
 import time
 from types import TracebackType
 
+from kafeed.signals import die_with_parent
+
 log = logging.getLogger("kafeed")
 
-PR_SET_PDEATHSIG = 1
 EXIT_PARENT_GONE = 70  # what a worker exits with when it notices its parent died
 LOOK_EVERY_S = 0.5
-
-
-def set_pdeathsig(sig: int) -> bool:
-    """Ask the kernel to send ``sig`` to this process when its parent (thread) ends."""
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0) != 0:
-            log.debug("kafeed loader: prctl(PR_SET_PDEATHSIG) failed: errno %d", ctypes.get_errno())
-            return False
-    except (OSError, AttributeError) as exc:
-        log.debug("kafeed loader: no prctl (%s); relying on the parent check", exc)
-        return False
-    return True
 
 
 def started(pid: int) -> str | None:
@@ -88,7 +73,9 @@ class ParentWatch:
         self.parent = parent
         self.origin = origin
         self._origin_started = None if origin is None else started(origin)
-        self.armed = set_pdeathsig(signal.SIGKILL)
+        self.armed = die_with_parent(signal.SIGKILL)
+        if not self.armed:
+            log.debug("kafeed loader: no PR_SET_PDEATHSIG here; relying on the watch thread")
         self.lost = threading.Event()  # set by the watching thread
         self.check()  # the parent may have died before the signal was armed
 

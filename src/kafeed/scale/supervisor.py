@@ -4,7 +4,8 @@ Each worker is the same command run with a fixed single worker; they share the g
 so Kafka spreads the input's partitions over them, and each claims its own instance
 slot (hence its own ``transactional.id``). A worker is stopped with SIGTERM, which
 finishes or aborts its open transaction before it leaves the group: nothing is lost
-or doubled by a change of size. Decisions are printed with their reason.
+or doubled by a change of size. A worker gets the same SIGTERM when the supervisor dies,
+however it dies. Decisions are printed with their reason.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from kafeed.kafka import admin_client, read_committed_consumer
 from kafeed.monitor.groups import GroupOffsetReader
 from kafeed.monitor.lag import LagTracker
 from kafeed.scale.policy import ScalePolicy, ScaleSettings
+from kafeed.signals import ends_with_this_process
 from kafeed.topics import TopicAdmin
 
 log = logging.getLogger("kafeed")
@@ -46,7 +48,10 @@ class Supervisor:
         self.changes: list[tuple[int, int, str]] = []  # (from, to, reason)
 
     def _start(self) -> None:
-        self.workers.append(subprocess.Popen(self.command, env=self.env))
+        # A worker gets SIGTERM when the supervisor dies, however it dies (it then finishes or
+        # aborts its transaction, as when it is scaled down), so none outlives it.
+        self.workers.append(subprocess.Popen(self.command, env=self.env,
+                                             preexec_fn=ends_with_this_process(signal.SIGTERM)))
         self.peak = max(self.peak, len(self.workers))
 
     def _stop_one(self) -> None:
