@@ -1,110 +1,22 @@
-"""The `kafeed` command: one sub-app per command group."""
+"""The `kafeed` entry point: the one error boundary between kafeed and its user.
+
+This module imports nothing heavy at its top: the command tree (typer, rich, every command
+group, about half a second of imports) loads inside :func:`main`, where a Ctrl-C that
+arrives while it is still importing ends as "Interrupted." and exit 130, not as a
+``KeyboardInterrupt`` traceback out of some module's import.
+"""
 
 from __future__ import annotations
 
 import os
 import sys
-from typing import Annotated
+from typing import Any
 
-import typer
-
-from kafeed import __version__
-from kafeed.cli import (
-    acl,
-    archive,
-    broker,
-    demo,
-    infer,
-    monitor,
-    plan,
-    prepare,
-    report,
-    route,
-    tasks,
-    topic,
-    train,
-)
-from kafeed.cli.common import console, report_error, setup_logging
-from kafeed.cli.ingest import ingest_command
 from kafeed.errors import ConfigError, KafeedError
-from kafeed.extras import missing_extra
-
-# Help and usage errors are plain click text: typer's rich path (rich.markdown, and its
-# HTML escaping of every default, which loads it even with rich_markup_mode=None) would
-# double the time of every `--help`. kafeed's own output still uses rich.
-if hasattr(typer, "core") and hasattr(typer.core, "HAS_RICH"):
-    typer.core.HAS_RICH = False
-
-app = typer.Typer(
-    name="kafeed",
-    help="Feed a training job from Apache Kafka.",
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    add_completion=False,
-    rich_markup_mode=None,
-)
-app.add_typer(broker.app, name="broker")
-app.add_typer(topic.app, name="topic")
-app.add_typer(tasks.app, name="tasks")
-app.add_typer(acl.app, name="acl")
-app.add_typer(archive.app, name="archive")
-app.command()(demo.demo)
-app.command("ingest")(ingest_command)
-app.command("prepare")(prepare.prepare)
-app.command("route")(route.route)
-app.command("infer")(infer.infer)
-app.command("monitor")(monitor.monitor)
-app.command("report")(report.report)
-app.command("train")(train.train)
-app.command("lineage")(train.lineage)
-app.command("plan")(plan.plan)
-app.command("replay")(archive.replay)
-
-
-def version_line() -> str:
-    """kafeed's version and those of what it runs on: Kafka, librdkafka, PyTorch."""
-    from confluent_kafka import __version__ as client_version
-    from confluent_kafka import libversion
-
-    from kafeed.choices import KAFKA_VERSION
-    from kafeed.extras import installed_version
-
-    torch = installed_version("torch") or "not installed (pip install 'kafeed[torch]')"
-    return (f"kafeed {__version__} (Kafka {KAFKA_VERSION}, librdkafka {libversion()[0]}, "
-            f"confluent-kafka {client_version}, torch {torch})")
-
-
-def _version(value: bool) -> None:
-    if value:
-        print(version_line())
-        raise typer.Exit()
-
-
-@app.callback()
-def _root(
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")] = False,
-    debug: Annotated[bool, typer.Option("--debug", help="Show the traceback of an error "
-                                        "(env: KAFEED_DEBUG=1).")] = False,
-    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
-                                          help="Print the version.")] = False,
-) -> None:
-    setup_logging(verbose)
-
-
-def _usage_error_types() -> tuple[type[BaseException], ...]:
-    """click's exceptions: typer vendors its own copy of click in recent versions."""
-    types: list[type[BaseException]] = [typer.TyperException] if hasattr(typer, "TyperException") else []
-    try:
-        import click
-
-        types.append(click.ClickException)
-    except ImportError:  # pragma: no cover - typer without a separate click
-        pass
-    return tuple(types)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point: the one error boundary between kafeed and its user.
+    """Run ``kafeed ARGV``; returns the exit code.
 
     Exit codes (the README's table): 0 done, 1 runtime failure, 2 usage or configuration
     error, 130 interrupted by SIGINT, 143 stopped by SIGTERM. No traceback reaches the user
@@ -112,6 +24,21 @@ def main(argv: list[str] | None = None) -> int:
     """
     args = sys.argv[1:] if argv is None else list(argv)
     debug = "--debug" in args or os.environ.get("KAFEED_DEBUG", "") not in ("", "0")
+    try:
+        return _run(args, debug)
+    except KeyboardInterrupt:  # before (or while) the command tree was imported
+        sys.stderr.write("Interrupted.\n")
+        return 130
+
+
+def _run(args: list[str], debug: bool) -> int:
+    import typer
+
+    from kafeed.cli.app import app, usage_error_types
+    from kafeed.cli.common import console, report_error
+    from kafeed.extras import missing_extra
+    from kafeed.signals import stop_request
+
     try:
         # Outside standalone mode click returns (not raises) the code of a typer.Exit.
         code = app(args=args, standalone_mode=False, prog_name="kafeed")
@@ -121,11 +48,10 @@ def main(argv: list[str] | None = None) -> int:
         report_error(exc.message, exc.hint)
         return 2 if isinstance(exc, ConfigError) else 1
     except typer.Exit as exc:
-        return int(exc.exit_code or 0)
+        code = exc.exit_code
     except (typer.Abort, KeyboardInterrupt):
-        console.print("Interrupted.", markup=False, highlight=False)
-        return 130
-    except _usage_error_types() as exc:
+        code = 130
+    except usage_error_types() as exc:
         param = getattr(exc, "param", None)
         if param is not None and getattr(param, "envvar", None) is None:
             param.show_envvar = False  # else click 8.2 adds "(env var: 'None')" to the hint
@@ -143,7 +69,21 @@ def main(argv: list[str] | None = None) -> int:
         report_error(f"Unexpected {type(exc).__name__}: {exc}",
                      "This is a bug in kafeed; run again with --debug for the traceback and report it.")
         return 1
-    return code if isinstance(code, int) else 0
+    code = code if isinstance(code, int) else 0
+    if code == 130 and not stop_request().requested:
+        # typer turns a KeyboardInterrupt inside a command into a silent Exit(130); a
+        # command that saw the stop request said so itself (cli.common.exit_stopped).
+        console.print("Interrupted.", markup=False, highlight=False)
+    return code
+
+
+def __getattr__(name: str) -> Any:
+    # `from kafeed.cli.main import app` (the click tree for docs and tests) still works.
+    if name in ("app", "version_line"):
+        from kafeed.cli import app as tree
+
+        return getattr(tree, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,36 @@
+"""A Ctrl-C while the command line is still importing ends quietly with exit 130."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+
+import pytest
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.mark.parametrize("delay", [0.08, 0.15, 0.25, 0.35])
+def test_sigint_during_start_up_is_exit_130_without_a_traceback(delay: float) -> None:
+    # `import kafeed` itself is the readiness signal: the interpreter's own start-up (before
+    # any kafeed code runs) is Python's, not ours.
+    code = ("import sys, kafeed; sys.stderr.write('ready\\n'); sys.stderr.flush()\n"
+            "from kafeed.cli.main import main\n"
+            f"sys.exit(main(['topic', 'list', '-b', '127.0.0.1:{_closed_port()}']))")
+    with subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE, text=True) as proc:
+        assert proc.stderr is not None
+        assert proc.stderr.readline() == "ready\n"
+        try:
+            proc.wait(timeout=delay)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGINT)
+        err = proc.stderr.read()
+        assert proc.wait(timeout=30) == 130, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert "Interrupted" in err
