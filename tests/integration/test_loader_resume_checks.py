@@ -87,3 +87,39 @@ def test_state_below_the_log_start_is_refused(kafka: ConnectionSettings, make_to
         next(iter(loader))
     # Nothing was taken: the state is still the one loaded.
     assert loader.state_dict() == state
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_state_missing_a_partition_it_knew_is_refused(kafka: ConnectionSettings, make_topic: TopicFactory,
+                                                      workers: int) -> None:
+    topic = make_topic(partitions=3)
+    produce_docs(kafka.bootstrap, topic, 150)
+    state = _state_after(kafka, topic, 3)
+    reader = state["readers"]["0"]
+    gone = f"{topic}:1"  # partition 2 is still named
+    del reader["partitions"][gone]
+    reader["carry"] = [ref for ref in reader["carry"] if ref[0] != gone]
+    reader["buffer"] = [ref for ref in reader["buffer"] if ref[0] != gone]
+    loader = _loader(kafka, topic, workers)
+    loader.load_state_dict(state)
+    with pytest.raises(kafeed.ResumeMismatch) as err:
+        next(iter(loader))
+    assert f"no position for partition 1 of topic {topic!r}" in err.value.message
+
+
+def test_a_partition_added_since_the_state_is_read_from_its_start(
+    kafka: ConnectionSettings, make_topic: TopicFactory
+) -> None:
+    from confluent_kafka.admin import NewPartitions
+
+    topic = make_topic(partitions=2)
+    produce_docs(kafka.bootstrap, topic, 100)
+    state = _state_after(kafka, topic, 3)
+    client = AdminClient({"bootstrap.servers": kafka.bootstrap})
+    for future in client.create_partitions([NewPartitions(topic, 3)]).values():
+        future.result(timeout=30)
+    ds = kafeed.KafkaTokenDataset(topic, seq_len=15, eos_id=0, connection=kafka)
+    loader = kafeed.StreamLoader(ds, batch_size=4)
+    loader.load_state_dict(state)
+    next(iter(loader))
+    assert sorted(loader.state_dict()["readers"]["0"]["partitions"]) == [f"{topic}:{p}" for p in range(3)]

@@ -9,6 +9,7 @@ import pytest
 from kafeed.errors import ResumeMismatch
 from kafeed.loader.resume import (
     PartitionStart,
+    check_known_partitions,
     check_saved_partitions,
     choose_resume,
     done_at_open,
@@ -110,3 +111,21 @@ def test_next_epoch_forgets_positions_and_keeps_the_shuffle_rng() -> None:
         assert reader["rng"] == RNG and reader["stats"] == TWO[key]["stats"]
     assert fresh["next_worker"] == {} and state["readers"]["0"]["partitions"]  # the input is untouched
     assert choose_resume(fresh, mode="static", index=0, count=2).entry == fresh["readers"]["0"]
+
+
+def test_every_partition_the_state_knew_must_be_in_it() -> None:
+    known = choose_resume(_state(TWO, 2), mode="static", index=0, count=1).known
+    assert known == {"tok": 1}
+    check_known_partitions(["tok:0", "tok:1"], ["tok:0", "tok:1"], known)
+    check_known_partitions(["tok:0"], ["tok:0", "tok:2", "tok:3"], known)  # added since: fresh
+    check_known_partitions([], ["other:0"], known)  # a topic the state never named
+    with pytest.raises(ResumeMismatch, match="no position for partition 1 of topic 'tok', which existed "
+                                             r"when it was saved \(it names partition 2\)"):
+        check_known_partitions(["tok:0", "tok:2"], ["tok:0", "tok:1", "tok:2"], {"tok": 2})
+
+
+def test_an_exact_resume_knows_every_readers_partitions() -> None:
+    resume = choose_resume(_state(TWO, 2), mode="static", index=0, count=2)
+    assert resume.entry == TWO["0"] and resume.known == {"tok": 1}
+    with pytest.raises(ResumeMismatch, match="partition 1 of topic 'tok'"):
+        check_known_partitions(resume.entry["partitions"], ["tok:0", "tok:1"], resume.known)

@@ -62,5 +62,6 @@ def open_stream(settings: LoaderSettings, topo: Topology, saved: dict[str, Any] 
         stream.load_state_dict(resume.entry)
     elif resume.plan is not None:
         stream.load_plan(resume.plan)
+    reader.known = resume.known
     stream.open()
     return stream

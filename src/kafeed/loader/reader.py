@@ -50,6 +50,7 @@ from kafeed.loader.prefetch import Stopped
 from kafeed.loader.read_ahead import ReadAhead
 from kafeed.loader.resume import (
     PartitionStart,
+    check_known_partitions,
     check_saved_partitions,
     done_at_open,
     exact_starts,
@@ -85,6 +86,7 @@ class KafkaReader:
         self.index = index
         self.count = count
         self._starts: dict[str, PartitionStart] = {}
+        self.known: dict[str, int] = {}  # per topic, the highest partition the loaded state names
         self.parts: list[Partition] = []
         self._by_tp: dict[tuple[str, int], Partition] = {}
         self._by_key: dict[str, Partition] = {}
@@ -152,9 +154,11 @@ class KafkaReader:
         self._restore()
 
     def _check_starts(self, every: list[tuple[str, int]], owned: set[str]) -> None:
-        """Before anything is fetched: every saved partition exists, and the saved positions of
-        the ones this reader resumes lie inside their current logs (kafeed.loader.resume)."""
+        """Before anything is fetched: every saved partition exists, every owned one older than
+        the state is in it, and the saved positions of the ones this reader resumes lie inside
+        their current logs (kafeed.loader.resume)."""
         check_saved_partitions(self._starts, every)
+        check_known_partitions(self._starts, owned, self.known)
         for key in sorted(owned & set(self._starts)):
             start = self._starts[key]
             topic, partition = parse_key(key)

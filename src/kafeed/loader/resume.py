@@ -4,7 +4,7 @@ Given a (validated) loader state and where a reader sits, :func:`choose_resume` 
 whether it resumes exactly (same topology: its own entry, in-flight records re-read),
 elastically (another topology: per-partition positions only) or fresh. Given the saved
 positions of a partition and the topic as it is now (log start offset, high watermark,
-partitions that exist), :func:`check_saved_partitions` and
+partitions that exist), :func:`check_saved_partitions`, :func:`check_known_partitions` and
 :func:`kafeed.loader.state.check_positions` refuse a state that does not fit the log, and
 :func:`done_at_open` says whether a partition has nothing left before its end. The reader
 asks the broker for the figures; the decisions live here, tested without Kafka.
@@ -44,10 +44,23 @@ class PartitionStart:
 @dataclass(frozen=True)
 class Resume:
     """How one reader starts: ``entry`` (exact: its own saved entry), ``plan`` (elastic:
-    per-partition starts) or neither (fresh)."""
+    per-partition starts) or neither (fresh). ``known``: per topic, the highest partition
+    the state names (kafeed.loader.resume.check_known_partitions)."""
 
     entry: dict[str, Any] | None = None
     plan: dict[str, dict[str, Any]] | None = None
+    known: dict[str, int] = field(default_factory=dict)
+
+
+def known_partitions(saved: Mapping[str, Any]) -> dict[str, int]:
+    """Per topic, the highest partition any reader entry of ``saved`` names. Partitions are
+    numbered from 0 and a topic only grows, so every lower one existed when it was saved."""
+    known: dict[str, int] = {}
+    for reader in saved["readers"].values():
+        for key in reader["partitions"]:
+            topic, partition = parse_key(key)
+            known[topic] = max(partition, known.get(topic, -1))
+    return known
 
 
 def choose_resume(saved: Mapping[str, Any] | None, *, mode: str, index: int, count: int,
@@ -61,13 +74,14 @@ def choose_resume(saved: Mapping[str, Any] | None, *, mode: str, index: int, cou
     """
     if saved is None or not saved["readers"]:
         return Resume()
+    known = known_partitions(saved)
     if mode != "group" and saved["num_readers"] == count:
         entry = saved["readers"].get(str(index))
         if entry is None:
             raise ResumeMismatch(
                 f"The saved loader state has no entry for reader {index} (rank {rank}, worker {worker}).",
                 hint="Load the state this rank saved, or merge_states() of every rank.")
-        return Resume(entry=entry)
+        return Resume(entry=entry, known=known)
     if mode != "group" and len(saved["readers"]) != saved["num_readers"]:
         raise ResumeMismatch(
             f"Resuming {saved['num_readers']} readers' state with {count} readers needs every "
@@ -75,7 +89,7 @@ def choose_resume(saved: Mapping[str, Any] | None, *, mode: str, index: int, cou
             hint="Save merge_states() of all ranks (all_gather_object) and load that.")
     if index == 0:
         log.info("kafeed loader: elastic resume from %s to %d readers", saved["num_readers"], count)
-    return Resume(plan=partition_plan(dict(saved)))
+    return Resume(plan=partition_plan(dict(saved)), known=known)
 
 
 def plan_starts(plan: Mapping[str, Mapping[str, Any]]) -> dict[str, PartitionStart]:
@@ -112,6 +126,20 @@ def check_saved_partitions(saved: Iterable[str], existing: Iterable[tuple[str, i
             raise ResumeMismatch(
                 f"The saved loader state has partition {partition} of topic {topic!r}, which now "
                 f"has {count} partition(s).", hint=RECREATED_HINT)
+
+
+def check_known_partitions(saved: Iterable[str], owned: Iterable[str], known: Mapping[str, int]) -> None:
+    """Every partition this reader owns and has no saved position for must be newer than the
+    state (numbered above the highest one it names of that topic, ``known``): an older one
+    would be read again from its start, delivering its records twice."""
+    for key in sorted(set(owned) - set(saved)):
+        topic, partition = parse_key(key)
+        if partition <= known.get(topic, -1):
+            raise ResumeMismatch(
+                f"The saved loader state has no position for partition {partition} of topic "
+                f"{topic!r}, which existed when it was saved (it names partition {known[topic]}).",
+                hint="Load the state as it was saved (merge_states() of every rank when ranks "
+                "saved their own); one missing a partition would read that partition again.")
 
 
 def done_at_open(start: PartitionStart) -> bool:
