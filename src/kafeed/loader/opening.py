@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from kafeed.loader.at_exit import close_at_exit
 from kafeed.loader.parent import ParentWatch
 from kafeed.loader.reader import KafkaReader
 from kafeed.loader.resume import choose_resume
@@ -64,4 +65,5 @@ def open_stream(settings: LoaderSettings, topo: Topology, saved: dict[str, Any] 
         stream.load_plan(resume.plan)
     reader.known = resume.known
     stream.open()
+    close_at_exit(stream)
     return stream
