@@ -23,18 +23,24 @@ KafkaHomeOpt = Annotated[
 
 @app.command()
 def fetch(kafka_home: KafkaHomeOpt = None, json_out: JsonOpt = False) -> None:
-    """Resolve the Kafka broker and tools jars from Maven Central (cached)."""
+    """Resolve the Kafka broker and tools jars, and MirrorMaker's, from Maven Central (cached)."""
     from rich.text import Text
 
     from kafeed.broker import KAFKA_VERSION, resolve_libs
+    from kafeed.jars import MIRROR_VERSION, resolve_mirror_libs
 
     with console.status(f"Resolving Kafka {KAFKA_VERSION} jars..."):
         libs = resolve_libs(kafka_home=kafka_home)
+        mirror = resolve_mirror_libs(kafka_home=kafka_home)
     jars = len(list(libs.libs_dir.glob("*.jar")))
+    mirror_jars = len(list(mirror.libs_dir.glob("*.jar")))
     if json_out:
-        print_json({"kafka_version": KAFKA_VERSION, "libs_dir": str(libs.libs_dir), "jars": jars})
+        print_json({"kafka_version": KAFKA_VERSION, "libs_dir": str(libs.libs_dir), "jars": jars,
+                    "mirror_version": MIRROR_VERSION, "mirror_libs_dir": str(mirror.libs_dir),
+                    "mirror_jars": mirror_jars})
     else:
         out.print(Text(f"Kafka {KAFKA_VERSION}: {jars} jars in {libs.libs_dir}"))
+        out.print(Text(f"MirrorMaker {MIRROR_VERSION}: {mirror_jars} jars in {mirror.libs_dir}"))
 
 
 @app.command()

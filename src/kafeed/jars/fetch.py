@@ -5,6 +5,11 @@ beside this module, into ``$KAFEED_HOME/kafka-<version>/libs`` (default
 ``~/.cache/kafeed``). An existing Kafka installation can be used instead:
 ``KAFEED_KAFKA_HOME`` (or ``kafka_home=``) names a release directory whose
 ``libs/`` holds the jars.
+
+MirrorMaker 2 (``kafeed mirror``) runs on a folder of its own,
+``$KAFEED_HOME/connect-mirror-<MIRROR_VERSION>/libs``, from ``connect-mirror.pom.xml``:
+see that file for why its version differs from the broker's and why the two folders
+are never put on one classpath.
 """
 
 from __future__ import annotations
@@ -33,6 +38,10 @@ MIN_JAVA = 17
 # serve a short workload this way, at a lower peak throughput.
 QUICK_JIT = "-XX:TieredStopAtLevel=1"
 _POM = "kafka-libs.pom.xml"
+# The newest connect-mirror the Maven registry serves here (no 4.4.0 there); a 4.3.1
+# MirrorMaker against 4.4 brokers is a supported pairing (connect-mirror.pom.xml).
+MIRROR_VERSION = "4.3.1"
+_MIRROR_POM = "connect-mirror.pom.xml"
 
 
 @dataclass(frozen=True)
@@ -70,25 +79,33 @@ def find_java() -> str:
     return java
 
 
-def _pom_text() -> str:
-    return resources.files("kafeed.jars").joinpath(_POM).read_text(encoding="utf-8")
+def _pom_text(name: str = _POM) -> str:
+    return resources.files("kafeed.jars").joinpath(name).read_text(encoding="utf-8")
 
 
 def cache_dir() -> Path:
     return kafeed_home() / f"kafka-{KAFKA_VERSION}"
 
 
-def _marker_value() -> str:
-    return hashlib.sha256(_pom_text().encode()).hexdigest()
+def mirror_cache_dir() -> Path:
+    return kafeed_home() / f"connect-mirror-{MIRROR_VERSION}"
+
+
+def _marker_value(pom: str = _POM) -> str:
+    return hashlib.sha256(_pom_text(pom).encode()).hexdigest()
+
+
+def _release_libs(kafka_home: Path | None) -> Path | None:
+    home = kafka_home or (Path(os.environ["KAFEED_KAFKA_HOME"]) if os.environ.get(
+        "KAFEED_KAFKA_HOME") else None)
+    return None if home is None else home / "libs"
 
 
 def resolve_libs(*, kafka_home: Path | None = None, fetch: bool = True) -> KafkaLibs:
     """Locate (and, when ``fetch``, download) the broker jars; instant once cached."""
     java = find_java()
-    home = kafka_home or (Path(os.environ["KAFEED_KAFKA_HOME"]) if os.environ.get(
-        "KAFEED_KAFKA_HOME") else None)
-    if home is not None:
-        libs = home / "libs"
+    libs = _release_libs(kafka_home)
+    if libs is not None:
         if not any(libs.glob("kafka_2.13-*.jar")):
             raise BrokerError(
                 f"{libs} holds no kafka_2.13 jar; it is not a Kafka installation.",
@@ -104,11 +121,35 @@ def resolve_libs(*, kafka_home: Path | None = None, fetch: bool = True) -> Kafka
             f"Kafka {KAFKA_VERSION} jars are not cached in {cache_dir()}.",
             hint="Run `kafeed broker fetch` first.",
         )
-    _download(libs, marker)
+    _download(libs, marker, _POM, f"Kafka {KAFKA_VERSION}")
     return KafkaLibs(libs, java)
 
 
-def _download(libs: Path, marker: Path) -> None:
+def resolve_mirror_libs(*, kafka_home: Path | None = None, fetch: bool = True) -> KafkaLibs:
+    """Locate (and, when ``fetch``, download) MirrorMaker 2's jars; instant once cached.
+
+    A Kafka release directory (``kafka_home`` / ``KAFEED_KAFKA_HOME``) ships them in its
+    ``libs/``, at the release's own version.
+    """
+    java = find_java()
+    release = _release_libs(kafka_home)
+    if release is not None:
+        if not any(release.glob("connect-mirror-[0-9]*.jar")):
+            raise BrokerError(f"{release} holds no connect-mirror jar, so MirrorMaker cannot run from it.",
+                              hint="Point KAFEED_KAFKA_HOME at an unpacked Kafka release, or unset it.")
+        return KafkaLibs(release, java)
+    libs = mirror_cache_dir() / "libs"
+    marker = mirror_cache_dir() / ".complete"
+    if marker.exists() and marker.read_text().strip() == _marker_value(_MIRROR_POM):
+        return KafkaLibs(libs, java)
+    if not fetch:
+        raise BrokerError(f"MirrorMaker {MIRROR_VERSION} jars are not cached in {mirror_cache_dir()}.",
+                          hint="Run `kafeed broker fetch` first.")
+    _download(libs, marker, _MIRROR_POM, f"MirrorMaker {MIRROR_VERSION}")
+    return KafkaLibs(libs, java)
+
+
+def _download(libs: Path, marker: Path, pom_name: str, what: str) -> None:
     mvn = shutil.which("mvn")
     if mvn is None:
         raise ToolMissing(
@@ -117,10 +158,10 @@ def _download(libs: Path, marker: Path) -> None:
             "to an unpacked Kafka release.",
         )
     libs.parent.mkdir(parents=True, exist_ok=True)
-    log.info("resolving Kafka %s jars with Maven into %s", KAFKA_VERSION, libs)
+    log.info("resolving %s jars with Maven into %s", what, libs)
     with tempfile.TemporaryDirectory(dir=libs.parent) as tmp:
         pom = Path(tmp) / "pom.xml"
-        pom.write_text(_pom_text(), encoding="utf-8")
+        pom.write_text(_pom_text(pom_name), encoding="utf-8")
         staged = Path(tmp) / "libs"
         proc = subprocess.run(
             [mvn, "-q", "-B", "-f", str(pom), "dependency:copy-dependencies",
@@ -130,10 +171,10 @@ def _download(libs: Path, marker: Path) -> None:
         if proc.returncode != 0:
             tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
             raise BrokerError(
-                f"Maven could not resolve the Kafka jars (exit {proc.returncode}):\n{tail}",
+                f"Maven could not resolve the {what} jars (exit {proc.returncode}):\n{tail}",
                 hint="Check that Maven Central is reachable.",
             )
         if libs.exists():
             shutil.rmtree(libs)
         staged.rename(libs)
-    marker.write_text(_marker_value())
+    marker.write_text(_marker_value(pom_name))
