@@ -32,6 +32,7 @@ from kafeed.loader.assignment import parse_key
 from kafeed.loader.dataset import Collate, KafkaDatasetBase, WorkerError, rank_and_world, token_batch
 from kafeed.loader.deferred_entry import DeferredEntry, built
 from kafeed.loader.device_feed import DeviceFeed, resolve_device
+from kafeed.loader.main_guard import check_main_guard
 from kafeed.loader.metrics import LoaderMetrics, batch_tokens
 from kafeed.loader.parent import watch_worker
 from kafeed.loader.prefetch import JOIN_S, Prefetch
@@ -348,6 +349,19 @@ class StreamLoader:
             self._agree(False)
 
     def _worker_context(self, view: Any) -> Any:
+        """The context workers start from (see :meth:`_start_context`), after checking that
+        the main script will not start them again (kafeed.loader.main_guard)."""
+        import multiprocessing
+
+        context = self._start_context(view)
+        if context is None:
+            method = multiprocessing.get_start_method(allow_none=True) or "fork"
+        else:
+            method = context if isinstance(context, str) else context.get_start_method()
+        check_main_guard(method)
+        return context
+
+    def _start_context(self, view: Any) -> Any:
         """How worker processes start: the caller's choice, else from a forkserver.
 
         A fork copies the trainer as it is, Kafka clients' threads and held locks included;
