@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib
 import json
 import logging
+import os
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -107,10 +108,12 @@ def read_loader_state(folder: Path) -> dict[str, Any]:
     return state
 
 
-def latest_checkpoint(output_dir: Path) -> Path:
-    """The newest ``checkpoint-N`` in ``output_dir`` that holds a readable loader state;
-    newer ones without one (a save cut short) are skipped with a warning."""
-    found = sorted(((int(m.group(1)), p) for p in (output_dir.iterdir() if output_dir.is_dir() else ())
+def last_checkpoint(output_dir: str | os.PathLike[str]) -> Path | None:
+    """The newest ``checkpoint-N`` in ``output_dir`` that holds a readable loader state, None
+    when there is none; newer ones without one (a save cut short) are skipped with a warning.
+    ``trainer.train(resume_from_checkpoint=last_checkpoint(dir))`` starts afresh or resumes."""
+    root = Path(output_dir)
+    found = sorted(((int(m.group(1)), p) for p in (root.iterdir() if root.is_dir() else ())
                     if (m := _CHECKPOINT.match(p.name)) and p.is_dir()), reverse=True)
     for _step, folder in found:
         try:
@@ -119,8 +122,7 @@ def latest_checkpoint(output_dir: Path) -> Path:
             log.warning("skipping %s: %s", folder.name, exc.message)
             continue
         return folder
-    raise CheckpointError(f"No checkpoint in {output_dir} holds a kafeed loader state.",
-                          hint="Train without resume_from_checkpoint to start from the beginning.")
+    return None
 
 
 class LoaderStateCallback(TrainerCallback):
@@ -180,12 +182,18 @@ class KafeedTrainer(Trainer):
         # its look-ahead would put a batch not yet trained on into the saved state.
         return self._batches
 
-    def train(self, resume_from_checkpoint: str | bool | None = None, *args: Any, **kwargs: Any) -> Any:
-        """The Trainer's ``train``; a checkpoint to resume from also restores the loader."""
+    def train(self, resume_from_checkpoint: str | os.PathLike[str] | bool | None = None, *args: Any,
+              **kwargs: Any) -> Any:
+        """The Trainer's ``train``; a checkpoint to resume from (True: the newest with a loader
+        state, see :func:`last_checkpoint`) also restores the loader."""
         folder: Path | None = None
         if resume_from_checkpoint is True:
-            folder = latest_checkpoint(output_dir(self.args))
-        elif isinstance(resume_from_checkpoint, str):
+            root = output_dir(self.args)
+            folder = last_checkpoint(root)
+            if folder is None:
+                raise CheckpointError(f"No checkpoint in {root} holds a kafeed loader state.",
+                                      hint="Train without resume_from_checkpoint to start afresh.")
+        elif resume_from_checkpoint is not None and resume_from_checkpoint is not False:
             folder = Path(resume_from_checkpoint)
         if folder is not None:
             self.train_loader.load_state_dict(read_loader_state(folder))
