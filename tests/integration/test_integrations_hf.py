@@ -107,6 +107,19 @@ def test_a_sample_loader_is_refused_before_training(kafka: ConnectionSettings, t
     assert err.value.hint is not None and "KafkaTokenDataset" in err.value.hint
 
 
+def test_a_trainer_without_max_steps_or_with_a_dataset_is_refused(kafka: ConnectionSettings,
+                                                                  tmp_path: Path) -> None:
+    loader = kafeed.StreamLoader(kafeed.KafkaTokenDataset("tokens", seq_len=SEQ_LEN, eos_id=0,
+                                                          connection=kafka), batch_size=4)
+    model = GPT2LMHeadModel(GPT2Config(vocab_size=512, n_positions=SEQ_LEN + 1, n_embd=32, n_layer=1,
+                                       n_head=2))
+    args = TrainingArguments(output_dir=str(tmp_path), report_to="none", use_cpu=True)
+    with pytest.raises(kafeed.ConfigError, match=r"needs TrainingArguments\(max_steps=N\)"):
+        KafeedTrainer(model=model, args=args, train_loader=loader)
+    with pytest.raises(kafeed.ConfigError, match="takes no train_dataset"):
+        KafeedTrainer(model=model, args=args, train_loader=loader, train_dataset=[{"input_ids": [1]}])
+
+
 def test_without_transformers_the_import_names_the_extra() -> None:
     code = ("import sys\nsys.modules['transformers'] = None\n"
             "from kafeed.extras import MissingExtra\n"

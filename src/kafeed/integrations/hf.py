@@ -164,6 +164,8 @@ class KafeedTrainer(Trainer):
                               "reads TrainingSample records.",
                               hint="Read a TokenizedDocument topic (what kafeed prepare writes) with "
                                    "kafeed.KafkaTokenDataset.")
+        if kwargs.get("train_dataset") is not None:
+            raise ConfigError("KafeedTrainer trains on train_loader; it takes no train_dataset.")
         super().__init__(*args, **kwargs)
         if self.args.max_steps <= 0:
             raise ConfigError("A Kafka topic has no length, so KafeedTrainer needs "
