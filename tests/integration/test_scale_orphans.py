@@ -12,7 +12,7 @@ from pathlib import Path
 from kafeed.config import ConnectionSettings
 from kafeed.topics import plan_topic
 from tests.prepare_support import prepare_env
-from tests.process_tree import describe, descendants, wait_gone
+from tests.process_tree import descendants, describe, wait_gone
 
 # A worker told by the kernel (SIGTERM) finishes or aborts its transaction and leaves its group.
 GONE_WITHIN_S = 60.0
