@@ -13,6 +13,7 @@
     ├── SchemaError          a record could not be decoded (names topic/partition/offset)
     ├── IngestError          a source failed while being read (bad SQL, I/O error mid-file)
     ├── TooManyDeadLetters   a stage dead-lettered more of its input than --max-dlq-ratio allows
+    ├── DrainIncomplete      --until-caught-up could not see every partition processed to its end
     └── ResumeMismatch       a saved state does not fit the current settings
 
 Errors from librdkafka enter through :func:`translate_kafka_error`, which keeps
@@ -101,6 +102,10 @@ class TooManyDeadLetters(KafeedError):
             raise cls(f"{stage}: {dead_lettered:,} of {records_in:,} records "
                       f"({dead_lettered / records_in:.1%}) went to {dlq_topic}, above "
                       f"--max-dlq-ratio {max_ratio:g}.", hint=hint)
+
+
+class DrainIncomplete(KafeedError):
+    """A drain (``--until-caught-up``) gave up: some partitions of its input stayed behind their end."""
 
 
 class ResumeMismatch(KafeedError):

@@ -88,7 +88,8 @@ def infer(
         help="Checkpoint directory to watch: switch to a newer checkpoint between batches.",
         show_default=False)] = None,
     until_caught_up: Annotated[bool, typer.Option(
-        "--until-caught-up", help="Stop when the assigned partitions have no lag and input is idle.",
+        "--until-caught-up", help="Stop once every partition of the input, whichever member holds it, "
+        "is committed to its end and input is idle.",
     )] = False,
     workers: WorkersOpt = "1",
     min_workers: MinWorkersOpt = 1,

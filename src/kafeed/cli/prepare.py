@@ -115,7 +115,8 @@ def prepare(
         "docs/prepare.md).")] = False,
     no_filters: Annotated[bool, typer.Option("--no-filters", help="Switch quality filters off.")] = False,
     until_caught_up: Annotated[bool, typer.Option(
-        "--until-caught-up", help="Stop when the assigned partitions have no lag and input is idle.",
+        "--until-caught-up", help="Stop once every partition of the input, whichever member holds it, "
+        "is committed to its end and input is idle.",
     )] = False,
     max_dlq_ratio: Annotated[float | None, typer.Option(
         help="Fail (exit 1) when more than this share of the records read is dead-lettered "

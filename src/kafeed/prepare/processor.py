@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 
 from kafeed.config import ConnectionSettings
@@ -108,10 +107,10 @@ class GlobalPrepare:
     """Global dedup: the route and the dedup step, each a :class:`StreamProcessor`, in one process.
 
     The route runs on the calling thread, the dedup step on a helper thread (tokenizing
-    releases the GIL). With ``until_caught_up`` the dedup step finishes only after the
-    route did and the whole dedup group committed the repartition topic to its end; the
-    route finishes only when the whole route group committed the input to its end. An error in either
-    stops both and is raised.
+    releases the GIL). With ``until_caught_up`` the route finishes when its whole group
+    committed the input to its end, and the dedup step, which starts its drain only after
+    the route finished, when its whole group committed the repartition topic to its end
+    (:meth:`StreamProcessor.caught_up`). An error in either stops both and is raised.
     """
 
     def __init__(
@@ -132,7 +131,6 @@ class GlobalPrepare:
             settings.dedup_settings(rules), connection, stop_event=self.stop_event,
             on_progress=self._progress)
         self._route_done = threading.Event()
-        self._last_check: dict[str, float] = {}
         self._error: BaseException | None = None
 
     def snapshot(self) -> PrepareStats:
@@ -145,30 +143,10 @@ class GlobalPrepare:
         if self.on_progress is not None:
             self.on_progress(self.snapshot())
 
-    def _drained(self, topic: str, group: str) -> bool:
-        """``group`` committed all of ``topic`` (checked at most once per ``idle_s``).
-
-        Finishing on this process's partitions alone is not enough: after a crash the dead
-        members hold partitions until their session times out, and other processes' routes
-        keep writing to the repartition topic after ours is done.
-        """
-        from kafeed.stream.topics import group_drained
-
-        now = time.monotonic()
-        if now - self._last_check.get(group, 0.0) < self.settings.idle_s:
-            return False
-        self._last_check[group] = now
-        return group_drained(self.connection, topic, group)
-
-    def _route_finished(self) -> bool:
-        return self._drained(self.settings.input, self.settings.group)
-
     def _upstream_done(self) -> bool:
-        """Every process's route committed all input, and the dedup group all of the repartition topic."""
-        if not self._route_done.is_set():
-            return False
-        s = self.dedup.settings
-        return self._drained(s.input, s.group)
+        """This process's route finished: its group committed all of the input, so every route
+        has written what it will write to the repartition topic."""
+        return self._route_done.is_set()
 
     def _run_dedup(self, until_caught_up: bool) -> None:
         try:
@@ -186,7 +164,7 @@ class GlobalPrepare:
                                   name="kafeed-prepare-dedup", daemon=True)
         helper.start()
         try:
-            self.route.run(until_caught_up=until_caught_up, upstream=self._route_finished)
+            self.route.run(until_caught_up=until_caught_up)
             self._route_done.set()
         except BaseException:
             self.stop_event.set()

@@ -37,8 +37,18 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Generic
 
 from kafeed.config import ConnectionSettings
-from kafeed.errors import KafeedError, KafkaOperationError, translate_kafka_error
-from kafeed.kafka import TransactionalProducer, client_config, close_consumer, dead_letter_headers, fit_value
+from kafeed.errors import KafeedError, KafkaOperationError
+from kafeed.kafka import (
+    Drain,
+    TransactionalProducer,
+    client_config,
+    close_consumer,
+    dead_letter_headers,
+    final_consumer_error,
+    fit_value,
+    group_positions,
+    stall_seconds,
+)
 from kafeed.kafka.producer import MAX_ATTEMPTS
 from kafeed.stream.batch import RecordBatch, message_column
 from kafeed.stream.identity import claim_instance
@@ -82,6 +92,7 @@ class StreamProcessor(Generic[ReportT]):
         self._inflight: tuple[RecordBatch, BatchResult, Future[float]] | None = None
         self._rewind_records: list[Record] = []
         self._admin: TopicAdmin | None = None
+        self._drain: Drain | None = None  # made at the first caught-up check of a drain
         self._purgeable: dict[int, int] = {}  # input partition -> committed position not yet purged
         self._purged_at = time.monotonic()
         self._commit_pool: ThreadPoolExecutor | None = (
@@ -267,24 +278,18 @@ class StreamProcessor(Generic[ReportT]):
     # -- the loop --------------------------------------------------------------------------------
 
     def caught_up(self) -> bool:
-        """True when every assigned partition's position is at its high watermark."""
-        from confluent_kafka import TopicPartition
+        """True when the group has committed every partition of the input (whichever member held
+        it) up to the end it had at the first check (:class:`kafeed.kafka.Drain`).
 
-        if not self._assigned:
-            # No partitions: done once the group has had time to hand us some.
-            return time.monotonic() - self._started > self.settings.kafka.session_timeout_ms / 1000
-        tps = [TopicPartition(self.settings.input, p) for p in sorted(self._assigned)]
-        have = {tp.partition: tp.offset for tp in self._consumer.position(tps)}
-        missing = [tp for tp in tps if have.get(tp.partition, -1) < 0]
-        if missing:
-            for tp in self._consumer.committed(missing, timeout=10):
-                have[tp.partition] = tp.offset
-        for tp in tps:
-            low, high = self._consumer.get_watermark_offsets(tp, timeout=10, cached=False)
-            pos = have.get(tp.partition, -1)
-            if high > low and (pos < 0 or pos < high):
-                return False
-        return True
+        A partition a dead member still holds is waited for: the session timeout hands it to a
+        live member. Raises DrainIncomplete when no partition moved for the drain's bound.
+        """
+        s = self.settings
+        if self._drain is None:
+            self._drain = Drain(self.connection, s.input, what=f"kafeed {self.stage.name}", group=s.group,
+                                stall_s=stall_seconds(s.kafka.session_timeout_ms, s.drain_stall_s))
+        committed = group_positions(self._consumer, s.input, self._drain.partitions())
+        return self._drain.done(committed, self._assigned)
 
     def snapshot(self) -> ReportT:
         return self.stage.report(self.counters.snapshot(time.monotonic() - self._started))
@@ -317,6 +322,8 @@ class StreamProcessor(Generic[ReportT]):
                                what=f"{self.stage.name} consumer", failure_level=logging.WARNING)
             if self.producer is not None:
                 self.producer.flush(5)
+            if self._drain is not None:
+                self._drain.close()
             self.stage.close()
             if self._commit_pool is not None:
                 self._commit_pool.shutdown(wait=True)
@@ -366,11 +373,14 @@ class StreamProcessor(Generic[ReportT]):
             wait = min(_REFILL_WAIT_S, max(0.0, deadline - time.monotonic()))
 
     def _consumer_error(self, err: Any) -> bool:
-        """Raise a fatal consumer error, log any other but end of partition; False: not a record."""
+        """Raise a final consumer error (fatal, or not authorized), log any other but end of
+        partition; False: not a record."""
         from confluent_kafka import KafkaError
 
-        if err.fatal():
-            raise translate_kafka_error(err, action=f"consume {self.settings.input!r}")
+        final = final_consumer_error(
+            err, action=f"consume {self.settings.input!r} in group {self.settings.group!r}")
+        if final is not None:
+            raise final
         if err.code() != KafkaError._PARTITION_EOF:
             log.warning("consumer: %s", err)
         return False

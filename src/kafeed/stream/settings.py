@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from kafeed.choices import Compression, OffsetReset
+from kafeed.kafka.drain import SESSION_TIMEOUT_MS
 
 TOPIC_PATTERN = r"^[A-Za-z0-9._-]{1,249}$"  # Kafka's legal topic names
 
@@ -30,7 +31,9 @@ class KafkaTuning(_Frozen):
     # At most the broker's default transaction.max.timeout.ms (15 min).
     transaction_timeout_ms: int = Field(default=60_000, ge=1000, le=900_000)
     message_timeout_ms: int | None = Field(default=None, ge=1)  # default: transaction timeout - 5 s
-    session_timeout_ms: int = Field(default=10_000, ge=1000, le=3_600_000)
+    # The group's session timeout: how long a SIGKILLed member holds its partitions (the same
+    # for every stage, kafeed.kafka.drain).
+    session_timeout_ms: int = Field(default=SESSION_TIMEOUT_MS, ge=1000, le=3_600_000)
     auto_offset_reset: OffsetReset = "earliest"
     overlap_commit: bool = True  # commit batch N on a helper thread while batch N+1 runs its stages
 
@@ -55,6 +58,9 @@ class StreamSettings(_Frozen):
     instance: str | None = None  # default: <hostname>-<free local slot>
     create_topics: bool = True
     idle_s: float = Field(default=3.0, gt=0)
+    # A drain (--until-caught-up) fails when no partition of the input moved for this long
+    # (None: kafeed.kafka.drain's STALL_SESSIONS session timeouts).
+    drain_stall_s: float | None = Field(default=None, gt=0)
     state_rebuild_timeout_s: float = Field(default=120.0, gt=0)
     # Delete the input's committed records at most this often (None: never). Only for an
     # internal topic that this stage's group alone reads: other readers would lose them.
