@@ -6,6 +6,10 @@ for every partition archived so far. That summary lands in the same catalog comm
 data files, so the table alone says what it holds: a sink reads its position here on start
 and after every failure, never from a consumer group. Snapshots without the key (written by
 other tools) are skipped by walking the parent chain.
+
+Beside it, ``kafeed.topic-id.<cluster id>.<topic>`` names the topic's id (Kafka gives a topic
+a new one when it is deleted and created again): positions of a topic of the same name but
+another id belong to records that are gone (tables written before the key have none).
 """
 
 from __future__ import annotations
@@ -19,15 +23,21 @@ from kafeed.errors import ConfigError
 
 def read_positions(table: Any, key: str) -> dict[int, int]:
     """``{partition: next offset}`` as of the table's current snapshot (empty: nothing archived)."""
+    value = read_summary(table, key)
+    return {} if value is None else decode_positions(value, key)
+
+
+def read_summary(table: Any, key: str) -> str | None:
+    """The newest value of snapshot summary ``key`` along the current snapshot's ancestry."""
     snapshot = table.current_snapshot()
     while snapshot is not None:
         summary = snapshot.summary
         value = summary[key] if summary is not None else None
         if value is not None:
-            return decode_positions(value, key)
+            return str(value)
         parent = snapshot.parent_snapshot_id
         snapshot = table.snapshot_by_id(parent) if parent is not None else None
-    return {}
+    return None
 
 
 def decode_positions(value: str, key: str) -> dict[int, int]:

@@ -26,6 +26,8 @@ PROP_SCHEMA = "kafeed.archive.schema-version"
 SCHEMA_VERSION = "1"
 #: Snapshot summary key prefix of the positions: ``kafeed.offsets.<cluster id>.<topic>``.
 OFFSETS_PREFIX = "kafeed.offsets."
+#: Snapshot summary key prefix of the id of the topic the positions belong to.
+TOPIC_ID_PREFIX = "kafeed.topic-id."
 
 # (field id, name, type name, required): the one list both schemas are built from.
 _FIELDS: tuple[tuple[int, str, str, bool], ...] = (
@@ -59,6 +61,11 @@ _NESTED_BASE = 100
 def offsets_key(cluster_id: str, topic: str) -> str:
     """The snapshot summary key of ``topic``'s positions on cluster ``cluster_id``."""
     return f"{OFFSETS_PREFIX}{cluster_id}.{topic}"
+
+
+def topic_id_key(cluster_id: str, topic: str) -> str:
+    """The snapshot summary key of the id of the topic named ``topic`` whose positions the table holds."""
+    return f"{TOPIC_ID_PREFIX}{cluster_id}.{topic}"
 
 
 def iceberg_schema() -> Any:

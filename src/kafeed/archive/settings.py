@@ -53,6 +53,9 @@ class ArchiveSettings(BaseModel):
     target_file_bytes: int = Field(default=128 * 1024 * 1024, ge=1024)
     flush_interval_s: float = Field(default=60.0, gt=0, le=86_400, allow_inf_nan=False)
     consume_batch: int = Field(default=5000, ge=1, le=1_000_000)
+    # A drain (--until-caught-up) fails when no partition moved for this long (None:
+    # kafeed.kafka.drain's STALL_SESSIONS session timeouts).
+    drain_stall_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
 
     @model_validator(mode="after")
     def _check(self) -> ArchiveSettings:

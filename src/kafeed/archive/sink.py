@@ -8,6 +8,15 @@ race, or whose outcome is unknown, is decided again on the refreshed table, so a
 never add a row twice. The consumer group only divides partitions between sinks; its
 offsets are committed after each table commit as a mirror for lag monitoring.
 
+Positions belong to one topic: the table records the topic's id beside them, and a sink
+refuses a topic of the same name with another id (deleted and created again), whose records
+the positions do not describe.
+
+With ``until_caught_up`` the sink stops once every partition of the topic, whichever sink
+holds it, is archived in the table up to the end it had when the drain began
+(:class:`kafeed.kafka.Drain`); a partition a SIGKILLed sink still holds comes to a live one
+after the group's session timeout (kafeed.kafka.SESSION_TIMEOUT_MS).
+
 The data files of a commit are written on a helper thread, a chunk at a time, while the sink
 consumes the next records (kafeed.archive.pending); only the commit makes them part of the
 table. A crash anywhere loses nothing: data files written for a commit that did not land are
@@ -30,18 +39,30 @@ from kafeed.archive.append import commit_files, write_data_files
 from kafeed.archive.catalog import open_catalog, open_table
 from kafeed.archive.commit import CommitPlan, plan_commit
 from kafeed.archive.pending import CHUNKS_PER_COMMIT, PendingCommit, warm_up
-from kafeed.archive.position import encode_positions, read_positions
+from kafeed.archive.position import encode_positions, read_positions, read_summary
 from kafeed.archive.rows import RecordBatch, RowMapper
-from kafeed.archive.schema import offsets_key
+from kafeed.archive.schema import offsets_key, topic_id_key
 from kafeed.archive.settings import ArchiveSettings
 from kafeed.config import ConnectionSettings
-from kafeed.errors import CatalogUnavailable, TopicError, translate_kafka_error
-from kafeed.kafka import close_consumer, read_committed_consumer
+from kafeed.errors import CatalogUnavailable, ResumeMismatch, TopicError, translate_kafka_error
+from kafeed.kafka import (
+    SESSION_TIMEOUT_MS,
+    Drain,
+    admin_client,
+    close_consumer,
+    final_consumer_error,
+    read_committed_consumer,
+    stall_seconds,
+    topic_id,
+)
+from kafeed.kafka.drain import topic_ends
 
 log = logging.getLogger("kafeed")
 COMMIT_ATTEMPTS = 20
 #: Snapshot summary key naming the sink process that made the commit (for audits).
 WRITER_PROPERTY = "kafeed.archive.writer"
+#: How often a drain whose own partitions are at their end looks at the table and the topic.
+DRAIN_CHECK_S = 0.5
 
 
 @dataclass
@@ -97,6 +118,8 @@ class ArchiveSink:
         self._consumer: Any = None
         self._table: Any = None
         self._key = ""
+        self._id_key = ""
+        self._topic_id = ""
         self._expected: dict[int, int | None] = {}  # assigned partition -> table position
         self._eof: dict[int, bool] = {}
         # Consumed records not sealed into a chunk yet, per partition, each in offset order.
@@ -113,6 +136,7 @@ class ArchiveSink:
         s = self.settings
         extra: dict[str, Any] = {
             "group.id": s.group_id, "auto.offset.reset": "earliest", "enable.partition.eof": True,
+            "session.timeout.ms": SESSION_TIMEOUT_MS,
             "fetch.max.bytes": 32 * 1024 * 1024, "max.partition.fetch.bytes": 8 * 1024 * 1024}
         if s.instance is not None:
             extra["group.instance.id"] = s.instance
@@ -124,6 +148,9 @@ class ArchiveSink:
             self._consumer = read_committed_consumer(self.connection, extra, stage="archive")
             cluster_id = cluster_id_of(self._consumer, s.topic)
             self._key = offsets_key(cluster_id, s.topic)
+            self._id_key = topic_id_key(cluster_id, s.topic)
+            admin = admin_client(self.connection)
+            self._topic_id = topic_id(admin, s.topic)
             # Joining the group goes on in the client's thread while the catalog opens; the
             # assignment is only handed over (to _on_assign, which needs the table) in consume().
             self._consumer.subscribe([s.topic], on_assign=self._on_assign, on_revoke=self._on_revoke,
@@ -131,10 +158,36 @@ class ArchiveSink:
             catalog = open_catalog(s.catalog)
             self._table = open_table(catalog, s.table, topic=s.topic, cluster_id=cluster_id, kind=s.kind,
                                      target_file_bytes=s.target_file_bytes)
+            self._check_same_topic(admin)
             warming.result()
         except BaseException:
             self.close()
             raise
+
+    def _check_same_topic(self, admin: Any) -> None:
+        """Refuse a topic deleted and created again since the table's positions were written."""
+        s = self.settings
+        stored = read_summary(self._table, self._id_key)
+        if stored is not None:
+            if stored != self._topic_id:
+                raise self._recreated(f"its positions belong to topic id {stored}, the topic now has "
+                                      f"id {self._topic_id}")
+            return
+        # A table written before the id was recorded: positions past the topic's end tell.
+        positions = read_positions(self._table, self._key)
+        if positions:
+            ends = topic_ends(admin, s.topic)
+            past = sorted(p for p, pos in positions.items() if pos > ends.get(p, (0, 0))[1])
+            if past:
+                raise self._recreated(f"its positions of partition(s) {', '.join(map(str, past))} "
+                                      "lie past the topic's end")
+
+    def _recreated(self, why: str) -> ResumeMismatch:
+        s = self.settings
+        return ResumeMismatch(
+            f"Table {s.table!r} archived an earlier topic named {s.topic!r}, which was deleted and "
+            f"created again: {why}.",
+            hint="Archive the new topic into a new table (--table); the old records stay in this one.")
 
     def close(self) -> None:
         if self._writer_thread is not None:
@@ -189,8 +242,10 @@ class ArchiveSink:
 
     # -- the loop --------------------------------------------------------------------------
     def run(self, *, until_caught_up: bool = False) -> ArchiveStats:
-        """Archive until stopped (or, with ``until_caught_up``, until every assigned partition
-        is at its end with nothing buffered). Commits what is buffered before returning.
+        """Archive until stopped (or, with ``until_caught_up``, until the table holds every
+        partition of the topic up to the end it had when the drain began, whichever sink
+        archived it; DrainIncomplete past the drain's bound). Commits what is buffered before
+        returning.
 
         A running sink commits when the buffer reaches ``target_file_bytes`` or its oldest record
         is ``flush_interval_s`` old, not whenever it has caught up: a sink that keeps up with a
@@ -201,10 +256,13 @@ class ArchiveSink:
             self.open()
         s = self.settings
         chunk_bytes = max(1, s.target_file_bytes // CHUNKS_PER_COMMIT)
+        drain = Drain(self.connection, s.topic, what="kafeed archive", group=s.group_id,
+                      stall_s=stall_seconds(SESSION_TIMEOUT_MS, s.drain_stall_s)) if until_caught_up else None
+        next_check = 0.0
         try:
             while not self.stop_event.is_set():
                 self._take(self._consumer.consume(num_messages=s.consume_batch, timeout=0.2))
-                caught_up = self._assigned and all(self._eof.values())
+                caught_up = self._assigned and all(self._eof.values())  # this sink's partitions
                 unsealed = sum(b.value_bytes for b in self._buffers.values())
                 waiting = bool(self._buffers) or bool(self._staged())
                 if waiting and ((until_caught_up and caught_up)
@@ -213,10 +271,17 @@ class ArchiveSink:
                     self.flush()
                 elif unsealed >= chunk_bytes:
                     self._seal()
-                if until_caught_up and caught_up and not self._buffers and not self._staged():
-                    break
+                # Done when the table holds every partition, whoever holds it (none held here
+                # yet, while a dead sink's session runs out, counts as at the end).
+                if (drain is not None and all(self._eof.values()) and not self._buffers
+                        and not self._staged() and time.monotonic() >= next_check):
+                    next_check = time.monotonic() + DRAIN_CHECK_S
+                    if drain.done(self._refresh(), self._expected):
+                        break
             self.flush()
         finally:
+            if drain is not None:
+                drain.close()
             self.close()
         return self.stats
 
@@ -233,8 +298,12 @@ class ArchiveSink:
                 if err.code() == KafkaError._PARTITION_EOF:
                     if msg.partition() in eof:
                         eof[msg.partition()] = True
-                else:
-                    log.warning("kafeed archive: Kafka error (%s); retrying.", err.str())
+                    continue
+                final = final_consumer_error(
+                    err, action=f"archive {self.settings.topic!r} in group {self.settings.group_id!r}")
+                if final is not None:
+                    raise final
+                log.warning("kafeed archive: Kafka error (%s); retrying.", err.str())
                 continue
             p = msg.partition()
             if p not in expected:
@@ -317,7 +386,8 @@ class ArchiveSink:
                     kept = rows.num_rows
                     files = write_data_files(self._table.metadata, self._table.io, rows)
                 commit_files(self._table, files, {
-                    self._key: encode_positions(plan.positions), WRITER_PROPERTY: self._writer})
+                    self._key: encode_positions(plan.positions), self._id_key: self._topic_id,
+                    WRITER_PROPERTY: self._writer})
             except CommitFailedException:
                 return False
             except (OSError, DBAPIError) as exc:

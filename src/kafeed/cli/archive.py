@@ -99,7 +99,8 @@ def archive(
         help="Commit at least this often (seconds) while records arrive.")] = 60.0,
     target_file_mb: Annotated[float, typer.Option(help="Commit when this many MB are buffered.")] = 128.0,
     until_caught_up: Annotated[bool, typer.Option(
-        "--until-caught-up", help="Stop when every assigned partition is archived to its end.")] = False,
+        "--until-caught-up", help="Stop once every partition of the topic, whichever sink holds it, "
+        "is archived to its end.")] = False,
     bootstrap: BootstrapOpt = None,
     config: ConfigOpt = None,
     json_out: JsonOpt = False,
