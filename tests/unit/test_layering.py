@@ -27,7 +27,7 @@ LAYERS: list[set[str]] = [
     {"connect", "jars", "kafka"},
     {"topics", "acl"},
     {"broker"},
-    {"stream", "archive"},
+    {"stream", "archive", "mirror"},
     {"route"},  # below prepare, which runs route's rules as its last step
     {"ingest", "prepare", "loader", "tasks"},
     {"train", "monitor"},

@@ -13,6 +13,7 @@ from kafeed.cli import (
     broker,
     demo,
     infer,
+    mirror,
     monitor,
     plan,
     prepare,
@@ -44,6 +45,7 @@ app.add_typer(topic.app, name="topic")
 app.add_typer(tasks.app, name="tasks")
 app.add_typer(acl.app, name="acl")
 app.add_typer(archive.app, name="archive")
+app.add_typer(mirror.app, name="mirror")
 app.command()(demo.demo)
 app.command("ingest")(ingest_command)
 app.command("prepare")(prepare.prepare)

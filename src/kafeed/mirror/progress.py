@@ -1,0 +1,176 @@
+"""How far each site's flow has got: the site's end offsets against what the target holds.
+
+What was mirrored is read where exactly-once MirrorMaker commits it: the source offsets
+Connect writes to the target's ``mm2-offsets.<site>.internal`` in the same transaction
+as the records, read read_committed. So a position counts only records that a
+read_committed reader of the target sees, never a batch of a killed node's open
+transaction. The last error is the newest failed connector or task state in
+``mm2-status.<site>.internal``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from kafeed.config import ConnectionSettings
+from kafeed.errors import KafeedError, translate_kafka_error
+from kafeed.kafka import admin_client, close_consumer, read_committed_consumer
+from kafeed.mirror.config import topic_patterns
+from kafeed.mirror.render import offsets_topic, status_topic
+from kafeed.topics import TopicAdmin
+
+TopicPartitionKey = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class PartitionProgress:
+    """One source partition: its end (last stable offset) and the next offset not yet mirrored."""
+
+    topic: str
+    partition: int
+    source_end: int
+    mirrored: int
+
+    @property
+    def behind(self) -> int:
+        return max(0, self.source_end - self.mirrored)
+
+
+@dataclass(frozen=True)
+class SiteProgress:
+    """A site's flow as ``kafeed mirror status`` shows it."""
+
+    alias: str
+    reachable: bool
+    partitions: tuple[PartitionProgress, ...] = ()
+    state: str | None = None  # the source connector's task state (RUNNING, FAILED, ...)
+    last_error: str | None = None
+
+    @property
+    def behind(self) -> int:
+        return sum(p.behind for p in self.partitions)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"site": self.alias, "reachable": self.reachable, "state": self.state,
+                "behind_records": self.behind, "last_error": self.last_error,
+                "partitions": [{"topic": p.topic, "partition": p.partition, "source_end": p.source_end,
+                                "mirrored": p.mirrored, "behind": p.behind} for p in self.partitions]}
+
+
+def matching_topics(connection: ConnectionSettings, patterns: str) -> list[str]:
+    """The site's topics that MirrorMaker's ``topics`` patterns select (each matches a whole name)."""
+    compiled = [re.compile(p) for p in topic_patterns(patterns)]
+    return sorted(t for t in TopicAdmin(connection).list() if any(c.fullmatch(t) for c in compiled))
+
+
+def end_offsets(connection: ConnectionSettings, topics: list[str], *,
+                timeout: float = 15.0) -> dict[TopicPartitionKey, int]:
+    """``{(topic, partition): last stable offset}`` for every partition of ``topics``."""
+    from confluent_kafka import IsolationLevel, TopicPartition
+    from confluent_kafka.admin import OffsetSpec
+
+    if not topics:
+        return {}
+    admin = admin_client(connection)
+    try:
+        meta = admin.list_topics(timeout=timeout).topics
+        wanted = {TopicPartition(t, p): OffsetSpec.latest()
+                  for t in topics if t in meta for p in meta[t].partitions}
+        if not wanted:
+            return {}
+        futures = admin.list_offsets(wanted, isolation_level=IsolationLevel.READ_COMMITTED,
+                                     request_timeout=timeout)
+        return {(tp.topic, tp.partition): f.result(timeout=timeout).offset for tp, f in futures.items()}
+    except Exception as exc:
+        raise translate_kafka_error(exc, action=f"read the end offsets of {', '.join(topics)}") from exc
+
+
+def latest_by_key(connection: ConnectionSettings, topic: str, *,
+                  timeout: float = 30.0) -> dict[bytes, bytes | None]:
+    """The newest committed value of every key of a compacted topic (``{}`` when it does not exist)."""
+    from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
+
+    consumer = read_committed_consumer(connection, {
+        "group.id": f"kafeed-mirror-status-{uuid.uuid4().hex[:12]}", "enable.partition.eof": True})
+    latest: dict[bytes, bytes | None] = {}
+    try:
+        meta = consumer.list_topics(topic, timeout=timeout).topics.get(topic)
+        if meta is None or meta.error is not None or not meta.partitions:
+            return latest
+        todo = set(meta.partitions)
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in todo])
+        deadline = time.monotonic() + timeout
+        while todo:
+            if time.monotonic() > deadline:
+                raise KafeedError(f"Reading {topic!r} to its end took over {timeout:.0f} s.",
+                                  hint="Check the target cluster's health and retry.")
+            for msg in consumer.consume(num_messages=1000, timeout=0.5):
+                err = msg.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        todo.discard(msg.partition())
+                        continue
+                    raise translate_kafka_error(err, action=f"read {topic!r}")
+                if msg.key() is not None:
+                    latest[msg.key()] = msg.value()
+        return latest
+    except KafeedError:
+        raise
+    except Exception as exc:
+        raise translate_kafka_error(exc, action=f"read {topic!r}") from exc
+    finally:
+        close_consumer(consumer, what="mirror status reader")
+
+
+def mirrored_positions(target: ConnectionSettings, site: str) -> dict[TopicPartitionKey, int]:
+    """Per source (topic, partition) of ``site``: the next offset the target has committed."""
+    positions: dict[TopicPartitionKey, int] = {}
+    for key, value in latest_by_key(target, offsets_topic(site)).items():
+        try:
+            connector, where = json.loads(key)
+            offset = None if value is None else int(json.loads(value)["offset"])
+        except (ValueError, TypeError, KeyError):
+            continue
+        if connector == "MirrorSourceConnector" and where.get("cluster") == site and offset is not None:
+            positions[(str(where["topic"]), int(where["partition"]))] = offset + 1
+    return positions
+
+
+def source_task_state(target: ConnectionSettings, site: str) -> tuple[str | None, str | None]:
+    """The source connector's worst task state, and the first line of the newest failure."""
+    states: dict[str, dict[str, Any]] = {}
+    for key, value in latest_by_key(target, status_topic(site)).items():
+        name = key.decode(errors="replace")
+        if value is not None and name.startswith(("status-task-", "status-connector-")):
+            try:
+                states[name] = json.loads(value)
+            except ValueError:
+                continue
+    failed = [s for s in states.values() if s.get("state") == "FAILED" and s.get("trace")]
+    error = str(failed[0]["trace"]).strip().splitlines()[0] if failed else None
+    tasks = [s.get("state") for n, s in states.items() if n.startswith("status-task-MirrorSourceConnector-")]
+    order = ["FAILED", "UNASSIGNED", "PAUSED", "RESTARTING", "RUNNING"]
+    state = min(tasks, key=lambda s: order.index(s) if s in order else 0) if tasks else None
+    return (str(state) if state is not None else None), error
+
+
+def site_progress(alias: str, source: ConnectionSettings, patterns: str,
+                  target: ConnectionSettings) -> SiteProgress:
+    """Where ``alias``' flow stands; a site that cannot be read is reported, not raised."""
+    try:
+        state, error = source_task_state(target, alias)
+        mirrored = mirrored_positions(target, alias)
+    except KafeedError as exc:
+        return SiteProgress(alias, reachable=False, last_error=f"target: {exc.message}")
+    try:
+        ends = end_offsets(source, matching_topics(source, patterns))
+    except KafeedError as exc:
+        return SiteProgress(alias, reachable=False, state=state, last_error=exc.message)
+    parts = tuple(PartitionProgress(t, p, end, mirrored.get((t, p), 0))
+                  for (t, p), end in sorted(ends.items()))
+    return SiteProgress(alias, reachable=True, partitions=parts, state=state, last_error=error)

@@ -1,0 +1,122 @@
+"""MirrorMaker 2's dedicated-mode properties and log4j2 configuration, rendered from the settings.
+
+Every site flows into the target (``<site>->train.enabled``), never back. The target runs
+Connect's exactly-once source support (KIP-618/656): records, the source offsets they
+came from and the offset syncs are written in one transaction per batch. Offset syncs
+live in the target, so a site only needs to be read.
+"""
+
+from __future__ import annotations
+
+from kafeed.config import ConnectionSettings
+from kafeed.errors import ConfigError
+from kafeed.mirror.config import MirrorSettings
+
+LOG4J2 = """\
+status = warn
+appender.file.type = RollingFile
+appender.file.name = file
+appender.file.fileName = ${sys:kafeed.mirror.logs.dir}/mirror.log
+appender.file.filePattern = ${sys:kafeed.mirror.logs.dir}/mirror.log.%i
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+appender.file.policies.type = Policies
+appender.file.policies.size.type = SizeBasedTriggeringPolicy
+appender.file.policies.size.size = 20MB
+appender.file.strategy.type = DefaultRolloverStrategy
+appender.file.strategy.max = 2
+rootLogger.level = INFO
+rootLogger.appenderRef.file.ref = file
+"""
+
+_LOGIN_MODULES = {
+    "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
+    "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
+    "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
+}
+
+
+def offsets_topic(site: str) -> str:
+    """Where Connect keeps the source offsets of ``site``'s flow, in the target cluster."""
+    return f"mm2-offsets.{site}.internal"
+
+
+def status_topic(site: str) -> str:
+    """Where Connect keeps the connector and task states of ``site``'s flow, in the target."""
+    return f"mm2-status.{site}.internal"
+
+
+def _quoted(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def java_client_properties(alias: str, connection: ConnectionSettings) -> dict[str, str]:
+    """A kafeed connection as the Java client's properties (the password included: keep private)."""
+    props = {"bootstrap.servers": connection.bootstrap, "security.protocol": connection.security_protocol}
+    if connection.ssl_ca_location is not None:
+        props["ssl.truststore.type"] = "PEM"
+        props["ssl.truststore.location"] = str(connection.ssl_ca_location)
+    mechanism = connection.sasl_mechanism
+    if mechanism is not None:
+        module = _LOGIN_MODULES.get(mechanism)
+        if module is None or connection.sasl_password is None:
+            raise ConfigError(f"Cluster {alias!r} uses SASL {mechanism}, which the mirror does not "
+                              "support.", hint="Use SCRAM-SHA-512, SCRAM-SHA-256 or PLAIN.")
+        props["sasl.mechanism"] = mechanism
+        props["sasl.jaas.config"] = (
+            f"{module} required username={_quoted(connection.sasl_username or '')} "
+            f"password={_quoted(connection.sasl_password.get_secret_value())};")
+    return props
+
+
+def _escaped(value: str) -> str:
+    # java.util.Properties reads a backslash as an escape and "#"/"!" opening a line as a comment.
+    return value.replace("\\", "\\\\").replace("\n", "\\n")
+
+
+def mirror_properties(settings: MirrorSettings, connections: dict[str, ConnectionSettings], *,
+                      replication: int, rest_port: int) -> str:
+    """The ``mm2.properties`` of a dedicated MirrorMaker node running every site's flow.
+
+    ``connections`` holds each alias' connection; ``replication`` is the replication
+    factor of the mirrored and internal topics in the target.
+    """
+    target = settings.target.alias
+    lines: dict[str, str] = {
+        "clusters": ", ".join([*(s.alias for s in settings.sites), target]),
+        # KIP-710: nodes of one mirror cluster forward task configurations to the leader.
+        "dedicated.mode.enable.internal.rest": "true",
+        "listeners": f"http://{settings.rest_host}:{rest_port}",
+        f"{target}.exactly.once.source.support": "enabled",
+        "tasks.max": str(settings.tasks_max),
+        "replication.factor": str(replication),
+        "offset.storage.replication.factor": str(replication),
+        "status.storage.replication.factor": str(replication),
+        "config.storage.replication.factor": str(replication),
+        "checkpoints.topic.replication.factor": str(replication),
+        "heartbeats.topic.replication.factor": str(replication),
+        "offset-syncs.topic.replication.factor": str(replication),
+        # New topics at a site are mirrored within seconds, not the default ten minutes.
+        "refresh.topics.interval.seconds": "10",
+        "refresh.groups.interval.seconds": "30",
+        # The site's role is only asked to read: its ACLs and topic configs stay its own.
+        "sync.topic.acls.enabled": "false",
+        "sync.topic.configs.enabled": "false",
+    }
+    for alias in [s.alias for s in settings.sites] + [target]:
+        for key, value in java_client_properties(alias, connections[alias]).items():
+            lines[f"{alias}.{key}"] = value
+    for site in settings.sites:
+        flow = f"{site.alias}->{target}"
+        lines[f"{flow}.enabled"] = "true"
+        lines[f"{target}->{site.alias}.enabled"] = "false"
+        lines[f"{flow}.topics"] = site.topics
+        lines[f"{flow}.emit.checkpoints.enabled"] = "true"
+        lines[f"{flow}.emit.offset-syncs.enabled"] = "true"
+        lines[f"{flow}.offset-syncs.topic.location"] = "target"
+        lines[f"{flow}.emit.heartbeats.enabled"] = "true"
+        # Training groups read the site-prefixed topics under their own names: nothing to sync.
+        lines[f"{flow}.sync.group.offsets.enabled"] = "false"
+        # The mirror copies what a read_committed reader sees at the site: no aborted records.
+        lines[f"{site.alias}.consumer.isolation.level"] = "read_committed"
+    return "".join(f"{key} = {_escaped(value)}\n" for key, value in lines.items())

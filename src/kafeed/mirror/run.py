@@ -1,0 +1,97 @@
+"""`kafeed mirror run`: check the config, start a MirrorMaker node, run until stopped or drained.
+
+A drain (``until_caught_up``) takes every mirrored partition's end at the site when it
+starts (ARCHITECTURE.md, "Drains": the whole input as of the call) and returns once the
+target has committed records up to each, whichever node of the mirror cluster copied
+them. A drain that sees nothing move for ``stall_s`` fails naming the partitions left.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+
+from kafeed.choices import JitMode
+from kafeed.config import ConnectionSettings
+from kafeed.errors import DrainIncomplete, KafeedError
+from kafeed.mirror.checks import check
+from kafeed.mirror.config import MirrorSettings
+from kafeed.mirror.process import MirrorNode
+from kafeed.mirror.progress import TopicPartitionKey, end_offsets, mirrored_positions
+
+log = logging.getLogger("kafeed")
+
+CHECK_INTERVAL_S = 1.0
+#: A drain with no partition moving for this long fails (a MirrorMaker node needs ~10-20 s
+#: to start, join its Connect group and fence a killed predecessor's transactions).
+STALL_S = 120.0
+
+
+@dataclass
+class MirrorRun:
+    """How a run ended: the node's pid, and for a drain the source ends it reached per site."""
+
+    pid: int | None = None
+    caught_up: bool = False
+    ends: dict[str, dict[TopicPartitionKey, int]] = field(default_factory=dict)
+
+    @property
+    def records(self) -> int:
+        """Records (offsets) up to the drained ends, all sites together."""
+        return sum(sum(e.values()) for e in self.ends.values())
+
+
+def _left(target: ConnectionSettings, ends: dict[str, dict[TopicPartitionKey, int]],
+          ) -> dict[str, dict[TopicPartitionKey, tuple[int, int]]]:
+    """Per site, the partitions the target has not committed up to ``ends``: (at, end)."""
+    left: dict[str, dict[TopicPartitionKey, tuple[int, int]]] = {}
+    for alias, site_ends in ends.items():
+        at = mirrored_positions(target, alias)
+        behind = {tp: (at.get(tp, 0), end) for tp, end in site_ends.items() if at.get(tp, 0) < end}
+        if behind:
+            left[alias] = behind
+    return left
+
+
+def run_mirror(settings: MirrorSettings, *, until_caught_up: bool = False,
+               stop_event: threading.Event | None = None, stall_s: float = STALL_S,
+               jit: JitMode = "full") -> MirrorRun:
+    """Run one node of the mirror cluster until ``stop_event`` is set, or drained when asked."""
+    checked = check(settings)
+    target = checked.connections[settings.target.alias]
+    ends = ({site.alias: end_offsets(checked.connections[site.alias], checked.topics[site.alias])
+             for site in settings.sites} if until_caught_up else {})
+    node = MirrorNode(settings, checked, jit=jit)
+    result = MirrorRun()
+    stop = stop_event or threading.Event()
+    node.start()
+    result.pid = node.pid
+    try:
+        moved_at, last_left = time.monotonic(), -1
+        while not stop.wait(CHECK_INTERVAL_S):
+            code = node.exit_code()
+            if code is not None:
+                raise KafeedError(f"The MirrorMaker node exited with status {code}: "
+                                  f"{node.tail(3) or 'no output'}",
+                                  hint=f"See {node.log_file}.")
+            if not until_caught_up:
+                continue
+            left = _left(target, ends)
+            if not left:
+                result.caught_up, result.ends = True, ends
+                return result
+            remaining = sum(end - at for parts in left.values() for at, end in parts.values())
+            if remaining != last_left:
+                moved_at, last_left = time.monotonic(), remaining
+            elif time.monotonic() - moved_at > stall_s:
+                named = "; ".join(f"{alias}: " + ", ".join(f"{t}[{p}] at {at:,} of {end:,}"
+                                                           for (t, p), (at, end) in sorted(parts.items()))
+                                  for alias, parts in sorted(left.items()))
+                raise DrainIncomplete(f"The mirror made no progress for {stall_s:.0f} s with records "
+                                      f"left: {named}.",
+                                      hint=f"See `kafeed mirror status` and {node.log_file}.")
+        return result
+    finally:
+        node.stop()

@@ -1,0 +1,90 @@
+"""The mirror's TOML file and the MirrorMaker properties rendered from it (no cluster needed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pydantic import SecretStr
+
+from kafeed.config import ConnectionSettings
+from kafeed.errors import ConfigError
+from kafeed.mirror import load_mirror_settings
+from kafeed.mirror.render import java_client_properties, mirror_properties
+
+CONFIG = """
+work_dir = "{work}"
+[target]
+alias = "train"
+bootstrap = "127.0.0.1:9092"
+[[sites]]
+alias = "site-a"
+bootstrap = "127.0.0.1:9192"
+topics = "raw, events\\\\..*"
+[[sites]]
+alias = "site-b"
+bootstrap = "127.0.0.1:9292"
+"""
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> Path:
+    path = tmp_path / "sites.toml"
+    path.write_text(CONFIG.format(work=tmp_path / "work"))
+    return path
+
+
+def _props(text: str) -> dict[str, str]:
+    return dict(line.split(" = ", 1) for line in text.splitlines())
+
+
+def test_every_site_flows_into_the_target_exactly_once_and_never_back(config: Path) -> None:
+    settings = load_mirror_settings(config)
+    conns = {c.alias: ConnectionSettings(bootstrap=c.bootstrap or "") for c in
+             (settings.target, *settings.sites)}
+    props = _props(mirror_properties(settings, conns, replication=1, rest_port=8123))
+    assert props["clusters"] == "site-a, site-b, train"
+    assert props["train.exactly.once.source.support"] == "enabled"
+    for site in ("site-a", "site-b"):
+        assert props[f"{site}->train.enabled"] == "true"
+        assert props[f"train->{site}.enabled"] == "false"
+        assert props[f"{site}->train.emit.checkpoints.enabled"] == "true"
+        assert props[f"{site}->train.offset-syncs.topic.location"] == "target"
+        assert props[f"{site}.consumer.isolation.level"] == "read_committed"
+    assert props["site-a->train.topics"] == "raw, events\\\\..*"  # a backslash escaped for Properties
+    assert props["site-b->train.topics"] == "raw"
+    assert props["offset.storage.replication.factor"] == "1"
+    assert props["listeners"] == "http://127.0.0.1:8123"
+    assert "replication.policy.class" not in props  # the default policy: site-a.raw
+
+
+def test_a_scram_site_gets_a_jaas_line_and_its_password_nowhere_else(tmp_path: Path) -> None:
+    (tmp_path / "ca.pem").write_text("-----BEGIN CERTIFICATE-----\n")
+    conn = ConnectionSettings(bootstrap="127.0.0.1:9093", security_protocol="SASL_SSL",
+                              sasl_mechanism="SCRAM-SHA-512", sasl_username="mirror",
+                              sasl_password=SecretStr('p"w\\d'), ssl_ca_location=tmp_path / "ca.pem")
+    props = java_client_properties("site-a", conn)
+    assert props["sasl.jaas.config"] == ('org.apache.kafka.common.security.scram.ScramLoginModule required '
+                                         'username="mirror" password="p\\"w\\\\d";')
+    assert props["ssl.truststore.type"] == "PEM"
+    assert [k for k, v in props.items() if 'p\\"w' in v] == ["sasl.jaas.config"]
+    assert "p\"w" not in repr(conn)
+
+
+def test_an_unknown_site_is_one_sentence(config: Path) -> None:
+    settings = load_mirror_settings(config)
+    with pytest.raises(ConfigError, match="Site 'site-c' is not in the mirror's config"):
+        settings.only(["site-c"])
+    assert [s.alias for s in settings.only(["site-b"]).sites] == ["site-b"]
+
+
+@pytest.mark.parametrize(("edit", "said"), [
+    (("alias = \"site-b\"", "alias = \"site-a\""), "alias 'site-a' names more than one cluster"),
+    (("alias = \"site-b\"", "alias = \"site.b\""), "sites.1.alias"),
+    (("topics = \"raw", "topics = \"raw(, "), "is not a regular expression"),
+    (("bootstrap = \"127.0.0.1:9292\"", ""), "needs a bootstrap or a client_file"),
+])
+def test_a_bad_file_is_refused_before_anything_runs(config: Path, edit: tuple[str, str], said: str) -> None:
+    config.write_text(config.read_text().replace(*edit))
+    with pytest.raises(ConfigError, match=said.replace("(", r"\(").replace(".", r"\.")):
+        load_mirror_settings(config)
