@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kafeed.config import ConnectionSettings
-from kafeed.errors import translate_kafka_error
+from kafeed.errors import KafkaOperationError, translate_kafka_error
 from kafeed.kafka.clients import read_committed_consumer
 from kafeed.tasks.model import Task, TaskResult, decode_task
 from kafeed.tasks.results import ResultsView
@@ -23,11 +23,17 @@ from kafeed.topics import TopicAdmin
 
 
 def read_all(connection: ConnectionSettings, topic: str, *, timeout: float = 30.0) -> list[Any]:
-    """Every record now on ``topic``, read to its end (an operator's command, not a hot path)."""
-    from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+    """Every record now on ``topic``, read to its end (an operator's command, not a hot path).
+
+    Every partition is read to the high watermark it had at the start (its end of partition
+    counts too: a gap of deleted or aborted records ends there), or the call fails naming
+    the partitions left: counts from part of a queue would look complete.
+    """
+    from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
 
     consumer = read_committed_consumer(connection, {
-        "group.id": f"kafeed-tasks-status-{uuid.uuid4().hex[:12]}", "auto.offset.reset": "earliest"})
+        "group.id": f"kafeed-tasks-status-{uuid.uuid4().hex[:12]}", "auto.offset.reset": "earliest",
+        "enable.partition.eof": True})
     try:
         parts = sorted(consumer.list_topics(topic, timeout=timeout).topics[topic].partitions)
         ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)
@@ -38,16 +44,24 @@ def read_all(connection: ConnectionSettings, topic: str, *, timeout: float = 30.
         deadline = time.monotonic() + timeout
         while todo and time.monotonic() < deadline:
             for msg in consumer.consume(num_messages=1000, timeout=0.5):
-                if msg.error():
+                err = msg.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF and msg.offset() >= ends[msg.partition()][1]:
+                        todo.discard(msg.partition())
                     continue
                 records.append(msg)
                 if msg.offset() + 1 >= ends[msg.partition()][1]:
                     todo.discard(msg.partition())
-        return records
     except Exception as exc:
         raise translate_kafka_error(exc, action=f"read {topic!r}") from exc
     finally:
         consumer.close()
+    if todo:
+        raise KafkaOperationError(
+            f"Could not read {topic!r} to its end within {timeout:g} s: partition(s) "
+            f"{', '.join(map(str, sorted(todo)))} stopped short.",
+            hint="Check the brokers (kafeed broker status) and run the command again.")
+    return records
 
 
 @dataclass
