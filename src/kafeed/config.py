@@ -111,6 +111,23 @@ class ConnectionSettings(BaseModel):
         parse_bootstrap(value)
         return ",".join(s.strip() for s in value.split(",") if s.strip())
 
+    @field_validator("ssl_ca_location")
+    @classmethod
+    def _ca_readable(cls, value: Path | None) -> Path | None:
+        # librdkafka reads it only when a client is created, and then says "BIO lib".
+        if value is None or value.is_dir():  # a directory of hashed certificates is allowed
+            return value
+        try:
+            with value.open("rb") as fh:
+                head = fh.read(1 << 20)
+        except FileNotFoundError:
+            raise ValueError("the CA file does not exist") from None
+        except OSError as exc:
+            raise ValueError(f"the CA file cannot be read ({exc.strerror or exc})") from None
+        if b"-----BEGIN CERTIFICATE-----" not in head:
+            raise ValueError("the CA file holds no PEM certificate (-----BEGIN CERTIFICATE-----)")
+        return value
+
     @model_validator(mode="after")
     def _check(self) -> ConnectionSettings:
         if self.security_protocol.startswith("SASL"):
@@ -152,22 +169,37 @@ class ConnectionSettings(BaseModel):
         return conf
 
 
-def read_settings_file(path: Path | None, env: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """Parse the TOML settings file (``path``, else ``$KAFEED_CONFIG``); ``{}`` when none."""
-    env = os.environ if env is None else env
-    if path is None and env.get("KAFEED_CONFIG"):
-        path = Path(env["KAFEED_CONFIG"])
-    if path is None:
-        return {}
+def read_toml(path: Path, *, what: str, option: str) -> dict[str, Any]:
+    """The TOML document at ``path``; :class:`ConfigError` (exit 2) for a path that is
+    missing, a directory, unreadable, not UTF-8 text or not TOML. ``what`` names the file
+    in the message ("Settings file"), ``option`` the flag that gave it."""
     try:
         with path.open("rb") as fh:
             return tomllib.load(fh)
     except FileNotFoundError:
-        raise ConfigError(
-            f"Settings file {path} does not exist.", hint="Pass an existing --config file."
-        ) from None
+        raise ConfigError(f"{what} {path} does not exist.", hint=f"Pass an existing {option} file.") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{what} {path} is a directory, not a file.",
+                          hint=f"Pass a TOML file to {option}.") from None
+    except OSError as exc:
+        raise ConfigError(f"{what} {path} cannot be read: {exc.strerror or exc}.",
+                          hint=f"Pass a readable {option} file.") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{what} {path} is not valid TOML: it is not UTF-8 text.",
+                          hint=f"Pass a TOML file to {option}.") from None
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"Settings file {path} is not valid TOML: {exc}.") from exc
+        raise ConfigError(f"{what} {path} is not valid TOML: {exc}.") from None
+
+
+def read_settings_file(path: Path | None, env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Parse the TOML settings file (``path``, else ``$KAFEED_CONFIG``); ``{}`` when none."""
+    env = os.environ if env is None else env
+    option = "--config"
+    if path is None and env.get("KAFEED_CONFIG"):
+        path, option = Path(env["KAFEED_CONFIG"]), "KAFEED_CONFIG"
+    if path is None:
+        return {}
+    return read_toml(path, what="Settings file", option=option)
 
 
 def load_connection(

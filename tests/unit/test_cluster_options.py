@@ -34,7 +34,7 @@ def test_start_option_ranges(options: list[str], says: str, tmp_path: Path,
 @pytest.mark.parametrize("timeout", ["-1", "nan", "inf"])
 def test_stop_timeout_range(timeout: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     line = usage_error(["broker", "stop", "--timeout", timeout, "--data-dir", str(tmp_path)], capsys)
-    assert "timeout: got" in line and "0 or more" in line
+    assert "timeout: got" in line and ("0 or more" in line or "should be a finite number" in line)
 
 
 def test_library_checks_the_same_ranges(tmp_path: Path) -> None:
@@ -50,8 +50,8 @@ def test_library_checks_the_same_ranges(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("options", "says"), [
     (["--interval", "0"], "interval_s: got 0.0, should be greater than 0"),
     (["--interval", "-2"], "interval_s: got -2.0"),
-    (["--interval", "nan"], "interval_s: got nan, should be a finite number"),
-    (["--interval", "inf"], "interval_s: got inf, should be a finite number"),
+    (["--interval", "nan"], "--interval: got nan, should be a finite number"),
+    (["--interval", "inf"], "--interval: got inf, should be a finite number"),
     (["--window", "1"], "window: got 1"),
     (["--allowed-lag", "-1"], "allowed_lag: got -1"),
     (["--samples", "0"], "samples: got 0, should be at least 1"),

@@ -108,3 +108,25 @@ def test_oauthbearer_takes_an_oidc_client_and_hides_its_secret() -> None:
         load_connection(env={"KAFEED_SECURITY_PROTOCOL": "SASL_SSL", "KAFEED_SASL_MECHANISM": "OAUTHBEARER",
                              "KAFEED_OAUTH_TOKEN_ENDPOINT": "https://idp.example/token",
                              "KAFEED_OAUTH_CLIENT_ID": "kafeed-ingest"})
+
+
+def test_a_settings_file_that_is_a_directory_or_binary_is_a_config_error(tmp_path: Path) -> None:
+    # Through KAFEED_CONFIG, which no option check sees first.
+    with pytest.raises(ConfigError, match="is a directory, not a file"):
+        load_connection(env={"KAFEED_CONFIG": str(tmp_path)})
+    binary = tmp_path / "k.toml"
+    binary.write_bytes(b"\x80\xff\x00[connection]")
+    with pytest.raises(ConfigError, match="not UTF-8 text"):
+        load_connection(env={"KAFEED_CONFIG": str(binary)})
+
+
+def test_a_ca_file_that_is_missing_or_no_certificate_is_a_config_error(tmp_path: Path) -> None:
+    env = {"KAFEED_BOOTSTRAP": "h:9", "KAFEED_SECURITY_PROTOCOL": "SSL"}
+    with pytest.raises(ConfigError, match=r"ssl_ca_location: got .*, the CA file does not exist"):
+        load_connection(env={**env, "KAFEED_SSL_CA_LOCATION": str(tmp_path / "ca.pem")})
+    (tmp_path / "ca.pem").write_bytes(b"\x00\x01 not a certificate")
+    with pytest.raises(ConfigError, match="holds no PEM certificate"):
+        load_connection(env={**env, "KAFEED_SSL_CA_LOCATION": str(tmp_path / "ca.pem")})
+    (tmp_path / "ca.pem").write_text("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n")
+    assert load_connection(env={**env, "KAFEED_SSL_CA_LOCATION": str(tmp_path / "ca.pem")}).ssl_ca_location
+    assert load_connection(env={**env, "KAFEED_SSL_CA_LOCATION": str(tmp_path)}).ssl_ca_location  # a CA dir

@@ -6,23 +6,28 @@ import signal
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 
 import pytest
 
 
-def _closed_port() -> int:
+@pytest.fixture
+def silent_broker() -> Iterator[str]:
+    """A port that takes connections and never answers: the command stays busy past the
+    last signal instead of finishing first."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+        sock.listen(16)
+        yield f"127.0.0.1:{sock.getsockname()[1]}"
 
 
-@pytest.mark.parametrize("delay", [0.08, 0.15, 0.25, 0.35])
-def test_sigint_during_start_up_is_exit_130_without_a_traceback(delay: float) -> None:
+@pytest.mark.parametrize("delay", [0.05, 0.1, 0.2, 0.3, 0.5])
+def test_sigint_during_start_up_is_exit_130_without_a_traceback(delay: float, silent_broker: str) -> None:
     # `import kafeed` itself is the readiness signal: the interpreter's own start-up (before
     # any kafeed code runs) is Python's, not ours.
     code = ("import sys, kafeed; sys.stderr.write('ready\\n'); sys.stderr.flush()\n"
             "from kafeed.cli.main import main\n"
-            f"sys.exit(main(['topic', 'list', '-b', '127.0.0.1:{_closed_port()}']))")
+            f"sys.exit(main(['topic', 'list', '-b', '{silent_broker}']))")
     with subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE, text=True) as proc:
         assert proc.stderr is not None
         assert proc.stderr.readline() == "ready\n"

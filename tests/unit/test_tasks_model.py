@@ -120,7 +120,7 @@ def test_cli_bad_input_is_one_sentence(capsys: pytest.CaptureFixture[str]) -> No
     line = usage_error(["tasks", "worker", "--kind", "k", "--handler", "no_such_mod:run"], capsys)
     assert "Cannot import handler module" in line
     line = usage_error(["tasks", "submit", "--kind", "ingest-file", "--dir", "/no/such/dir"], capsys)
-    assert "not a directory" in line
+    assert "/no/such/dir does not exist" in line
     line = usage_error(["tasks", "submit", "--dir", "."], capsys)
     assert "--dir needs --kind" in line
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -9,7 +10,7 @@ import typer
 from kafeed.cli.common import BootstrapOpt, ConfigOpt, JsonOpt, connection, out, print_json
 
 if TYPE_CHECKING:
-    from kafeed.acl import Binding
+    from kafeed.acl import AclAdmin, Binding
 
 app = typer.Typer(help="Least-privilege ACLs for kafeed's roles (admin, ingest, prepare, trainer, "
                   "monitor, archive, tasks).", no_args_is_help=True, rich_markup_mode=None)
@@ -53,6 +54,17 @@ def _show(bindings: list[Binding], json_out: bool, verb: str) -> None:
         out.print(Text(f"{verb} {b.describe()}"))
 
 
+def _admin(bootstrap: str | None, config: Path | None) -> AclAdmin:
+    """The ACL admin of the cluster, once a bootstrap server has answered: an unreachable
+    cluster is named in seconds, not after librdkafka's 30 s controller timeout."""
+    from kafeed.acl import AclAdmin
+    from kafeed.connect import check_reachable
+
+    settings = connection(bootstrap, config)
+    check_reachable(settings)
+    return AclAdmin(settings)
+
+
 @app.command()
 def grant(role: RoleArg, principal: PrincipalOpt, dry_run: DryRunOpt = False, raw: RawOpt = "raw",
           tokens: TokensOpt = "tokens", prepare_group: PrepareGroupOpt = "kafeed-prepare",
@@ -60,9 +72,7 @@ def grant(role: RoleArg, principal: PrincipalOpt, dry_run: DryRunOpt = False, ra
     """Give PRINCIPAL everything ROLE needs, and nothing more."""
     bindings = _bindings(role, principal, raw, tokens, prepare_group)
     if not dry_run:
-        from kafeed.acl import AclAdmin
-
-        AclAdmin(connection(bootstrap, config)).grant(bindings)
+        _admin(bootstrap, config).grant(bindings)
     _show(bindings, json_out, "would grant" if dry_run else "granted")
 
 
@@ -73,9 +83,7 @@ def revoke(role: RoleArg, principal: PrincipalOpt, dry_run: DryRunOpt = False, r
     """Take ROLE's bindings away from PRINCIPAL."""
     bindings = _bindings(role, principal, raw, tokens, prepare_group)
     if not dry_run:
-        from kafeed.acl import AclAdmin
-
-        AclAdmin(connection(bootstrap, config)).revoke(bindings)
+        _admin(bootstrap, config).revoke(bindings)
     _show(bindings, json_out, "would revoke" if dry_run else "revoked")
 
 
@@ -84,7 +92,7 @@ def list_(principal: Annotated[str | None, typer.Option("--principal", "-p", hel
                                                         show_default=False)] = None,
           bootstrap: BootstrapOpt = None, config: ConfigOpt = None, json_out: JsonOpt = False) -> None:
     """Every ALLOW binding on the cluster (needs DESCRIBE on the cluster, e.g. the admin role)."""
-    from kafeed.acl import AclAdmin, principal_for
+    from kafeed.acl import principal_for
 
     who = principal_for(principal.strip()) if principal else None
-    _show(AclAdmin(connection(bootstrap, config)).list(who), json_out, "allowed:")
+    _show(_admin(bootstrap, config).list(who), json_out, "allowed:")

@@ -15,6 +15,7 @@ from kafeed.cli.common import (
     MetricsPortOpt,
     connection,
     console,
+    directory_to_write,
     exit_stopped,
     out,
     print_json,
@@ -37,7 +38,7 @@ TableOpt = Annotated[str | None, typer.Option("--table", help="Iceberg table, NA
                                               show_default=False)]
 WarehouseOpt = Annotated[Path | None, typer.Option(
     "--warehouse", help="Directory of the local SQLite catalog and its data files "
-    "[default: ~/.cache/kafeed/warehouse].", show_default=False)]
+    "[default: ~/.cache/kafeed/warehouse].", show_default=False, callback=directory_to_write)]
 CatalogOpt = Annotated[str | None, typer.Option(
     "--catalog", help="A named pyiceberg catalog (.pyiceberg.yaml or PYICEBERG_CATALOG__NAME__* "
     "variables: REST, Glue, Hive, SQL) instead of the local one.", show_default=False)]

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from kafeed.choices import JitMode
-from kafeed.cli.common import DataDirOpt, JsonOpt, console, out, print_json
+from kafeed.cli.common import DataDirOpt, JsonOpt, console, existing_directory, out, print_json
 from kafeed.units import human_bytes
 
 app = typer.Typer(help="Run a local Apache Kafka (KRaft) cluster.", no_args_is_help=True,
@@ -17,7 +17,7 @@ app = typer.Typer(help="Run a local Apache Kafka (KRaft) cluster.", no_args_is_h
 KafkaHomeOpt = Annotated[
     Path | None,
     typer.Option("--kafka-home", help="Use an unpacked Kafka release instead of fetched jars. "
-                 "Env: KAFEED_KAFKA_HOME.", show_default=False),
+                 "Env: KAFEED_KAFKA_HOME.", show_default=False, callback=existing_directory),
 ]
 
 

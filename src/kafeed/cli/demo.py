@@ -7,7 +7,15 @@ from typing import Annotated
 
 import typer
 
-from kafeed.cli.common import DataDirOpt, JsonOpt, console, out, print_json
+from kafeed.cli.common import (
+    DataDirOpt,
+    JsonOpt,
+    console,
+    directory_to_write,
+    existing_files,
+    out,
+    print_json,
+)
 
 
 def demo(
@@ -16,9 +24,10 @@ def demo(
                                              "created [default: 9092].", show_default=False)] = None,
     data: Annotated[list[Path] | None, typer.Option(help="Your own files (txt, jsonl, csv, parquet) "
                                                     "instead of the bundled corpus; repeatable.",
-                                                    show_default=False)] = None,
+                                                    show_default=False, callback=existing_files)] = None,
     steps: Annotated[int, typer.Option(help="Training steps.")] = 300,
-    runs_dir: Annotated[Path, typer.Option(help="Where each run's checkpoints and metrics go.")] = Path(
+    runs_dir: Annotated[Path, typer.Option(help="Where each run's checkpoints and metrics go.",
+                                           callback=directory_to_write)] = Path(
         "runs/demo"),
     json_out: JsonOpt = False,
 ) -> None:

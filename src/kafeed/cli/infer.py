@@ -17,6 +17,7 @@ from kafeed.cli.common import (
     MetricsPortOpt,
     connection,
     console,
+    existing_directory,
     exit_stopped,
     out,
     print_json,
@@ -86,7 +87,7 @@ def infer(
                                                show_default=False)] = None,
     follow: Annotated[Path | None, typer.Option(
         help="Checkpoint directory to watch: switch to a newer checkpoint between batches.",
-        show_default=False)] = None,
+        show_default=False, callback=existing_directory)] = None,
     until_caught_up: Annotated[bool, typer.Option(
         "--until-caught-up", help="Stop once every partition of the input, whichever member holds it, "
         "is committed to its end and input is idle.",

@@ -8,6 +8,7 @@ arrives while it is still importing ends as "Interrupted." and exit 130, not as 
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from typing import Any
@@ -31,17 +32,30 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
-def _run(args: list[str], debug: bool) -> int:
+@functools.cache
+def _command() -> Any:
+    """The click tree, built once per process (a tenth of a second: every in-process run
+    of the tests would pay it again), every number option checked (cli.common.check_numbers)."""
     import typer
 
-    from kafeed.cli.app import app, usage_error_types
-    from kafeed.cli.common import console, report_error
+    from kafeed.cli.app import app
+    from kafeed.cli.common import check_numbers
+
+    return check_numbers(typer.main.get_command(app))
+
+
+def _run(args: list[str], debug: bool) -> int:
+    import click
+    import typer
+
+    from kafeed.cli.app import usage_error_types
+    from kafeed.cli.common import bad_value, console, report_error
     from kafeed.extras import missing_extra
     from kafeed.signals import stop_request
 
     try:
         # Outside standalone mode click returns (not raises) the code of a typer.Exit.
-        code = app(args=args, standalone_mode=False, prog_name="kafeed")
+        code = _command().main(args=args, standalone_mode=False, prog_name="kafeed")
     except KafeedError as exc:
         if debug:
             console.print_exception()
@@ -52,6 +66,9 @@ def _run(args: list[str], debug: bool) -> int:
     except (typer.Abort, KeyboardInterrupt):
         code = 130
     except usage_error_types() as exc:
+        if isinstance(exc, click.BadParameter) and not isinstance(exc, click.MissingParameter):
+            report_error(*bad_value(exc))
+            return 2
         param = getattr(exc, "param", None)
         if param is not None and getattr(param, "envvar", None) is None:
             param.show_envvar = False  # else click 8.2 adds "(env var: 'None')" to the hint

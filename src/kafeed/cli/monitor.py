@@ -7,7 +7,16 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from kafeed.cli.common import BootstrapOpt, ConfigOpt, JsonOpt, connection, console, out, print_json
+from kafeed.cli.common import (
+    BootstrapOpt,
+    ConfigOpt,
+    JsonOpt,
+    connection,
+    console,
+    existing_directory,
+    out,
+    print_json,
+)
 from kafeed.errors import ConfigError, invalid_settings
 
 if TYPE_CHECKING:
@@ -52,7 +61,7 @@ def monitor(
         show_default=False)] = None,
     data_dir: Annotated[Path | None, typer.Option(
         help="Local cluster data dir, for disk usage [default: found when it is the monitored one].",
-        show_default=False)] = None,
+        show_default=False, callback=existing_directory)] = None,
     once: Annotated[bool, typer.Option(help="Poll --samples times, print once, exit.")] = False,
     samples: Annotated[int, typer.Option(
         help="With --once: polls --interval apart before printing; lag rules need a window.")] = 1,

@@ -17,6 +17,7 @@ from kafeed.cli.common import (
     MetricsPortOpt,
     connection,
     console,
+    existing_file,
     exit_stopped,
     out,
     print_json,
@@ -82,7 +83,8 @@ def prepare(
                                                show_default=False)] = None,
     rules: Annotated[Path | None, typer.Option(
         "--rules", "-r", help="Route each document to the topic of the first rule it matches, as "
-        "`kafeed route` does (docs/route.md); --output is then not used.", show_default=False)] = None,
+        "`kafeed route` does (docs/route.md); --output is then not used.", show_default=False,
+        callback=existing_file)] = None,
     group: Annotated[str | None, typer.Option("--group", "-g", help="Consumer group; processes with "
                                               "the same group share the input (default: kafeed-prepare).",
                                               show_default=False)] = None,

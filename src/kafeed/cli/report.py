@@ -7,14 +7,15 @@ from typing import Annotated
 
 import typer
 
-from kafeed.cli.common import JsonOpt, out, print_json
+from kafeed.cli.common import JsonOpt, directory_to_write, existing_directory, out, print_json
 
 
 def report(
-    run_dir: Annotated[Path, typer.Argument(help="Directory holding metrics.jsonl.")],
+    run_dir: Annotated[Path, typer.Argument(help="Directory holding metrics.jsonl.",
+                                            callback=existing_directory)],
     out_dir: Annotated[Path | None, typer.Option(
         "--out", help="Where to write the PNGs and report.html [default: RUN_DIR].",
-        show_default=False)] = None,
+        show_default=False, callback=directory_to_write)] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Render RUN_DIR/metrics.jsonl: throughput, data wait, lag, loss, latency; and the

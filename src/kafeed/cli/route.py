@@ -17,6 +17,7 @@ from kafeed.cli.common import (
     MetricsPortOpt,
     connection,
     console,
+    existing_file,
     exit_stopped,
     out,
     print_json,
@@ -69,7 +70,7 @@ def _tuning(batch_size: int | None, poll_records: int | None) -> dict[str, int] 
 
 def route(
     rules: Annotated[Path, typer.Option("--rules", "-r", help="TOML rules file (docs/route.md).",
-                                        show_default=False)],
+                                        show_default=False, callback=existing_file)],
     input: Annotated[str | None, typer.Option("--input", "-i", help="Topic to route (default: raw).",
                                               show_default=False)] = None,
     group: Annotated[str | None, typer.Option("--group", "-g", help="Consumer group (default: kafeed-route).",

@@ -14,6 +14,8 @@ from kafeed.cli.common import (
     MetricsPortOpt,
     connection,
     console,
+    existing_directory,
+    existing_file,
     exit_stopped,
     out,
     print_json,
@@ -48,11 +50,12 @@ def submit_command(
     max_attempts: Annotated[int, typer.Option(help="Attempts before the task is parked.")] = 3,
     file: Annotated[Path | None, typer.Option(
         "--file", "-f", help="JSON lines file: one task per line with kind, key, params "
-        "(and optional priority, deadline, max_attempts).", show_default=False)] = None,
+        "(and optional priority, deadline, max_attempts).", show_default=False,
+        callback=existing_file)] = None,
     directory: Annotated[Path | None, typer.Option(
         "--dir", help="One task of --kind per file in DIR: --params plus \"path\"; the key is "
         "--key (default: the kind and the topic param) + ':' + the file's path.",
-        show_default=False)] = None,
+        show_default=False, callback=existing_directory)] = None,
     create_queue: Annotated[bool, typer.Option(
         "--create-queue", help="Create the kind's queue topic when it does not exist.")] = False,
     prefix: PrefixOpt = None,

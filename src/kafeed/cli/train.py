@@ -17,6 +17,7 @@ from kafeed.cli.common import (
     MetricsPortOpt,
     connection,
     console,
+    directory_to_write,
     exit_stopped,
     out,
     print_json,
@@ -58,14 +59,16 @@ def train(
                                                 "(0: off).")] = _D["shuffle_buffer"],
     seed: Annotated[int, typer.Option(help="Seed of model init, shuffle and dropout.")] = _D["seed"],
     stream: Annotated[bool, typer.Option(help="Keep reading new records (no end).")] = _D["stream"],
-    checkpoint_dir: Annotated[Path, typer.Option(help="Where checkpoints go.")] = _D["checkpoint_dir"],
+    checkpoint_dir: Annotated[Path, typer.Option(help="Where checkpoints go.",
+                                                 callback=directory_to_write)] = _D["checkpoint_dir"],
     checkpoint_every: Annotated[int, typer.Option(help="Steps between checkpoints (0: only at the "
                                                   "end).")] = _D["checkpoint_every"],
     keep: Annotated[int, typer.Option(help="Checkpoints kept.")] = _D["keep"],
     resume: Annotated[bool, typer.Option(help="Continue from the newest valid checkpoint.")] = _D["resume"],
     group: Annotated[str, typer.Option(help="Consumer group the offsets are mirrored to.")] = _D["group"],
-    run_dir: Annotated[Path | None, typer.Option(help="Record metrics.jsonl here for `kafeed report`.",
-                                                 show_default=False)] = _D["run_dir"],
+    run_dir: Annotated[Path | None, typer.Option(
+        help="Record metrics.jsonl here for `kafeed report`.", show_default=False,
+        callback=directory_to_write)] = _D["run_dir"],
     log_every: Annotated[int, typer.Option(help="Steps between progress lines.")] = _D["log_every"],
     num_labels: Annotated[int, typer.Option(help="Classes (classifier).")] = _D["num_labels"],
     pretrained: Annotated[bool, typer.Option(help="Start the classifier from the bundled MiniLM "

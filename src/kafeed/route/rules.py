@@ -20,7 +20,6 @@ matches everything. The first rule that matches names the record's topic.
 from __future__ import annotations
 
 import re
-import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from kafeed.config import read_toml
 from kafeed.errors import ConfigError
 from kafeed.route.columns import Columns, Ints
 from kafeed.route.language import LANGUAGES
@@ -240,12 +240,5 @@ def parse_rules(doc: Mapping[str, Any], *, origin: str = "rules") -> RuleSet:
 
 def load_rules(path: Path) -> RuleSet:
     """Read and check a rules file; raises :class:`ConfigError` (exit 2) naming the first problem."""
-    try:
-        with path.open("rb") as fh:
-            doc = tomllib.load(fh)
-    except FileNotFoundError:
-        raise ConfigError(f"Rules file {path} does not exist.",
-                          hint="Pass an existing --rules file.") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"Rules file {path} is not valid TOML: {exc}.") from None
+    doc = read_toml(path, what="Rules file", option="--rules")
     return parse_rules(doc, origin=f"rules file {path}")

@@ -63,6 +63,9 @@ def read_task_file(path: Path) -> Iterator[Task]:
         lines = path.read_text().splitlines()
     except OSError as exc:
         raise ConfigError(f"Cannot read task file {str(path)!r}: {exc.strerror or exc}.") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"Task file {str(path)!r} is not UTF-8 text.",
+                          hint="Write one JSON object per line with kind, key and params.") from None
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue

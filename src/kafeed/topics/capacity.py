@@ -29,8 +29,22 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from kafeed.choices import PLAN_DEFAULTS as _D
+from kafeed.errors import ConfigError
 
 MB = 1_000_000
+#: More brokers, partitions or workers than this: the inputs describe no real fleet (a
+#: rate typed in the wrong unit, 1e300), and the arithmetic would overflow.
+MAX_COUNT = 10**12
+
+
+def _count(value: float, what: str) -> int:
+    """``ceil(value)``, or :class:`ConfigError` when it is beyond any fleet (or not finite)."""
+    if not value <= MAX_COUNT:
+        raise ConfigError(f"The plan would need more than {MAX_COUNT:,} {what}: the figures given are "
+                          "beyond any real fleet.",
+                          hint="Check the units of the rates and sizes given (tokens/s per GPU, bytes "
+                          "per token, MB/s).")
+    return math.ceil(value)
 
 
 class Capacity(BaseModel):
@@ -75,16 +89,17 @@ def plan_cluster(fleet: FleetRequest, capacity: Capacity | None = None) -> dict[
                  + raw_bytes_s)
     stored = written_s * fleet.retention_s * fleet.replication
     readers = fleet.gpus * c.readers_per_gpu
-    by_rate = math.ceil(tokens_bytes_s / (c.partition_mb_s * MB) - 1e-9)
-    partitions = readers * max(1, math.ceil(by_rate / readers))
-    raw_partitions = max(1, math.ceil(raw_bytes_s / (c.partition_mb_s * MB) - 1e-9)) if raw_bytes_s else 0
+    by_rate = _count(tokens_bytes_s / (c.partition_mb_s * MB) - 1e-9, "partitions")
+    partitions = readers * max(1, _count(by_rate / readers, "partitions"))
+    raw_partitions = (max(1, _count(raw_bytes_s / (c.partition_mb_s * MB) - 1e-9, "raw partitions"))
+                      if raw_bytes_s else 0)
     usable = c.utilisation
     need = {
-        "network in": math.ceil(net_in_s / (c.broker_net_in_mb_s * MB * usable)),
-        "network out": math.ceil(net_out_s / (c.broker_net_out_mb_s * MB * usable)),
-        "disk": math.ceil(stored / (c.broker_disk_tb * 1e12 * usable)),
-        "partition replicas": math.ceil((partitions + raw_partitions) * fleet.replication
-                                        / (c.max_partition_replicas * usable)),
+        "network in": _count(net_in_s / (c.broker_net_in_mb_s * MB * usable), "brokers"),
+        "network out": _count(net_out_s / (c.broker_net_out_mb_s * MB * usable), "brokers"),
+        "disk": _count(stored / (c.broker_disk_tb * 1e12 * usable), "brokers"),
+        "partition replicas": _count((partitions + raw_partitions) * fleet.replication
+                                    / (c.max_partition_replicas * usable), "brokers"),
         "replication factor": fleet.replication,
     }
     brokers = max(need.values())
@@ -106,7 +121,7 @@ def plan_cluster(fleet: FleetRequest, capacity: Capacity | None = None) -> dict[
         "disk_total": stored,
         "disk_per_broker": stored / brokers,
         "partition_replicas_per_broker": (partitions + raw_partitions) * fleet.replication / brokers,
-        "prepare_workers": math.ceil(tokens_s / c.prepare_tokens_per_s - 1e-9),
+        "prepare_workers": _count(tokens_s / c.prepare_tokens_per_s - 1e-9, "prepare workers"),
         "assumptions": {**c.model_dump(), "replication": fleet.replication,
                         "retention_s": fleet.retention_s, "bytes_per_token": fleet.bytes_per_token},
     }

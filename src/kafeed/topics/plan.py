@@ -183,11 +183,10 @@ class TopicRequest(BaseModel):
     @classmethod
     def _fits(cls, value: float | None, info: ValidationInfo) -> float | None:
         per = info.data.get("per_partition_mbps")
-        if value is not None and per is not None:
-            needed = partitions_for(value, per)
-            if needed > MAX_PARTITIONS:
-                raise ValueError(f"needs {needed:,} partitions at {per:g} MB/s each, "
-                                 f"more than the {MAX_PARTITIONS:,} kafeed creates in one topic")
+        # Compared as a rate, not as a partition count: 1e300 MB/s has no count worth printing.
+        if value is not None and per is not None and value > per * MAX_PARTITIONS:
+            raise ValueError(f"more than the {per * MAX_PARTITIONS:,.0f} MB/s that {MAX_PARTITIONS:,} "
+                             f"partitions (the most kafeed creates in one topic) carry at {per:g} MB/s each")
         return value
 
     @field_validator("retention")
