@@ -4,32 +4,50 @@ Each record goes back with its key, headers and exact bytes (kafeed.archive.rows
 offset order per source partition, to the same partition number when the target topic has
 it (else partitioned by key). The whole replay is one Kafka transaction: a replay that
 fails or is killed leaves nothing visible to read_committed readers; run it again.
+
+A replay is idempotent. Every record it writes carries one more header,
+``kafeed.replay.source`` = ``<cluster id>/<topic>/<partition>/<offset>``: where the record
+was first written, which names it whatever table or filter it is replayed through. Before
+writing, a replay reads the target topic to its end (read_committed) and leaves out every
+record whose source is already there, so running the same replay again writes nothing, and
+a wider one writes only what is missing. Replays into one topic of one source share a
+transactional id, so a second replay started while one is open fences it (its open
+transaction is aborted) before reading what is there.
+
+A table is never replayed into the topic it archives, on the cluster it was archived
+from: those records are there already, or were deleted by retention on purpose.
 """
 
 from __future__ import annotations
 
-import os
-import socket
+import time
 from dataclasses import dataclass
 from datetime import datetime
-from typing import cast
+from typing import Any, cast
 
 from kafeed.archive.catalog import check_table, load_table, open_catalog
 from kafeed.archive.rows import record_headers, record_value
-from kafeed.archive.schema import PROP_TOPIC
+from kafeed.archive.schema import PROP_CLUSTER, PROP_TOPIC
 from kafeed.archive.settings import CatalogSettings
 from kafeed.config import ConnectionSettings
-from kafeed.errors import KafeedError, TopicError, translate_kafka_error
+from kafeed.errors import ConfigError, KafeedError, KafkaOperationError, TopicError, translate_kafka_error
 from kafeed.kafka import TransactionalProducer, admin_client
+from kafeed.kafka.clients import close_consumer, read_committed_consumer
 
 # One transaction for the whole replay, however long it takes to produce.
 TRANSACTION_TIMEOUT_MS = 15 * 60 * 1000
+#: The header naming a replayed record's first home: ``cluster/topic/partition/offset``.
+SOURCE_HEADER = "kafeed.replay.source"
+#: How long reading the target topic to its end may go without progress.
+READ_STALL_S = 60.0
 
 
 @dataclass(frozen=True)
 class ReplayResult:
     records: int
     partitions: int
+    #: Matching records left out because an earlier replay already wrote them to the topic.
+    already_there: int = 0
 
 
 def _filter(since: datetime | None, until: datetime | None, source: str | None) -> list[str]:
@@ -43,12 +61,58 @@ def _filter(since: datetime | None, until: datetime | None, source: str | None) 
     return terms
 
 
+def replayed_positions(connection: ConnectionSettings, topic: str, origin: str) -> set[tuple[int, int]]:
+    """(partition, offset) at ``origin`` (``cluster/topic``) of every record a replay already
+    wrote to ``topic``: the committed records up to each partition's end, read once."""
+    from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
+
+    prefix = f"{origin}/".encode()
+    consumer = read_committed_consumer(connection, {
+        "group.id": "kafeed-replay-reader", "enable.partition.eof": True,
+        "auto.offset.reset": "earliest"})
+    found: set[tuple[int, int]] = set()
+    try:
+        parts = sorted(consumer.list_topics(topic, timeout=15).topics[topic].partitions)
+        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=15) for p in parts}
+        todo = {p for p, (low, high) in ends.items() if high > low}
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in todo])
+        stalled_at = time.monotonic()
+        while todo:
+            msgs = consumer.consume(num_messages=10_000, timeout=0.5)
+            if msgs:
+                stalled_at = time.monotonic()
+            for msg in msgs:
+                err = msg.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        todo.discard(msg.partition())
+                    continue
+                for key, value in msg.headers() or ():
+                    if key == SOURCE_HEADER and value and value.startswith(prefix):
+                        partition, _, offset = value[len(prefix):].decode().partition("/")
+                        found.add((int(partition), int(offset)))
+            if time.monotonic() - stalled_at > READ_STALL_S:
+                raise KafkaOperationError(
+                    f"Could not read topic {topic!r} to its end to find what was replayed before "
+                    f"(partitions {sorted(todo)} made no progress for {READ_STALL_S:g}s).",
+                    hint="Check the cluster with `kafeed broker status`, then run the replay again.")
+    except KafeedError:
+        raise
+    except Exception as exc:
+        raise translate_kafka_error(exc, action=f"read topic {topic!r}") from exc
+    finally:
+        close_consumer(consumer, what="replay reader")
+    return found
+
+
 def replay(table_name: str, catalog: CatalogSettings, connection: ConnectionSettings, *, topic: str,
            since: datetime | None = None, until: datetime | None = None,
            source: str | None = None) -> ReplayResult:
-    """Produce the rows of ``table_name`` matching the filters into ``topic`` (which must exist)."""
+    """Produce the rows of ``table_name`` matching the filters into ``topic`` (which must
+    exist), leaving out those an earlier replay already wrote there."""
     table = load_table(open_catalog(catalog), table_name)
-    check_table(table, table_name, topic=table.properties.get(PROP_TOPIC, ""), cluster_id=None, kind=None)
+    source_topic = table.properties.get(PROP_TOPIC, "")
+    check_table(table, table_name, topic=source_topic, cluster_id=None, kind=None)
     try:
         meta = admin_client(connection).list_topics(topic, timeout=15)
     except Exception as exc:
@@ -57,34 +121,50 @@ def replay(table_name: str, catalog: CatalogSettings, connection: ConnectionSett
     if info is None or info.error is not None or not info.partitions:
         raise TopicError(f"Topic {topic!r} does not exist.",
                          hint="Create it first with `kafeed topic create`.")
+    source_cluster = table.properties.get(PROP_CLUSTER, "")
+    if topic == source_topic and meta.cluster_id == source_cluster:
+        raise ConfigError(f"Table {table_name!r} is the archive of topic {topic!r} on this cluster: its "
+                          "records are there already (or were deleted by retention on purpose).",
+                          hint="Replay into a new topic: `kafeed topic create NAME ...`, then "
+                          "`kafeed replay --topic NAME`.")
+    origin = f"{source_cluster}/{source_topic}"
     target_partitions = len(info.partitions)
     terms = _filter(since, until, source)
     parts = table.scan(row_filter=" AND ".join(terms) or "partition >= 0",
                        selected_fields=("partition",)).to_arrow()["partition"].unique()
     producer = TransactionalProducer(
-        connection, transactional_id=f"kafeed-replay.{topic}.{socket.gethostname()}-{os.getpid()}",
+        connection, transactional_id=f"kafeed-replay.{topic}.{source_cluster}.{source_topic}",
         stage="replay", config={"transaction.timeout.ms": TRANSACTION_TIMEOUT_MS, "linger.ms": 20})
-    records = 0
+    records = skipped = 0
     try:
+        # First fence (and abort) an earlier replay's open transaction, then see what is there.
         producer.init()
+        done = replayed_positions(connection, topic, origin)
         producer.begin()
         for p in sorted(parts.to_pylist()):
             rows = table.scan(row_filter=" AND ".join([*terms, f"partition = {int(p)}"])).to_arrow()
             rows = rows.sort_by([("offset", "ascending")])
             target = p if p < target_partitions else -1
             for row in rows.to_pylist():
+                if (row["partition"], row["offset"]) in done:
+                    skipped += 1
+                    continue
                 headers = cast("list[tuple[str, bytes]]", list(record_headers(row)))
-                producer.produce(topic, record_value(row), row["key"], partition=target,
-                                 headers=headers or None)
+                headers.append((SOURCE_HEADER, f"{origin}/{row['partition']}/{row['offset']}".encode()))
+                producer.produce(topic, record_value(row), row["key"], partition=target, headers=headers)
                 records += 1
         producer.commit()
     except BaseException as exc:
-        if producer.in_transaction:
-            try:
-                producer.abort()
-            except Exception:  # the original error is the one to report
-                pass
+        _abort(producer)
         if isinstance(exc, KafeedError) or not isinstance(exc, Exception):
             raise
         raise translate_kafka_error(exc, action=f"replay into topic {topic!r}") from exc
-    return ReplayResult(records=records, partitions=len(parts))
+    return ReplayResult(records=records, partitions=len(parts), already_there=skipped)
+
+
+def _abort(producer: Any) -> None:
+    if producer.in_transaction:
+        try:
+            producer.abort()
+        except Exception:  # the original error is the one to report
+            pass

@@ -225,7 +225,7 @@ def replay(
     json_out: JsonOpt = False,
 ) -> None:
     """Produce an archive table's records (or a filtered part) into a topic, byte for byte,
-    in one transaction."""
+    in one transaction; records an earlier replay already wrote there are left out."""
     from kafeed.archive.replay import replay as run_replay
 
     if not topic:
@@ -234,10 +234,13 @@ def replay(
                         connection(bootstrap, config), topic=topic, since=_aware(since),
                         until=_aware(until), source=source)
     if json_out:
-        print_json({"records": result.records, "partitions": result.partitions})
+        print_json({"records": result.records, "partitions": result.partitions,
+                    "already_there": result.already_there})
     else:
-        out.print(f"Replayed {result.records:,} records from {result.partitions} partition(s) into {topic}.",
-                  highlight=False)
+        there = (f" ({result.already_there:,} already there from an earlier replay, left out)"
+                 if result.already_there else "")
+        out.print(f"Replayed {result.records:,} records from {result.partitions} partition(s) into "
+                  f"{topic}{there}.", highlight=False, markup=False)
 
 
 def _aware(moment: datetime | None) -> datetime | None:
