@@ -169,6 +169,27 @@ class ConnectionSettings(BaseModel):
         return conf
 
 
+def directory_problem(path: Path) -> str | None:
+    """Why ``path`` cannot be a directory kafeed creates or writes into, else None: it, or
+    the nearest part of it that exists, is not a directory. Checked where the path enters
+    (an option, a settings model), not when the first write fails minutes into a run."""
+    probe = path.absolute()
+    while True:
+        try:
+            if probe.is_dir():
+                return None
+            if probe.exists():
+                break
+        except OSError as exc:
+            return f"{path} cannot be used: {str(exc.strerror or exc).lower()}"
+        if probe == probe.parent:
+            return None
+        probe = probe.parent
+    if probe == path.absolute():
+        return f"{path} is a file, not a directory"
+    return f"{path} cannot be created: {probe} is a file"
+
+
 def read_toml(path: Path, *, what: str, option: str) -> dict[str, Any]:
     """The TOML document at ``path``; :class:`ConfigError` (exit 2) for a path that is
     missing, a directory, unreadable, not UTF-8 text or not TOML. ``what`` names the file

@@ -97,3 +97,15 @@ def test_each_default_is_declared_once() -> None:
     for fn, name in ((ProgressReporter, "log_every"), (CheckpointManager, "keep"),
                      (build_classifier, "pretrained")):
         assert inspect.signature(fn).parameters[name].default == TRAIN_DEFAULTS[name], (fn, name)
+
+
+def test_the_library_refuses_a_run_dir_or_checkpoint_dir_that_is_a_file(tmp_path: Path) -> None:
+    from pydantic import ValidationError
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    with pytest.raises(ValidationError, match="is a file, not a directory"):
+        TrainOptions(run_dir=blocker)
+    with pytest.raises(ValidationError, match="cannot be created"):
+        TrainOptions(checkpoint_dir=blocker / "ck")
+    assert TrainOptions(run_dir=tmp_path / "new" / "run").run_dir == tmp_path / "new" / "run"

@@ -76,18 +76,12 @@ def directory_to_write(value: Path | None) -> Path | None:
     """Option callback: a directory kafeed creates or writes into must be one, or be creatable:
     refused at the start when it, or the nearest part of it that exists, is a file (rather
     than when the first write fails, minutes into a run)."""
-    if value is None:
-        return value
-    probe = value.absolute()
-    while (kind := _kind_of(probe)) == "missing" and probe != probe.parent:
-        probe = probe.parent
-    if kind == "dir":
-        return value
-    if kind != "file":
-        raise typer.BadParameter(f"{value} cannot be used: {kind}.")
-    if probe == value.absolute():
-        raise typer.BadParameter(f"{value} is a file, not a directory.")
-    raise typer.BadParameter(f"{value} cannot be created: {probe} is a file.")
+    from kafeed.config import directory_problem
+
+    problem = None if value is None else directory_problem(value)
+    if problem is not None:
+        raise typer.BadParameter(f"{problem}.")
+    return value
 
 
 ConfigOpt = Annotated[

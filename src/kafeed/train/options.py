@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from kafeed.choices import ModelKind
+from kafeed.config import directory_problem
 from kafeed.train.defaults import DEFAULT_LR, DEFAULT_TOPIC, TRAIN_DEFAULTS
 
 _D = TRAIN_DEFAULTS
@@ -89,6 +90,15 @@ class TrainOptions(BaseModel):
         if self.mix:
             return "mixture " + ",".join(f"{name}={weight:g}" for name, weight in self.mix.items())
         return f"topic {self.topic}"
+
+    @field_validator("checkpoint_dir", "run_dir")
+    @classmethod
+    def _a_directory(cls, value: Path | None) -> Path | None:
+        # A file here would fail the first checkpoint or metrics write, after training began.
+        problem = None if value is None else directory_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
 
     @field_validator("n_heads")
     @classmethod
