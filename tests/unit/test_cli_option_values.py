@@ -108,7 +108,10 @@ def test_a_number_option_refuses_what_is_no_number(slot: Slot, tmp: Path) -> Non
 def test_a_path_option_refuses_the_wrong_kind_of_path(slot: Slot, tmp: Path) -> None:
     binary = tmp / "binary"
     binary.write_bytes(bytes(range(256)) * 4)
-    for what, value in (("file", binary), ("dir", tmp / "a dir"), ("missing", tmp / "no" / "such")):
+    empty = tmp / "empty"  # fine for most file options (an empty TOML or JSON lines file)
+    empty.write_bytes(b"")
+    for what, value in (("file", binary), ("dir", tmp / "a dir"), ("missing", tmp / "no" / "such"),
+                        ("file", empty)):
         code, text = _run(slot, str(value), tmp)
         if _must_refuse(slot, what):
             assert code == 2, (slot.id, what, text)

@@ -200,9 +200,12 @@ def retry_command(
     json_out: JsonOpt = False,
 ) -> None:
     """Put parked tasks back on their queues with fresh attempts."""
+    from kafeed.connect import check_reachable
     from kafeed.tasks.status import retry_parked
 
-    again = retry_parked(connection(bootstrap, config), _settings(prefix), keys=keys or None)
+    conn = connection(bootstrap, config)
+    check_reachable(conn)  # else an unreachable cluster shows only after the results view's 60 s
+    again = retry_parked(conn, _settings(prefix), keys=keys or None)
     if json_out:
         print_json({"retried": [t.key for t in again]})
     else:
