@@ -32,6 +32,7 @@ WHOLE_IN_ONE_PROCESS = {
     "tests/integration/test_tasks.py": "tasks",
     "tests/integration/test_archive_faults.py": "archive-sinks",
     "tests/integration/test_loader_mixture.py": "mixture-sources",
+    "tests/integration/test_mirror.py": "mirror-clusters",
 }
 
 

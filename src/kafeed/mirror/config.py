@@ -85,6 +85,10 @@ class MirrorSettings(BaseModel):
     rest_host: str = "127.0.0.1"
     rest_port: int = Field(default=0, ge=0, le=65535)
     tasks_max: int = Field(default=1, ge=1)
+    #: How long Connect holds a vanished node's tasks for it before giving them to the others
+    #: (``scheduled.rebalance.max.delay.ms``; Connect's default is 5 minutes). A node that
+    #: comes back sooner gets its own tasks back without a second rebalance.
+    rebalance_delay_s: float = Field(default=30.0, ge=0, le=3600)
     heap_mb: int = Field(default=512, ge=128)
 
     @model_validator(mode="after")

@@ -27,6 +27,14 @@ appender.file.strategy.type = DefaultRolloverStrategy
 appender.file.strategy.max = 2
 rootLogger.level = INFO
 rootLogger.appenderRef.file.ref = file
+# Every client MirrorMaker opens logs its whole configuration and each partition it seeks:
+# tens of thousands of lines a start. Connect's own lines (rebalances, tasks, commits) stay.
+logger.clients.name = org.apache.kafka.clients
+logger.clients.level = WARN
+logger.config.name = org.apache.kafka.common.config
+logger.config.level = WARN
+logger.appinfo.name = org.apache.kafka.common.utils.AppInfoParser
+logger.appinfo.level = WARN
 """
 
 _LOGIN_MODULES = {
@@ -88,6 +96,8 @@ def mirror_properties(settings: MirrorSettings, connections: dict[str, Connectio
         "dedicated.mode.enable.internal.rest": "true",
         "listeners": f"http://{settings.rest_host}:{rest_port}",
         f"{target}.exactly.once.source.support": "enabled",
+        # Worker settings reach each flow's Connect worker through the target's prefix.
+        f"{target}.scheduled.rebalance.max.delay.ms": str(round(settings.rebalance_delay_s * 1000)),
         "tasks.max": str(settings.tasks_max),
         "replication.factor": str(replication),
         "offset.storage.replication.factor": str(replication),
