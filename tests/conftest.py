@@ -33,6 +33,7 @@ WHOLE_IN_ONE_PROCESS = {
     "tests/integration/test_archive_faults.py": "archive-sinks",
     "tests/integration/test_loader_mixture.py": "mixture-sources",
     "tests/integration/test_mirror.py": "mirror-clusters",
+    "tests/faults/test_matrix.py": "fault-matrix",
 }
 
 
