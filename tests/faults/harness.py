@@ -118,7 +118,13 @@ class Cell:
                 run.look()
                 assert run.proc.poll() is None, (
                     f"{run.label} exited {run.proc.returncode} before {what}:\n{run.said()}")
-            assert time.monotonic() < deadline, f"no {what} within {timeout:.0f} s"
+            if time.monotonic() > deadline:
+                said = ""
+                if run is not None:  # faulthandler prints where the stuck run's threads were
+                    run.proc.send_signal(signal.SIGABRT)
+                    run.proc.wait(timeout=30)
+                    said = f"; {run.label} said:\n{run.said()}"
+                raise AssertionError(f"no {what} within {timeout:.0f} s{said}")
             time.sleep(POLL_S)
 
     def complete(self) -> bool:

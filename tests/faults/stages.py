@@ -101,6 +101,7 @@ class Stage(ABC):
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(ROOT), env.get("PYTHONPATH", "")])
         env["KAFEED_HOME"] = str(self.home)
+        env["PYTHONFAULTHANDLER"] = "1"  # a run stuck past its bound is sent SIGABRT: its stacks
         return env
 
     def cli(self, *args: str) -> list[str]:
