@@ -243,6 +243,31 @@ def test_bad_input_is_one_sentence_and_writes_nothing(
     assert set(TopicAdmin(_conn(clusters["train"])).list(internal=True)) == before
 
 
+@pytest.mark.slow  # a fourth cluster, started twice: 20 s
+def test_a_target_without_transactions_is_refused_before_anything_is_written(
+        clusters: dict[str, LocalCluster], tmp_path: Path) -> None:
+    # A node whose transaction state log needs three replicas: no transaction can start on it.
+    no_txn = LocalCluster(tmp_path / "no-txn", nodes=1, port=free_port_block(2), heap_mb=256, jit="quick")
+    try:
+        no_txn.start(timeout=180)
+        no_txn.stop(timeout=15)
+        for spec in no_txn.recorded_nodes() or []:
+            with spec.properties_file.open("a") as fh:
+                fh.write("transaction.state.log.replication.factor=3\n")
+        no_txn.start(timeout=180)
+        topic = f"raw-{uuid.uuid4().hex[:8]}"
+        _create(clusters, topic)
+        config = _write_config(tmp_path / "sites.toml", clusters, topic)
+        config.write_text(config.read_text().replace(clusters["train"].bootstrap, no_txn.bootstrap))
+        done = subprocess.run(_mirror_cmd(config), capture_output=True, text=True, timeout=120)
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert "The target cluster 'train' cannot run transactions" in done.stderr
+        assert not (tmp_path / "mirror-work").exists()
+        assert not [t for t in TopicAdmin(_conn(no_txn)).list(internal=True) if "mm2" in t]
+    finally:
+        no_txn.stop(timeout=15, purge=True)
+
+
 @pytest.mark.slow
 def test_a_site_stopped_and_restarted_mid_run_loses_and_repeats_nothing(
         clusters: dict[str, LocalCluster], tmp_path: Path) -> None:
