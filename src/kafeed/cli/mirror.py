@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from kafeed.choices import JitMode
-from kafeed.cli.common import JsonOpt, console, exit_stopped, out, print_json
+from kafeed.cli.common import JsonOpt, MetricsPortOpt, console, exit_stopped, out, print_json, start_metrics
 from kafeed.signals import install
 
 app = typer.Typer(help="Mirror site clusters into the training cluster (MirrorMaker 2, exactly once).",
@@ -34,6 +34,7 @@ def run(
         help="full: the JVM's tiered JIT, for a mirror that runs for hours; quick: its first tier "
              "only, for a short run (tests, demos).")] = "full",
     json_out: JsonOpt = False,
+    metrics_port: MetricsPortOpt = None,
 ) -> None:
     """Run a MirrorMaker node until SIGTERM/Ctrl-C (or drained); several nodes share the work."""
     from rich.text import Text
@@ -42,6 +43,7 @@ def run(
 
     stop = install()
     settings = load_mirror_settings(config).only(site)
+    start_metrics(metrics_port)
     aliases = ", ".join(s.alias for s in settings.sites)
     with console.status(f"Mirroring {aliases} into {settings.target.alias}..."):
         result = run_mirror(settings, until_caught_up=until_caught_up, stop_event=stop.event, jit=jit)

@@ -16,14 +16,17 @@ from dataclasses import dataclass, field
 from kafeed.choices import JitMode
 from kafeed.config import ConnectionSettings
 from kafeed.errors import DrainIncomplete, KafeedError
-from kafeed.mirror.checks import check
+from kafeed.mirror.checks import Checked, check
 from kafeed.mirror.config import MirrorSettings
 from kafeed.mirror.process import MirrorNode
 from kafeed.mirror.progress import TopicPartitionKey, end_offsets, mirrored_positions
+from kafeed.telemetry.metrics import MIRROR_BEHIND
 
 log = logging.getLogger("kafeed")
 
 CHECK_INTERVAL_S = 1.0
+#: How often a node that is not draining measures each site's backlog for its metrics.
+METRICS_INTERVAL_S = 15.0
 #: A drain with no partition moving for this long fails (a MirrorMaker node needs ~10-20 s
 #: to start, join its Connect group and fence a killed predecessor's transactions).
 STALL_S = 120.0
@@ -55,6 +58,20 @@ def _left(target: ConnectionSettings, ends: dict[str, dict[TopicPartitionKey, in
     return left
 
 
+def _measure(settings: MirrorSettings, checked: Checked) -> None:
+    """Set ``kafeed_mirror_behind_records`` per site; a site that cannot be read keeps its last value."""
+    target = checked.connections[settings.target.alias]
+    for site in settings.sites:
+        try:
+            ends = end_offsets(checked.connections[site.alias], checked.topics[site.alias])
+            at = mirrored_positions(target, site.alias)
+        except KafeedError as exc:
+            log.warning("could not measure how far site %s is behind: %s", site.alias, exc.message)
+            continue
+        behind = sum(max(0, end - at.get(tp, 0)) for tp, end in ends.items())
+        MIRROR_BEHIND.labels(site=site.alias).set(behind)
+
+
 def run_mirror(settings: MirrorSettings, *, until_caught_up: bool = False,
                stop_event: threading.Event | None = None, stall_s: float = STALL_S,
                jit: JitMode = "full") -> MirrorRun:
@@ -69,7 +86,7 @@ def run_mirror(settings: MirrorSettings, *, until_caught_up: bool = False,
     node.start()
     result.pid = node.pid
     try:
-        moved_at, last_left = time.monotonic(), -1
+        moved_at, last_left, measured_at = time.monotonic(), -1, 0.0
         while not stop.wait(CHECK_INTERVAL_S):
             code = node.exit_code()
             if code is not None:
@@ -77,6 +94,9 @@ def run_mirror(settings: MirrorSettings, *, until_caught_up: bool = False,
                                   f"{node.tail(3) or 'no output'}",
                                   hint=f"See {node.log_file}.")
             if not until_caught_up:
+                if time.monotonic() - measured_at >= METRICS_INTERVAL_S:
+                    _measure(settings, checked)
+                    measured_at = time.monotonic()
                 continue
             left = _left(target, ends)
             if not left:

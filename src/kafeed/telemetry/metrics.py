@@ -81,6 +81,9 @@ LOADER_POSITION = Gauge("kafeed_loader_position", "Next offset the loader will r
                         ["topic", "partition"], registry=REGISTRY)
 TRAIN_LOSS = Gauge("kafeed_train_loss", "Latest training loss.", ["stage"], registry=REGISTRY)
 TRAIN_STEP = Gauge("kafeed_train_step", "Latest optimizer step.", ["stage"], registry=REGISTRY)
+MIRROR_BEHIND = Gauge("kafeed_mirror_behind_records",
+                      "Records at a site not yet committed in the training cluster (kafeed mirror run).",
+                      ["site"], registry=REGISTRY)
 
 # -- librdkafka statistics (statistics.interval.ms -> stats_cb), see stats.py --
 
