@@ -179,8 +179,11 @@ def _assert_exactly_once_in_order(clusters: dict[str, LocalCluster], topic: str,
             assert mirrored[p] == source[p], f"{site} partition {p}: not the source's records in order"
 
 
+# One kill in the default run (each restart costs 10-70 s of Connect start-up and rebalance);
+# three at random moments in the slow one.
+@pytest.mark.parametrize("kills", [1, pytest.param(3, marks=pytest.mark.slow)])
 def test_killed_mirror_restarts_and_a_drain_leaves_every_record_once_in_order(
-        clusters: dict[str, LocalCluster], tmp_path: Path) -> None:
+        clusters: dict[str, LocalCluster], tmp_path: Path, kills: int) -> None:
     topic = f"raw-{uuid.uuid4().hex[:8]}"
     _create(clusters, topic)
     config = _write_config(tmp_path / "sites.toml", clusters, topic)
@@ -188,7 +191,7 @@ def test_killed_mirror_restarts_and_a_drain_leaves_every_record_once_in_order(
     producers = [SiteProducer(clusters[site], site, topic) for site in SITES]
     rng = random.Random()
     try:
-        for _ in range(3):
+        for _ in range(kills):
             before = _mirrored(clusters, topic)
             t0 = time.monotonic()
             proc = _start(config, output)
