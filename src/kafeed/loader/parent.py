@@ -49,7 +49,8 @@ def started(pid: int) -> str | None:
     """A token of the running process ``pid`` (its start time where /proc has it), or None
     when no such process runs (a zombie counts as gone)."""
     try:
-        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()  # noqa: SIM115
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
     except FileNotFoundError:
         return None
     except OSError:
