@@ -5,12 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-LOG4J2 = """\
+
+def rolling_log4j2(logs_dir_property: str, file_name: str, extra: str = "") -> str:
+    """A log4j2 configuration: one rolling file (2 x 20 MB) in the directory named by the JVM
+    system property ``logs_dir_property``, INFO by default, then ``extra`` lines."""
+    return f"""\
 status = warn
 appender.file.type = RollingFile
 appender.file.name = file
-appender.file.fileName = ${sys:kafka.logs.dir}/server.log
-appender.file.filePattern = ${sys:kafka.logs.dir}/server.log.%i
+appender.file.fileName = ${{sys:{logs_dir_property}}}/{file_name}
+appender.file.filePattern = ${{sys:{logs_dir_property}}}/{file_name}.%i
 appender.file.layout.type = PatternLayout
 appender.file.layout.pattern = [%d] %p %m (%c)%n
 appender.file.policies.type = Policies
@@ -20,11 +24,15 @@ appender.file.strategy.type = DefaultRolloverStrategy
 appender.file.strategy.max = 2
 rootLogger.level = INFO
 rootLogger.appenderRef.file.ref = file
+{extra}"""
+
+
+LOG4J2 = rolling_log4j2("kafka.logs.dir", "server.log", """\
 logger.kafka.name = kafka
 logger.kafka.level = INFO
 logger.apache.name = org.apache.kafka
 logger.apache.level = INFO
-"""
+""")
 
 
 @dataclass(frozen=True)

@@ -8,25 +8,12 @@ live in the target, so a site only needs to be read.
 
 from __future__ import annotations
 
+from kafeed.broker.render import rolling_log4j2
 from kafeed.config import ConnectionSettings
 from kafeed.errors import ConfigError
 from kafeed.mirror.config import MirrorSettings
 
-LOG4J2 = """\
-status = warn
-appender.file.type = RollingFile
-appender.file.name = file
-appender.file.fileName = ${sys:kafeed.mirror.logs.dir}/mirror.log
-appender.file.filePattern = ${sys:kafeed.mirror.logs.dir}/mirror.log.%i
-appender.file.layout.type = PatternLayout
-appender.file.layout.pattern = [%d] %p %m (%c)%n
-appender.file.policies.type = Policies
-appender.file.policies.size.type = SizeBasedTriggeringPolicy
-appender.file.policies.size.size = 20MB
-appender.file.strategy.type = DefaultRolloverStrategy
-appender.file.strategy.max = 2
-rootLogger.level = INFO
-rootLogger.appenderRef.file.ref = file
+LOG4J2 = rolling_log4j2("kafeed.mirror.logs.dir", "mirror.log", """\
 # Every client MirrorMaker opens logs its whole configuration and each partition it seeks:
 # tens of thousands of lines a start. Connect's own lines (rebalances, tasks, commits) stay.
 logger.clients.name = org.apache.kafka.clients
@@ -35,7 +22,7 @@ logger.config.name = org.apache.kafka.common.config
 logger.config.level = WARN
 logger.appinfo.name = org.apache.kafka.common.utils.AppInfoParser
 logger.appinfo.level = WARN
-"""
+""")
 
 _LOGIN_MODULES = {
     "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
