@@ -8,8 +8,11 @@ nothing and waits only for its new parent to reap it.
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 
 def _stat(pid: int) -> list[str] | None:
@@ -70,3 +73,29 @@ def describe(pids: set[int]) -> str:
             cmd = "?"
         lines.append(f"{pid}: {cmd[:200]}")
     return "; ".join(lines)
+
+
+#: How long a tree may outlive its killed root: the loader's watch thread looks twice a second,
+#: the rest is the kernel's parent-death signal and the processes' exit.
+GONE_WITHIN_S = 15.0
+
+
+def kill_root_and_check(proc: subprocess.Popen[Any], tree: set[int], what: str, *,
+                        within_s: float = GONE_WITHIN_S) -> None:
+    """SIGKILL ``proc``; every process of ``tree`` (grown in place by what started below a known
+    one meanwhile) must be gone within ``within_s``."""
+    os.kill(proc.pid, signal.SIGKILL)
+    for pid in list(tree):
+        tree |= descendants(pid)
+    assert proc.wait(30) == -signal.SIGKILL
+    left = wait_gone(tree, within_s)
+    assert not left, f"alive {within_s:.0f} s after {what} was killed: {describe(left)}"
+
+
+def reap(proc: subprocess.Popen[Any], tree: set[int]) -> None:
+    """After a test, pass or fail: nothing of ``proc`` or ``tree`` left running."""
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait(30)
+    for pid in wait_gone(tree, 0):
+        os.kill(pid, signal.SIGKILL)

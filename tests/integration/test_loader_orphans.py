@@ -22,7 +22,7 @@ from kafeed.config import ConnectionSettings
 from kafeed.schema import make_document
 from tests.integration.loader_data import producer
 from tests.kafka_fixtures import TopicFactory
-from tests.process_tree import alive, descendants, describe, wait_gone
+from tests.process_tree import alive, descendants, describe, kill_root_and_check, reap
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = 20  # per partition; 15 tokens + EOS = one 16-token window (seq_len 15) each
@@ -111,7 +111,6 @@ def test_workers_exit_when_the_trainer_is_sigkilled(
         proc.stdout.close()
 
 
-GONE_WITHIN_S = 15.0  # the watch thread looks twice a second; the rest is the kernel's signal
 
 
 def _kill_during_startup(kafka: ConnectionSettings, topic: str, tmp_path: Path,
@@ -137,18 +136,9 @@ def _kill_during_startup(kafka: ConnectionSettings, topic: str, tmp_path: Path,
             assert proc.poll() is None, (tmp_path / "stderr").read_text()[-2000:]
             assert time.monotonic() < deadline, f"the workers never started: {describe(tree)}"
             tree |= descendants(proc.pid)
-        os.kill(proc.pid, signal.SIGKILL)
-        for pid in list(tree):  # a process started in the meantime hangs below one we know
-            tree |= descendants(pid)
-        assert proc.wait(30) == -signal.SIGKILL
-        left = wait_gone(tree, GONE_WITHIN_S)
-        assert not left, f"alive {GONE_WITHIN_S:.0f} s after the trainer was killed: {describe(left)}"
+        kill_root_and_check(proc, tree, "the trainer")
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(30)
-        for pid in wait_gone(tree, 0):
-            os.kill(pid, signal.SIGKILL)
+        reap(proc, tree)
         proc.stdout.close()
 
 

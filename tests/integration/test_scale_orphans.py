@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import sys
 import time
@@ -12,7 +10,7 @@ from pathlib import Path
 from kafeed.config import ConnectionSettings
 from kafeed.topics import plan_topic
 from tests.prepare_support import prepare_env
-from tests.process_tree import descendants, describe, wait_gone
+from tests.process_tree import descendants, describe, kill_root_and_check, reap
 
 # A worker told by the kernel (SIGTERM) finishes or aborts its transaction and leaves its group.
 GONE_WITHIN_S = 60.0
@@ -36,13 +34,6 @@ def test_supervisor_workers_end_when_it_is_sigkilled(kafka: ConnectionSettings, 
             assert proc.poll() is None, (tmp_path / "stderr").read_text()[-2000:]
             assert time.monotonic() < deadline, f"the workers never started: {describe(tree)}"
             tree |= descendants(proc.pid)
-        os.kill(proc.pid, signal.SIGKILL)
-        assert proc.wait(30) == -signal.SIGKILL
-        left = wait_gone(tree, GONE_WITHIN_S)
-        assert not left, f"alive {GONE_WITHIN_S:.0f} s after the supervisor was killed: {describe(left)}"
+        kill_root_and_check(proc, tree, "the supervisor", within_s=GONE_WITHIN_S)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(30)
-        for pid in wait_gone(tree, 0):
-            os.kill(pid, signal.SIGKILL)
+        reap(proc, tree)

@@ -5,7 +5,6 @@ that reads with a StreamLoader from one of the worker's task threads."""
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -16,10 +15,9 @@ from kafeed.config import ConnectionSettings
 from kafeed.tasks import QueueSettings, make_task, submit_tasks
 from tests.integration.loader_data import produce_docs
 from tests.kafka_fixtures import TopicFactory
-from tests.process_tree import descendants, describe, wait_gone
+from tests.process_tree import descendants, describe, kill_root_and_check, reap
 
 ROOT = Path(__file__).resolve().parents[2]
-GONE_WITHIN_S = 15.0
 
 
 def test_task_worker_children_end_when_it_is_sigkilled(kafka: ConnectionSettings, make_topic: TopicFactory,
@@ -43,15 +41,6 @@ def test_task_worker_children_end_when_it_is_sigkilled(kafka: ConnectionSettings
             assert proc.poll() is None, (tmp_path / "stderr").read_text()[-2000:]
             assert time.monotonic() < deadline, f"the task never started its loader: {describe(tree)}"
             tree |= descendants(proc.pid)
-        os.kill(proc.pid, signal.SIGKILL)
-        for pid in list(tree):
-            tree |= descendants(pid)
-        assert proc.wait(30) == -signal.SIGKILL
-        left = wait_gone(tree, GONE_WITHIN_S)
-        assert not left, f"alive {GONE_WITHIN_S:.0f} s after the task worker was killed: {describe(left)}"
+        kill_root_and_check(proc, tree, "the task worker")
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(30)
-        for pid in wait_gone(tree, 0):
-            os.kill(pid, signal.SIGKILL)
+        reap(proc, tree)
