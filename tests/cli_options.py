@@ -83,6 +83,7 @@ def base_args(path: tuple[str, ...], cmd: click.Command, tmp: Path, closed: str,
         "rules": str(tmp / "routes_ok.toml"), "run_dir": str(tmp / "run"), "checkpoint": str(tmp / "ck"),
         "gpus": "8", "tokens_per_gpu_s": "1000", "bytes_per_token": "2", "name": "t", "kind": "k",
         "keys": "key-1", "role": "ingest", "principal": "User:x", "sql": "SELECT 1",
+        "config": str(tmp / "sites.toml"),  # a required --config (kafeed mirror): a missing file
     }
     where = {
         "bootstrap": closed, "warehouse": str(tmp / "wh"), "data_dir": str(tmp / "cluster"),

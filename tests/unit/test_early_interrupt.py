@@ -28,7 +28,10 @@ def test_sigint_during_start_up_is_exit_130_without_a_traceback(delay: float, si
     code = ("import sys, kafeed; sys.stderr.write('ready\\n'); sys.stderr.flush()\n"
             "from kafeed.cli.main import main\n"
             f"sys.exit(main(['topic', 'list', '-b', '{silent_broker}']))")
-    with subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE, text=True) as proc:
+    # SIGINT back to its default in the child: pytest-xdist's workers ignore it, and an ignored
+    # SIGINT is inherited (a shell's Ctrl-C reaches a command with the default handler).
+    with subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE, text=True,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)) as proc:
         assert proc.stderr is not None
         assert proc.stderr.readline() == "ready\n"
         try:
