@@ -10,7 +10,7 @@ import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import pkcs12
 
-from kafeed.broker.cluster import ClusterOptions
+from kafeed.broker.options import ClusterOptions
 from kafeed.broker.render import NodeTls, node_specs, server_properties
 from kafeed.broker.secure import create_material, scram_format_args, write_argfile
 from kafeed.config import load_connection
