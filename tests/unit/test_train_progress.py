@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from kafeed.train.checkpoint_policy import CheckpointPolicy
 from kafeed.train.progress import ProgressReporter
-from kafeed.train.runner import CheckpointPolicy
 
 
 class Clock:

@@ -10,10 +10,12 @@ import torch
 
 from kafeed.config import ConnectionSettings
 from kafeed.errors import ConfigError
+from kafeed.train.distributed import distributed_context
 from kafeed.train.models import GPTConfig, TinyGPT, next_token_loss, parameter_count
 from kafeed.train.optim import AdamW
 from kafeed.train.options import TrainOptions
-from kafeed.train.runner import RunResult, distributed_context, seed_everything
+from kafeed.train.rng import seed_everything
+from kafeed.train.runner import RunResult
 from kafeed.train.startup import Startup, start
 from kafeed.train.wiring import run_on_loader
 

@@ -11,22 +11,20 @@ from __future__ import annotations
 
 import gc
 import logging
-import os
-import random
-import signal
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-import numpy as np
 import torch
 
-from kafeed.signals import stop_request
 from kafeed.train.checkpoint import CheckpointManager
+from kafeed.train.checkpoint_policy import CheckpointPolicy
 from kafeed.train.defaults import TRAIN_DEFAULTS
 from kafeed.train.progress import ProgressReporter
+from kafeed.train.rng import rng_state, set_rng_state
+from kafeed.train.stops import END, StopHandling
 
 if TYPE_CHECKING:
     from kafeed.telemetry import MetricsRecorder
@@ -65,39 +63,6 @@ class RunResult:
     @property
     def tokens_per_second(self) -> float:
         return self.tokens / self.seconds if self.seconds > 0 else 0.0
-
-
-def rng_state() -> dict[str, Any]:
-    state = {"torch": torch.get_rng_state(), "python": random.getstate(),
-             "numpy": np.random.get_state()}
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def set_rng_state(state: dict[str, Any]) -> None:
-    torch.set_rng_state(state["torch"])
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
-
-
-def seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-
-
-_END = object()
-
-
-class _Interrupted(BaseException):
-    """Raised out of a wait for data when SIGTERM/SIGINT arrives.
-
-    A BaseException, like KeyboardInterrupt: the wait may be inside a Kafka call whose
-    ``except Exception`` would otherwise turn the stop into a metadata error.
-    """
 
 
 class Stateful(Protocol):
@@ -197,7 +162,7 @@ class Runner:
         totals = _Totals()
         policy = CheckpointPolicy(every=self.checkpoint_every, saved_at=self.step,
                                   also_every=self.eval_every)
-        stops = _StopHandling()
+        stops = StopHandling()
         recorder = None
         frozen = _freeze_setup_objects()
         try:
@@ -233,7 +198,7 @@ class Runner:
 
         return MetricsRecorder(self.run_dir, interval=2.0).start()
 
-    def _loop(self, stops: _StopHandling, reporter: ProgressReporter, policy: CheckpointPolicy,
+    def _loop(self, stops: StopHandling, reporter: ProgressReporter, policy: CheckpointPolicy,
               totals: _Totals) -> bool:
         """Step until ``total_steps``, the data's end or a stop request; True when a signal stopped it."""
         if stops.requested and self.step < self.total_steps:
@@ -244,7 +209,7 @@ class Runner:
         while self.step < self.total_steps:
             w0 = time.monotonic()
             batch, stopped = stops.next_batch(batches)
-            if batch is _END:  # the data's end, or a signal before the batch came
+            if batch is END:  # the data's end, or a signal before the batch came
                 return stopped
             # a batch that came with the signal is trained on: the loader counts it as handed out
             waited = time.monotonic() - w0
@@ -278,30 +243,6 @@ class _Totals:
         self.wait += waited
 
 
-@dataclass
-class CheckpointPolicy:
-    """When the loop saves: every ``every`` steps and every ``also_every`` steps (0: not
-    mid-run) and once at the end, unless the last step was just saved. ``last`` is the newest
-    checkpoint written (None on ranks that write none)."""
-
-    every: int
-    saved_at: int
-    also_every: int = 0
-    last: str | None = None
-
-    def after_step(self, step: int, save: Callable[[], str | None]) -> None:
-        if any(n and step % n == 0 for n in (self.every, self.also_every)):
-            self._save(step, save)
-
-    def at_end(self, step: int, save: Callable[[], str | None]) -> None:
-        if step != self.saved_at:
-            self._save(step, save)
-
-    def _save(self, step: int, save: Callable[[], str | None]) -> None:
-        self.last = save() or self.last
-        self.saved_at = step
-
-
 def _freeze_setup_objects() -> bool:
     """Collect once, then keep every object alive now (torch's modules, the model, the
     stream) out of the cyclic collector's passes for the run; True when this call froze
@@ -320,54 +261,6 @@ def _freeze_setup_objects() -> bool:
     return True
 
 
-class _StopHandling:
-    """The process's stop request for one run: installed unless the caller had done it (and
-    then given back), and able to cut a wait for the next batch short."""
-
-    def __init__(self) -> None:
-        self.stop = stop_request()
-        handler_before = signal.getsignal(signal.SIGTERM)
-        self.stop.install()  # the CLI installed it first thing; a library caller gets it for this run
-        self._installed_here = signal.getsignal(signal.SIGTERM) != handler_before
-        self._waiting = False
-        self._remove = self.stop.on_signal(self._leave_wait)
-
-    @property
-    def requested(self) -> bool:
-        return self.stop.requested
-
-    def _leave_wait(self, _signum: int) -> None:
-        if self._waiting:
-            self._waiting = False
-            raise _Interrupted
-
-    def next_batch(self, batches: Iterator[Any]) -> tuple[Any, bool]:
-        """The next batch (``_END`` at the data's end) and whether a signal came while waiting.
-
-        A batch that arrived together with the signal is returned with it.
-        """
-        batch: Any = _END
-        try:
-            self._waiting = True
-            if self.stop.requested:  # a signal that came just before this wait: do not block
-                self._waiting = False
-                return _END, True
-            batch = next(batches, _END)
-            self._waiting = False
-        except _Interrupted:  # _leave_wait cleared ``_waiting``: it cannot raise twice
-            return batch, True
-        return batch, False
-
-    def stop_leaving_waits(self) -> None:
-        self._remove()
-
-    def close(self) -> None:
-        self._remove()
-        if self._installed_here:
-            self.stop.uninstall()
-            self.stop.reset()
-
-
 def _observe(waited: float, tokens: int, loss: float, step: int) -> None:
     """The trainer's Prometheus figures (kafeed.telemetry.metrics), once per step."""
     from kafeed.telemetry import metrics as m
@@ -377,15 +270,3 @@ def _observe(waited: float, tokens: int, loss: float, step: int) -> None:
     m.TOKENS.labels(stage="train").inc(tokens)
     m.TRAIN_LOSS.labels(stage="train").set(loss)
     m.TRAIN_STEP.labels(stage="train").set(step)
-
-
-def distributed_context() -> tuple[int, int]:
-    """Initialise torch.distributed under torchrun (gloo on CPU, NCCL on GPU); (rank, world)."""
-    import torch.distributed as dist
-
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    if world <= 1:
-        return 0, 1
-    if not dist.is_initialized():
-        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
-    return dist.get_rank(), dist.get_world_size()
