@@ -19,8 +19,10 @@ from hypothesis import strategies as st
 
 from kafeed.errors import KafeedError
 from kafeed.ingest import IngestOptions
+from kafeed.ingest.batches import Item, Position
+from kafeed.ingest.csv_rows import read_csv
 from kafeed.ingest.mapping import Mapper, Rejected
-from kafeed.ingest.readers import Item, Position, read_csv, read_jsonl
+from kafeed.ingest.readers import read_jsonl
 from kafeed.prepare.decode import decode_batch
 from kafeed.schema import decode_avro, decode_document, decode_raw, decode_sample, encode_avro, make_document
 from kafeed.schema.records_pb2 import TokenizedDocument, TrainingSample

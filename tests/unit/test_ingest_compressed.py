@@ -14,7 +14,8 @@ import zstandard
 
 from kafeed.errors import ConfigError, IngestError
 from kafeed.ingest import IngestOptions, discover
-from kafeed.ingest.readers import Item, Position, read_source
+from kafeed.ingest.batches import Item, Position
+from kafeed.ingest.readers import read_source
 
 COMPRESS: dict[str, Callable[[bytes], bytes]] = {
     ".gz": gzip.compress,

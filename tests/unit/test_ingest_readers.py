@@ -12,7 +12,9 @@ import pytest
 
 from kafeed.errors import ConfigError, IngestError
 from kafeed.ingest import IngestOptions, discover
-from kafeed.ingest.readers import Batch, Item, Position, read_csv, read_jsonl, read_source, read_text
+from kafeed.ingest.batches import Batch, Item, Position
+from kafeed.ingest.csv_rows import read_csv
+from kafeed.ingest.readers import read_jsonl, read_source, read_text
 from kafeed.ingest.sql import check
 
 

@@ -22,12 +22,12 @@ from pathlib import Path
 from kafeed.config import ConnectionSettings
 from kafeed.errors import IngestError
 from kafeed.ingest import readers, sql
+from kafeed.ingest.batches import Batch, Item, Position, raw_bytes
 from kafeed.ingest.mapping import Mapped, Mapper, Rejected
 from kafeed.ingest.options import IngestOptions, IngestProgress, IngestSummary
 from kafeed.ingest.preflight import prepare_topics
 from kafeed.ingest.producer import TxnWriter
 from kafeed.ingest.progress import JobProgress, job_id_for, read_latest
-from kafeed.ingest.readers import Batch, Item, Position
 from kafeed.ingest.sources import Source, discover
 from kafeed.kafka import dead_letter_headers, fit_value
 from kafeed.schema.avro import format_headers
@@ -367,7 +367,7 @@ class _BatchWriter:
 
     def _dead_letter(self, src: Source, item: Item, rejected: Rejected, txn: _Tally) -> None:
         headers = _dlq_headers(rejected, src, item.where, self.job)
-        value = fit_value(readers.raw_bytes(item), headers, self.dlq_limit) or b""
+        value = fit_value(raw_bytes(item), headers, self.dlq_limit) or b""
         self.writer.dead_letter(f"{src.name}:{item.where}".encode("utf-8", "replace"), value, headers)
         txn.dead += 1
         txn.kinds[rejected.kind] += 1

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from kafeed.errors import ConfigError, IngestError
-from kafeed.ingest.readers import Batch, Item, Position
+from kafeed.ingest.batches import Batch, Item, Position
 from kafeed.ingest.sources import redact_dsn
 
 
