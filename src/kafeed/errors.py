@@ -9,14 +9,15 @@
     ├── BrokerUnavailable    no Kafka cluster answers at the bootstrap servers
     ├── CatalogUnavailable   the Iceberg catalog of an archive could not be opened or written
     ├── KafkaOperationError  the cluster refused an operation (kept: librdkafka ``code``)
-    │   └── TopicError       topic create / describe / delete failed
+    │   ├── TopicError       topic create / describe / delete failed
+    │   └── ReadIncomplete   a read to a topic's end stopped short (names the partitions left)
     ├── SchemaError          a record could not be decoded (names topic/partition/offset)
     ├── IngestError          a source failed while being read (bad SQL, I/O error mid-file)
     ├── TooManyDeadLetters   a stage dead-lettered more of its input than --max-dlq-ratio allows
     ├── DrainIncomplete      --until-caught-up could not see every partition processed to its end
     └── ResumeMismatch       a saved state does not fit the current settings
 
-Errors from librdkafka enter through :func:`translate_kafka_error`, which keeps
+Errors from librdkafka enter at the Kafka boundary (:mod:`kafeed.kafka`), which keeps
 the original ``KafkaError`` code on the wrapper so callers can branch on it.
 """
 
@@ -70,6 +71,10 @@ class TopicError(KafkaOperationError):
     """A topic operation failed."""
 
 
+class ReadIncomplete(KafkaOperationError):
+    """Reading a topic to its end made no progress for too long; the partitions left are named."""
+
+
 class SchemaError(KafeedError):
     """A record could not be decoded; the message names where it came from."""
 
@@ -118,35 +123,11 @@ def translate_kafka_error(
     action: str,
     kind: type[KafkaOperationError] = KafkaOperationError,
 ) -> KafeedError:
-    """Wrap a confluent-kafka exception (or its ``KafkaError``) as a kafeed error.
+    """Kept for the loader until it gets its clients from :class:`kafeed.kafka.KafkaClients`:
+    use :func:`kafeed.kafka.translate_kafka_error`, where the translation lives."""
+    from kafeed.kafka.translate import translate_kafka_error as translate
 
-    ``action`` completes the sentence "could not ..." (e.g. ``"create topic 'raw'"``);
-    errors that are not about reaching the cluster become ``kind``.
-    """
-    from confluent_kafka import KafkaError, KafkaException
-
-    err: Any = None
-    if isinstance(exc, KafkaException) and exc.args:
-        err = exc.args[0]
-    elif isinstance(exc, KafkaError):
-        err = exc
-    if not isinstance(err, KafkaError):
-        return kind(f"Could not {action}: {exc}.")
-    code = err.code()
-    reason = err.str().rstrip(".")  # some broker messages end in a period; the sentence adds one
-    transport = {
-        KafkaError._TRANSPORT,
-        KafkaError._ALL_BROKERS_DOWN,
-        KafkaError._TIMED_OUT,
-        KafkaError._RESOLVE,
-    }
-    if code in transport:
-        return BrokerUnavailable(
-            f"Could not {action}: no Kafka broker answered ({reason}).",
-            hint="Check --bootstrap, or start a local one with `kafeed broker start`.",
-            code=code,
-        )
-    return kind(f"Could not {action}: {reason}.", code=code)
+    return translate(exc, action=action, kind=kind)
 
 
 def _shown(value: Any) -> str:

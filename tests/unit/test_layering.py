@@ -35,6 +35,10 @@ LAYERS: list[set[str]] = [
     {"cli", "__init__"},
 ]
 LEAVES = {"telemetry"}
+# Upward edges allowed for now, each with its way out. errors -> kafka: the old name
+# kafeed.errors.translate_kafka_error forwards to kafeed.kafka while the loader still calls it
+# (test_the_errors_shim_lives_only_while_the_loader_calls_it fails once none does).
+TEMPORARY_EDGES = {("errors", "kafka")}
 
 
 def _package(path: Path) -> str:
@@ -71,7 +75,7 @@ def test_every_package_imports_only_from_lower_layers() -> None:
         f"{src} (layer {_layer(src)}) imports {dst} (layer {_layer(dst)})"
         for src, targets in sorted(_imports().items())
         for dst in sorted(targets)
-        if _layer(dst) >= _layer(src)
+        if _layer(dst) >= _layer(src) and (src, dst) not in TEMPORARY_EDGES
     ]
     assert not wrong, "\n".join(wrong)
 
@@ -103,3 +107,4 @@ def test_importing_a_package_loads_nothing_above_it(module: str, forbidden: tupl
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             check=True).stdout.split()
     assert loaded == [], f"import {module} loaded {loaded}"
+

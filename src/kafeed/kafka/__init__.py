@@ -1,8 +1,25 @@
-"""The Kafka boundary: client configs, the transactional producer, dead-letter headers, drains.
+"""The Kafka boundary: the only importer of confluent_kafka.
 
-Everything kafeed says to librdkafka that more than one stage needs goes through
-here once. Errors enter the :class:`~kafeed.errors.KafeedError` tree through
-:func:`kafeed.errors.translate_kafka_error`.
+:class:`KafkaClients` (built from a :class:`~kafeed.config.ConnectionSettings`) is where
+every stage gets its clients::
+
+    clients = KafkaClients(connection)
+    consumer = clients.read_committed_consumer({"group.id": "g"}, stage="prepare")
+    producer = clients.transactional_producer(transactional_id="t", stage="prepare")
+    admin = clients.admin()
+    records = clients.read_to_end("topic")    # every committed record, or ReadIncomplete
+
+Its methods: ``config``, ``consumer``, ``read_committed_consumer``, ``share_consumer``,
+``producer``, ``transactional_producer``, ``admin``, ``reader`` (a :class:`TopicReader` for
+repeated range reads), ``read_to_end`` and ``translate``. :class:`FakeKafka` has the same
+methods over an in-memory cluster (topics, partitions, transactions, group offsets), for
+unit tests. confluent-kafka's value types (``TopicPartition``, ``OFFSET_BEGINNING``,
+``KafkaError``, ``NewTopic``, ``ConfigResource`` ...) come from :mod:`kafeed.kafka.types`,
+imported inside the function that needs them so ``import kafeed`` stays light.
+
+Errors enter the :class:`~kafeed.errors.KafeedError` tree through
+:func:`translate_kafka_error`, here and nowhere else. Also here: the transactional
+producer, dead-letter headers, and drains.
 """
 
 from kafeed.kafka.clients import (
@@ -15,6 +32,8 @@ from kafeed.kafka.clients import (
 from kafeed.kafka.consumer_errors import final_consumer_error
 from kafeed.kafka.deadletters import dead_letter_headers, fit_value
 from kafeed.kafka.drain import SESSION_TIMEOUT_MS, Drain, group_positions, stall_seconds, topic_id
+from kafeed.kafka.fake import FakeKafka
+from kafeed.kafka.kafka_clients import KafkaClients
 from kafeed.kafka.producer import (
     RECORD_OVERHEAD,
     DeliveryFailure,
@@ -23,12 +42,17 @@ from kafeed.kafka.producer import (
     is_fatal,
     undelivered_error,
 )
+from kafeed.kafka.reading import TopicReader
+from kafeed.kafka.translate import translate_kafka_error
 
 __all__ = [
     "RECORD_OVERHEAD",
     "SESSION_TIMEOUT_MS",
     "DeliveryFailure",
     "Drain",
+    "FakeKafka",
+    "KafkaClients",
+    "TopicReader",
     "TransactionalProducer",
     "admin_client",
     "client_config",
@@ -43,5 +67,6 @@ __all__ = [
     "security_failure",
     "stall_seconds",
     "topic_id",
+    "translate_kafka_error",
     "undelivered_error",
 ]

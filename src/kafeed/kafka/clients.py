@@ -1,4 +1,4 @@
-"""The one place librdkafka client configs are built.
+"""The one place librdkafka client configs are built (clients: :class:`kafeed.kafka.KafkaClients`).
 
 Connection and security come from :meth:`kafeed.config.ConnectionSettings.client_config`
 (which also routes librdkafka's log lines to the ``kafeed.librdkafka`` logger);
@@ -69,22 +69,6 @@ def client_config(connection: ConnectionSettings, extra: Mapping[str, Any] | Non
     return conf
 
 
-def admin_client(connection: ConnectionSettings) -> Any:
-    """An AdminClient for ``connection``."""
-    from confluent_kafka.admin import AdminClient
-
-    return AdminClient(client_config(connection))
-
-
-def read_committed_consumer(connection: ConnectionSettings, extra: Mapping[str, Any] | None = None, *,
-                            stage: str | None = None) -> Any:
-    """A consumer that sees only committed transactions and never commits on its own."""
-    from confluent_kafka import Consumer
-
-    return Consumer(client_config(connection, {
-        "enable.auto.commit": False, "isolation.level": "read_committed", **(extra or {})}, stage=stage))
-
-
 def close_consumer(consumer: Any, timeout_s: float = CLOSE_TIMEOUT_S, *, what: str = "consumer",
                    failure_level: int = logging.DEBUG) -> bool:
     """Close ``consumer`` (leave its group, run its revoke callback), giving up after ``timeout_s``.
@@ -117,3 +101,19 @@ def close_consumer(consumer: Any, timeout_s: float = CLOSE_TIMEOUT_S, *, what: s
     if failed:
         log.log(failure_level, "%s close failed: %s", what, failed[0])
     return True
+
+
+def admin_client(connection: ConnectionSettings) -> Any:
+    """An AdminClient for ``connection``."""
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient(client_config(connection))
+
+
+def read_committed_consumer(connection: ConnectionSettings, extra: Mapping[str, Any] | None = None, *,
+                            stage: str | None = None) -> Any:
+    """A consumer that sees only committed transactions and never commits on its own."""
+    from confluent_kafka import Consumer
+
+    return Consumer(client_config(connection, {
+        "enable.auto.commit": False, "isolation.level": "read_committed", **(extra or {})}, stage=stage))

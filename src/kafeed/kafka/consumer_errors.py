@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafeed.errors import KafeedError, KafkaOperationError, translate_kafka_error
+from kafeed.errors import KafeedError, KafkaOperationError
+from kafeed.kafka.translate import translate_kafka_error
 
 
 def _authorization_codes() -> frozenset[int]:

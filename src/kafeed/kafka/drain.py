@@ -25,8 +25,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafeed.config import ConnectionSettings
-from kafeed.errors import DrainIncomplete, TopicError, translate_kafka_error
-from kafeed.kafka.clients import admin_client, close_consumer, read_committed_consumer
+from kafeed.errors import DrainIncomplete, TopicError
+from kafeed.kafka.clients import close_consumer
+from kafeed.kafka.kafka_clients import KafkaClients
+from kafeed.kafka.translate import translate_kafka_error
 
 log = logging.getLogger("kafeed")
 
@@ -115,12 +117,13 @@ class Drain:
     """Decides, check by check, whether every partition of ``topic`` is processed to its end.
 
     ``what`` names the stage in the failure sentence; ``group`` is the consumer group that
-    divides the partitions (named there too).
+    divides the partitions (named there too). ``clients`` defaults to ``connection``'s.
     """
 
     def __init__(self, connection: ConnectionSettings, topic: str, *, what: str, group: str,
-                 stall_s: float, timeout_s: float = 15.0) -> None:
+                 stall_s: float, timeout_s: float = 15.0, clients: KafkaClients | None = None) -> None:
         self.connection = connection
+        self.clients = clients or KafkaClients(connection)
         self.topic = topic
         self.what = what
         self.group = group
@@ -140,7 +143,7 @@ class Drain:
     def _ends(self) -> dict[int, tuple[int, int]]:
         if self.ends is None:
             if self._admin is None:
-                self._admin = admin_client(self.connection)
+                self._admin = self.clients.admin()
             self.ends = topic_ends(self._admin, self.topic, timeout=self.timeout_s)
             log.info("drain of %s: every partition up to %s", self.topic,
                      ", ".join(f"{p}:{end}" for p, (_, end) in sorted(self.ends.items())))
@@ -200,7 +203,7 @@ class Drain:
         from confluent_kafka import KafkaError, TopicPartition
 
         if self._probe is None:
-            self._probe = read_committed_consumer(self.connection, {
+            self._probe = self.clients.read_committed_consumer({
                 "group.id": f"kafeed-drain-probe-{uuid.uuid4().hex[:12]}", "enable.partition.eof": True})
         ends = self._ends()
         todo = {b.partition: b for b in left}

@@ -25,8 +25,9 @@ from operator import length_hint
 from typing import Any, TypeVar
 
 from kafeed.config import ConnectionSettings
-from kafeed.errors import KafkaOperationError, translate_kafka_error
+from kafeed.errors import KafkaOperationError
 from kafeed.kafka.clients import client_config
+from kafeed.kafka.translate import translate_kafka_error
 from kafeed.telemetry import metrics as m
 
 log = logging.getLogger("kafeed")

@@ -1,0 +1,158 @@
+"""FakeKafka, the in-memory boundary: partitions, transactions, groups, and the one read-to-end."""
+
+from __future__ import annotations
+
+import pytest
+
+from kafeed.errors import BrokerUnavailable, KafkaOperationError, ReadIncomplete, TopicError
+from kafeed.kafka import FakeKafka, KafkaClients, TransactionalProducer
+from kafeed.kafka.types import OFFSET_BEGINNING, KafkaError, KafkaException, TopicPartition
+
+
+def _fake(partitions: int = 2) -> FakeKafka:
+    fake = FakeKafka()
+    fake.create_topic("t", partitions)
+    return fake
+
+
+def test_the_fake_is_a_kafka_clients_object() -> None:
+    assert isinstance(FakeKafka(), KafkaClients)
+
+
+def test_produce_then_consume_from_an_assigned_offset() -> None:
+    fake = _fake()
+    producer = fake.producer()
+    for i in range(5):
+        producer.produce("t", b"v%d" % i, b"k", partition=1)
+    consumer = fake.consumer({"group.id": "g"})
+    consumer.assign([TopicPartition("t", 1, 2)])
+    got = consumer.consume(num_messages=10, timeout=0)
+    assert [(m.partition(), m.offset(), m.value()) for m in got] == [(1, 2, b"v2"), (1, 3, b"v3"),
+                                                                     (1, 4, b"v4")]
+    assert consumer.position([TopicPartition("t", 1)])[0].offset == 5
+    consumer.seek(TopicPartition("t", 1, 0))
+    assert consumer.consume(num_messages=1, timeout=0)[0].value() == b"v0"
+
+
+def test_keyed_records_keep_their_partition() -> None:
+    fake = _fake(4)
+    producer = fake.producer()
+    for _ in range(3):
+        producer.produce("t", b"v", b"same-key")
+    assert sum(len(fake.records("t", p)) == 3 for p in range(4)) == 1
+
+
+def test_read_committed_sees_a_transaction_only_once_it_commits() -> None:
+    fake = _fake(1)
+    producer = fake.transactional_producer(transactional_id="tx", stage="test")
+    assert isinstance(producer, TransactionalProducer)  # the real one, over a fake client
+    producer.init()
+    producer.begin()
+    producer.produce("t", b"a", partition=0)
+    consumer = fake.read_committed_consumer({"group.id": "g", "auto.offset.reset": "earliest"})
+    consumer.assign([TopicPartition("t", 0, OFFSET_BEGINNING)])
+    assert consumer.consume(num_messages=10, timeout=0) == []
+    producer.commit()
+    assert [m.value() for m in consumer.consume(num_messages=10, timeout=0)] == [b"a"]
+
+
+def test_an_aborted_transaction_is_skipped_and_its_marker_takes_an_offset() -> None:
+    fake = _fake(1)
+    producer = fake.transactional_producer(transactional_id="tx", stage="test")
+    producer.init()
+    producer.begin()
+    producer.produce("t", b"gone", partition=0)
+    producer.abort()
+    producer.begin()
+    producer.produce("t", b"kept", partition=0)
+    producer.commit()
+    assert fake.records("t", 0) == [(2, None, b"kept")]  # 0: aborted record, 1: its abort marker
+    assert fake.read_to_end("t")[0].offset() == 2
+
+
+def test_offsets_sent_in_a_transaction_commit_with_it() -> None:
+    fake = _fake(1)
+    producer = fake.transactional_producer(transactional_id="tx", stage="test")
+    producer.init()
+    producer.begin()
+    producer.send_offsets({("t", 0): 7}, "g")
+    consumer = fake.consumer({"group.id": "g"})
+    assert consumer.committed([TopicPartition("t", 0)])[0].offset < 0
+    producer.commit()
+    assert consumer.committed([TopicPartition("t", 0)])[0].offset == 7
+
+
+def test_a_new_instance_of_a_transactional_id_fences_the_old_and_aborts_its_transaction() -> None:
+    fake = _fake(1)
+    old = fake.transactional_producer(transactional_id="tx", stage="test")
+    old.init()
+    old.begin()
+    old.produce("t", b"left open", partition=0)
+    new = fake.transactional_producer(transactional_id="tx", stage="test")
+    new.init()
+    assert fake.records("t", 0) == []
+    with pytest.raises(KafkaException) as caught:
+        old.commit()
+    assert caught.value.args[0].fatal()
+
+
+def test_an_injected_abortable_commit_error_is_recovered_by_the_real_producer() -> None:
+    fake = _fake(1)
+    fake.fail("commit_transaction", KafkaError._STATE, txn_requires_abort=True)
+    producer = fake.transactional_producer(transactional_id="tx", stage="test")
+    producer.init()
+    producer.begin()
+    producer.produce("t", b"x", partition=0)
+    with pytest.raises(KafkaException) as caught:
+        producer.commit()
+    assert producer.recover(caught.value) is False  # aborted, not rebuilt
+    producer.begin()
+    producer.produce("t", b"y", partition=0)
+    producer.commit()
+    assert [v for _, _, v in fake.records("t", 0)] == [b"y"]
+
+
+def test_read_to_end_reads_every_partition_to_the_end_it_had() -> None:
+    fake = _fake(3)
+    producer = fake.producer()
+    for p in (0, 2):
+        for i in range(4):
+            producer.produce("t", b"%d-%d" % (p, i), partition=p)
+    got = fake.read_to_end("t")
+    assert sorted(m.value() for m in got) == sorted(b"%d-%d" % (p, i) for p in (0, 2) for i in range(4))
+
+
+def test_read_to_end_fails_naming_what_is_left_and_never_returns_part() -> None:
+    fake = _fake(2)
+    plain = fake.producer()
+    plain.produce("t", b"done", partition=0)
+    producer = fake.transactional_producer(transactional_id="tx", stage="test")
+    producer.init()
+    producer.begin()
+    producer.produce("t", b"open", partition=1)  # an open transaction holds partition 1 back
+    with pytest.raises(ReadIncomplete) as caught:
+        fake.read_to_end("t", timeout_s=0.3)
+    assert "partition 1 (at 0 of 1)" in caught.value.message
+    assert caught.value.hint
+
+
+def test_read_to_end_of_a_missing_topic_is_a_topic_error() -> None:
+    with pytest.raises(TopicError, match="'nope' does not exist"):
+        FakeKafka().read_to_end("nope")
+
+
+def test_an_authorization_error_ends_a_read_at_once() -> None:
+    fake = _fake(1)
+    fake.producer().produce("t", b"x", partition=0)
+    fake.fail("consume", KafkaError.TOPIC_AUTHORIZATION_FAILED, "not allowed")
+    with pytest.raises(KafkaOperationError, match="not allowed"):
+        fake.read_to_end("t")
+
+
+def test_translate_keeps_the_code_and_tells_transport_failures_apart() -> None:
+    down = KafkaClients.translate(KafkaException(KafkaError(KafkaError._TRANSPORT, "refused")),
+                                  action="list topics")
+    assert isinstance(down, BrokerUnavailable) and down.code == KafkaError._TRANSPORT
+    refused = KafkaClients.translate(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED, "no."),
+                                     action="read 't'", kind=TopicError)
+    assert isinstance(refused, TopicError) and refused.message == "Could not read 't': no."
