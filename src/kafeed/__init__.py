@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from kafeed.config import ConnectionSettings, load_connection
     from kafeed.ingest import IngestOptions, IngestSummary
     from kafeed.loader.dataset import KafkaSampleDataset, KafkaTokenDataset
+    from kafeed.loader.file_dataset import FileTokenDataset
     from kafeed.loader.mixture import Mixture
     from kafeed.loader.state import merge_states
     from kafeed.loader.stream_loader import StreamLoader
@@ -49,6 +50,7 @@ _LAZY = {
     "CatalogSettings": "kafeed.archive",
     "ClusterMonitor": "kafeed.monitor",
     "ConnectionSettings": "kafeed.config",
+    "FileTokenDataset": "kafeed.loader",
     "IngestOptions": "kafeed.ingest",
     "IngestSummary": "kafeed.ingest",
     "KafkaSampleDataset": "kafeed.loader",
@@ -90,6 +92,7 @@ __all__ = [
     "ClusterMonitor",
     "ConfigError",
     "ConnectionSettings",
+    "FileTokenDataset",
     "IngestError",
     "IngestOptions",
     "IngestSummary",

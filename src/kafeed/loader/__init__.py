@@ -1,4 +1,4 @@
-"""The PyTorch loader: Kafka partitions -> packed token windows or samples, exactly once.
+"""The PyTorch loader: Kafka partitions or local files -> packed token windows or samples, exactly once.
 
 Pure-logic pieces (assignment, packing, shuffle, state) import without torch; the torch
 classes (datasets, StreamLoader) load on first use, so ``import kafeed.loader`` stays light.
@@ -16,10 +16,12 @@ from kafeed.loader.state import fingerprint, merge_states
 
 if TYPE_CHECKING:
     from kafeed.loader.dataset import KafkaSampleDataset, KafkaTokenDataset, collate_samples
+    from kafeed.loader.file_dataset import FileTokenDataset
     from kafeed.loader.mixture import Mixture
     from kafeed.loader.stream_loader import StreamLoader
 
 _LAZY = {
+    "FileTokenDataset": "kafeed.loader.file_dataset",
     "KafkaSampleDataset": "kafeed.loader.dataset",
     "KafkaTokenDataset": "kafeed.loader.dataset",
     "collate_samples": "kafeed.loader.dataset",
@@ -43,6 +45,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "FileTokenDataset",
     "KafkaSampleDataset",
     "KafkaTokenDataset",
     "LoaderSettings",

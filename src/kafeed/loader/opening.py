@@ -15,7 +15,8 @@ from typing import Any
 
 from kafeed.loader.at_exit import close_at_exit
 from kafeed.loader.parent import ParentWatch
-from kafeed.loader.reader import KafkaReader
+from kafeed.loader.readers import make_reader
+from kafeed.loader.record_kinds import KINDS
 from kafeed.loader.resume import choose_resume
 from kafeed.loader.settings import LoaderSettings
 from kafeed.loader.stream import SampleStream, TokenStream
@@ -55,9 +56,9 @@ def open_stream(settings: LoaderSettings, topo: Topology, saved: dict[str, Any] 
     loader state, or None for a fresh start), opened: its consumer is assigned and fetching."""
     resume = choose_resume(saved, mode=settings.mode, index=topo.index, count=topo.count,
                            rank=topo.rank, worker=topo.worker)
-    reader = KafkaReader(settings, index=topo.index, count=topo.count, client_stats=client_stats,
+    reader = make_reader(settings, index=topo.index, count=topo.count, client_stats=client_stats,
                          parent=parent)
-    kind = TokenStream if settings.kind == "tokens" else SampleStream
+    kind = TokenStream if KINDS[settings.kind].packs else SampleStream
     stream: Stream = kind(settings, reader)
     if resume.entry is not None:
         stream.load_state_dict(resume.entry)

@@ -48,6 +48,7 @@ from kafeed.loader.parent import ParentWatch
 from kafeed.loader.partition import Partition
 from kafeed.loader.prefetch import Stopped
 from kafeed.loader.read_ahead import ReadAhead
+from kafeed.loader.readers import STATE_KEYS, STATE_VERSION, Item, Ref
 from kafeed.loader.resume import (
     PartitionStart,
     check_known_partitions,
@@ -61,14 +62,10 @@ from kafeed.loader.state import check_positions, check_version, require_keys
 
 log = logging.getLogger("kafeed")
 
-Ref = tuple[str, int]
-Item = tuple[Ref, Any, int]  # (partition key, offset), payload, tokens already emitted
 CHECK_S = 0.02  # how often taking records looks at the queues (rate, top-up, pause)
 REFILL_S = 0.05  # the longest a refill after resuming waits for its records
 BOUNDED_FETCH_WAIT_MS = 10  # the longest the broker holds a bounded reader's fetch for data
 STOP_CHECK_S = 0.1  # with a stop hook, a wait for records looks at it this often
-STATE_VERSION = 1
-STATE_KEYS = ("version", "partitions", "rr", "stats")
 
 class KafkaReader:
     """Reader ``index`` of ``count``. Resume it with :meth:`load_state_dict` (exact) or

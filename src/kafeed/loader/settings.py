@@ -93,6 +93,10 @@ class LoaderSettings(BaseModel):
     consumer_config: Mapping[str, str | int | float | bool] = Field(default_factory=dict)
     archive: str | Mapping[str, str] | None = None
     archive_catalog: CatalogSettings = Field(default_factory=CatalogSettings)
+    # Local Parquet/Arrow files read instead of Kafka (kafeed.loader.file_source): files,
+    # directories or glob patterns; ``topics`` then names the one source they make.
+    files: tuple[str, ...] = ()
+    column: str | None = Field(default=None, min_length=1)  # of a token file: its token ids
 
     @model_validator(mode="after")
     def _check(self) -> LoaderSettings:
@@ -119,7 +123,18 @@ class LoaderSettings(BaseModel):
             raise ValueError('mode="group" needs group=<consumer group id>')
         if self.archive is not None:
             self._check_archive(self.archive)
+        if self.files:
+            self._check_files()
         return self
+
+    def _check_files(self) -> None:
+        if len(self.topics) != 1:
+            raise ValueError("files= make one source: name it with one topic")
+        for name, value, allowed in (("start", self.start, "earliest"), ("end", self.end, "latest"),
+                                     ("mode", self.mode, "static"), ("archive", self.archive, None),
+                                     ("dlq_topic", self.dlq_topic, None)):
+            if value != allowed and not (name == "mode" and value == "replicated"):
+                raise ValueError(f"files= read every row of every file: {name}={value!r} does not apply")
 
     def _check_archive(self, archive: str | Mapping[str, str]) -> None:
         if self.mode == "group":

@@ -1,4 +1,4 @@
-"""A reader's whole pipeline: Kafka records -> shuffle buffer -> packer -> numpy batches.
+"""A reader's whole pipeline: records -> shuffle buffer -> packer -> numpy batches.
 
 :class:`TokenStream` and :class:`SampleStream` run inside one DataLoader worker (or the
 main process) and know nothing about torch. ``state_dict()`` is this reader's entry of
@@ -20,8 +20,8 @@ import numpy.typing as npt
 from kafeed.errors import ResumeMismatch
 from kafeed.loader.packing import STATE_VERSION as PACKER_VERSION
 from kafeed.loader.packing import Span, TokenPacker, Window
-from kafeed.loader.reader import STATE_VERSION as READER_VERSION
-from kafeed.loader.reader import Item, KafkaReader, Ref
+from kafeed.loader.readers import STATE_VERSION as READER_VERSION
+from kafeed.loader.readers import Item, Reader, Ref
 from kafeed.loader.settings import LoaderSettings
 from kafeed.loader.shuffle import STATE_VERSION as SHUFFLE_VERSION
 from kafeed.loader.shuffle import ShuffleBuffer
@@ -65,7 +65,7 @@ class _Stream:
     buffer and (tokens) the packer. Each piece saves and restores itself; the stream's
     state is their states side by side (the reader entry of kafeed.loader.state)."""
 
-    def __init__(self, settings: LoaderSettings, reader: KafkaReader) -> None:
+    def __init__(self, settings: LoaderSettings, reader: Reader) -> None:
         self.settings = settings
         self.reader = reader
         self.shuffle: ShuffleBuffer[Item] | None = None
@@ -146,7 +146,7 @@ class _Stream:
         return dict(self.reader.stats)
 
     def stop_on(self, stop: threading.Event) -> None:
-        """Waits for records end once ``stop`` is set (see KafkaReader.stop_on)."""
+        """Waits for records end once ``stop`` is set (see the reader's stop_on)."""
         self.reader.stop_on(stop)
 
     def close(self) -> None:
@@ -182,7 +182,7 @@ class _Stream:
 class TokenStream(_Stream):
     """Packed windows of ``seq_len + 1`` token ids, ``batch_size`` at a time."""
 
-    def __init__(self, settings: LoaderSettings, reader: KafkaReader) -> None:
+    def __init__(self, settings: LoaderSettings, reader: Reader) -> None:
         super().__init__(settings, reader)
         self.packer = TokenPacker(settings.window, settings.eos)
 

@@ -1,0 +1,160 @@
+"""The record kinds the loader reads, in one registry: how each is decoded.
+
+A kind says how a record's bytes become a payload (:attr:`RecordKind.parse`, for Kafka
+records), how a table's columns do (:attr:`RecordKind.from_columns`, for the archive's
+cold tier and for local files), which protobuf message it is, and whether its payloads are
+token arrays packed into windows. Readers, decoders and sources look the kind up here and
+never test its name.
+
+To add a kind: add a :class:`RecordKind` to :data:`KINDS` (and its name to
+kafeed.loader.settings.Kind).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from google.protobuf.message import Message
+from google.protobuf.unknown_fields import UnknownFieldSet
+
+from kafeed.archive.rows import KIND_NAMES
+from kafeed.errors import SchemaError
+from kafeed.schema.codec import TOKEN_NUMPY_DTYPES, decode_document, decode_sample, unpack_tokens
+from kafeed.schema.records_pb2 import TokenizedDocument
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+MAX_TOKEN_ID = 2**32 - 1  # token ids travel as uint16 or uint32
+Where = tuple[str | None, int | None, int | None]  # topic, partition, offset: for messages
+# value, where it came from, the tokenizer asked for -> (payload, decoded message, tokens in it)
+Parse = Callable[[bytes, Where, "str | None"], tuple[Any, Message, int]]
+FromColumns = Callable[["pa.Table", Any, "str | None"], list[Any]]
+
+
+@dataclass(frozen=True)
+class RecordKind:
+    """One record kind (see the module docstring)."""
+
+    name: str
+    message: str  # the protobuf message its records are
+    hint: str  # what to do when a topic holds other records
+    packs: bool  # payloads are token arrays, packed into windows
+    columns: tuple[str, ...]  # the archive table's columns a payload is made of
+    parse: Parse
+    from_columns: FromColumns
+    count: Callable[[Any], int]  # tokens in a payload (for the stats)
+
+
+def _parse_tokens(value: bytes, where: Where, tokenizer: str | None) -> tuple[Any, Message, int]:
+    # Fast path, the hot loop: parse, check, one np.frombuffer. Anything odd goes through
+    # decode_document, which names the record in its error.
+    doc = TokenizedDocument()
+    try:
+        doc.ParseFromString(value)
+        dtype = TOKEN_NUMPY_DTYPES.get(doc.dtype)
+        data = doc.tokens
+        if dtype is not None and len(data) == doc.num_tokens * dtype.itemsize and (
+                tokenizer is None or doc.tokenizer == tokenizer):
+            return np.frombuffer(data, dtype=dtype), doc, doc.num_tokens
+    except Exception:
+        pass
+    topic, partition, offset = where
+    doc = decode_document(value, topic=topic, partition=partition, offset=offset)
+    if tokenizer is not None and doc.tokenizer != tokenizer:
+        raise SchemaError(f"record {topic}/{partition}@{offset} was tokenized with "
+                          f"{doc.tokenizer!r}, not {tokenizer!r}.")
+    tokens = unpack_tokens(doc.tokens, doc.dtype)
+    return tokens, doc, int(tokens.size)
+
+
+def _parse_sample(value: bytes, where: Where, tokenizer: str | None) -> tuple[Any, Message, int]:
+    topic, partition, offset = where
+    sample = decode_sample(value, topic=topic, partition=partition, offset=offset)
+    return {
+        "id": sample.id, "input": sample.input_data,
+        "targets": np.asarray(sample.target_values, dtype=np.float32),
+        "metadata": dict(sample.metadata), "source": sample.source, "timestamp": sample.timestamp,
+    }, sample, 0
+
+
+def _column_is(data: pa.Table, column: str, value: str) -> Any:
+    import pyarrow.compute as pc
+
+    return pc.fill_null(pc.equal(data[column], value), False).to_numpy(zero_copy_only=False)
+
+
+def token_arrays(column: pa.ChunkedArray, rows: Any = None, *, name: str = "tokens") -> list[Any]:
+    """The token arrays of a list<int> column (views of its buffers, never copied), of
+    ``rows`` (sorted indices) or of every row. Ids outside 0 .. 2**32-1 are refused."""
+    out: list[Any] = []
+    starts = 0
+    for chunk in column.chunks:
+        bounds = chunk.offsets.to_numpy()
+        flat = chunk.values.to_numpy(zero_copy_only=False)
+        used = flat[bounds[0]:bounds[-1]]
+        if used.size and (int(used.min()) < 0 or int(used.max()) > MAX_TOKEN_ID):
+            raise SchemaError(f"Column {name!r} holds values outside 0..2**32-1, which are no token ids.",
+                              hint="Name the column of token ids (a list of integers per row): column=.")
+        if rows is None:
+            # np.split cuts in C: one view per row, no Python loop over the rows.
+            out.extend(np.split(used, bounds[1:-1] - bounds[0]) if len(bounds) > 1 else [])
+        else:
+            mine = rows[(rows >= starts) & (rows < starts + len(chunk))] - starts
+            out.extend(flat[bounds[r]:bounds[r + 1]] for r in mine.tolist())
+        starts += len(chunk)
+    return out
+
+
+def _token_columns(data: pa.Table, rows: Any, tokenizer: str | None) -> list[Any]:
+    """Token arrays of ``rows`` of an archive table; None for rows to decode from their bytes
+    (kept raw by the archive, or of another tokenizer)."""
+    good = _column_is(data, "kind", KIND_NAMES["tokens"])
+    if tokenizer is not None:
+        good &= _column_is(data, "tokenizer", tokenizer)
+    if rows is None:
+        rows = np.arange(data.num_rows)
+    arrays = token_arrays(data["tokens"], rows)
+    return [a if good[r] else None for r, a in zip(rows.tolist(), arrays, strict=True)]
+
+
+def _sample_columns(data: pa.Table, rows: Any, tokenizer: str | None) -> list[Any]:
+    out: list[Any] = []
+    for row in (data if rows is None else data.take(rows)).to_pylist():
+        if row["kind"] != KIND_NAMES["samples"]:
+            out.append(None)
+            continue
+        out.append({
+            "id": row["id"], "input": row["input_data"],
+            "targets": np.asarray(row["targets"] or (), dtype=np.float32),
+            "metadata": dict(row["metadata"] or ()), "source": row["source"],
+            "timestamp": row["event_time_ms"],
+        })
+    return out
+
+
+TOKENS = RecordKind(
+    name="tokens", message="TokenizedDocument", packs=True,
+    hint="KafkaTokenDataset reads TokenizedDocument records, which `kafeed prepare` writes; for the "
+         "TrainingSample records `kafeed ingest` writes, use KafkaSampleDataset (or run `kafeed "
+         "prepare` on this topic first).",
+    columns=("offset", "timestamp", "kind", "tokens", "tokenizer"),
+    parse=_parse_tokens, from_columns=_token_columns, count=len)
+SAMPLES = RecordKind(
+    name="samples", message="TrainingSample", packs=False,
+    hint="KafkaSampleDataset reads TrainingSample records, which `kafeed ingest` writes; for the "
+         "TokenizedDocument records `kafeed prepare` writes, use KafkaTokenDataset.",
+    columns=("offset", "timestamp", "kind", "id", "input_data", "targets", "metadata", "source",
+             "event_time_ms"),
+    parse=_parse_sample, from_columns=_sample_columns, count=lambda payload: 0)
+
+KINDS: dict[str, RecordKind] = {kind.name: kind for kind in (TOKENS, SAMPLES)}
+
+
+def lenient(record: Message) -> bool:
+    """Whether protobuf accepted ``record`` only leniently: another message type parses with
+    fields it does not know, so such a record proves nothing about its topic."""
+    return bool(len(UnknownFieldSet(record)))
