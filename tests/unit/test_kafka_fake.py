@@ -156,3 +156,42 @@ def test_translate_keeps_the_code_and_tells_transport_failures_apart() -> None:
     refused = KafkaClients.translate(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED, "no."),
                                      action="read 't'", kind=TopicError)
     assert isinstance(refused, TopicError) and refused.message == "Could not read 't': no."
+
+
+def test_share_consumers_split_the_records_and_a_release_hands_one_out_again() -> None:
+    from kafeed.kafka.types import AcknowledgeType
+
+    fake = _fake(2)
+    producer = fake.producer()
+    for i in range(4):
+        producer.produce("t", b"%d" % i, partition=i % 2)
+    first = fake.share_consumer({"group.id": "s", "max.poll.records": 3})
+    second = fake.share_consumer({"group.id": "s"})
+    first.subscribe(["t"])
+    second.subscribe(["t"])
+    got = first.poll(0)
+    rest = second.poll(0)
+    assert len(got) == 3 and len(rest) == 1  # each record locked to one member
+    for msg in got[:2]:
+        first.acknowledge(msg, AcknowledgeType.ACCEPT)
+    first.acknowledge(got[2], AcknowledgeType.RELEASE)
+    again = second.poll(0)
+    assert [m.offset() for m in again] == [got[2].offset()]
+    second.close()  # unacknowledged: both of second's records go back
+    assert len(first.poll(0)) == 2
+
+
+def test_the_admin_creates_topics_with_configs_and_answers_describe() -> None:
+    from kafeed.kafka.types import ConfigResource, NewTopic, OffsetSpec, TopicPartition
+
+    fake = FakeKafka()
+    admin = fake.admin()
+    admin.create_topics([NewTopic("c", num_partitions=3, config={"cleanup.policy": "compact"})])["c"].result()
+    assert sorted(admin.list_topics("c").topics["c"].partitions) == [0, 1, 2]
+    res = ConfigResource(ConfigResource.Type.TOPIC, "c")
+    assert admin.describe_configs([res])[res].result()["cleanup.policy"].value == "compact"
+    with pytest.raises(KafkaException):
+        admin.create_topics([NewTopic("c", num_partitions=1)])["c"].result()
+    fake.producer().produce("c", b"x", partition=2)
+    ends = admin.list_offsets({TopicPartition("c", 2): OffsetSpec.latest()})
+    assert [f.result().offset for f in ends.values()] == [1]

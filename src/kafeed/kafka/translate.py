@@ -45,3 +45,30 @@ def translate_kafka_error(exc: BaseException | Any, *, action: str,
             code=code,
         )
     return kind(f"Could not {action}: {reason}.", code=code)
+
+
+def error_code(exc: BaseException | Any) -> int | None:
+    """librdkafka's code of a ``KafkaException`` (or ``KafkaError``), None for anything else."""
+    err = _kafka_error(exc)
+    return None if err is None else int(err.code())
+
+
+def is_transient(exc: BaseException) -> bool:
+    """An admin request that may succeed when sent again: retriable, or leadership still moving
+    (as right after a topic is created or a broker is lost)."""
+    from confluent_kafka import KafkaError
+
+    err = _kafka_error(exc)
+    if err is None:
+        return False
+    return bool(err.retriable()) or err.code() in (
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+    )
+
+
+def is_no_answer(exc: BaseException) -> bool:
+    """A request that failed only because no broker answered in time (transport, timeout)."""
+    err = _kafka_error(exc)
+    return err is not None and err.name() in ("_TRANSPORT", "_TIMED_OUT")
