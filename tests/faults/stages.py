@@ -391,15 +391,16 @@ class Tasks(Stage):
         return sum(1 for event, *_ in runs(self.log) if event == "done")
 
     def outcome(self) -> Outcome:
+        from kafeed.kafka import KafkaClients
         from kafeed.tasks.model import decode_result
-        from kafeed.tasks.status import read_all as read_records
 
         final: dict[str, str] = {}
-        for record in read_records(self.kafka, self.settings.results_topic):
+        for record in KafkaClients(self.kafka).read_to_end(self.settings.results_topic):
             result = decode_result(record.value())
             if result is not None:
                 final[result.key] = result.status
-        parked = Counter(r.key().decode() for r in read_records(self.kafka, self.settings.parked_topic))
+        parked = Counter(r.key().decode()
+                         for r in KafkaClients(self.kafka).read_to_end(self.settings.parked_topic))
         done = Counter(key for event, key, _, _ in runs(self.log) if event == "done")
         reruns = {k: n - 1 for k, n in done.items() if n > 1}
         notes = [f"handler ran again after a kill: {reruns}"] if reruns else []

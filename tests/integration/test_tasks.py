@@ -21,9 +21,10 @@ from typing import Any
 import pytest
 
 from kafeed.config import ConnectionSettings
+from kafeed.kafka import KafkaClients
 from kafeed.tasks import QueueSettings, make_task, submit_tasks
 from kafeed.tasks.results import ResultsView
-from kafeed.tasks.status import queue_status, read_all
+from kafeed.tasks.status import queue_status
 from tests.integration.task_handlers import runs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -99,7 +100,7 @@ def _scenario(kafka: ConnectionSettings, work: Path, *, ok: int, kills: int) -> 
     for proc in procs:
         proc.send_signal(signal.SIGTERM)
     codes = [proc.wait(timeout=60) for proc in procs]
-    parked = read_all(kafka, settings.parked_topic)
+    parked = KafkaClients(kafka).read_to_end(settings.parked_topic)
     return {"runs": runs(Path(log)), "results": results, "ok": ok, "killed": killed,
             "codes": codes, "status": status["mixed"], "parked": parked}
 

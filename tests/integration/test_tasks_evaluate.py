@@ -105,9 +105,9 @@ def test_train_eval_every_evaluates_each_checkpoint_and_report_draws_it(
 
 def test_evaluate_a_classifier_checkpoint_on_the_held_out_tenth(
         kafka: ConnectionSettings, make_topic: Any, shakespeare: Path, tmp_path: Path) -> None:
+    from kafeed.kafka import KafkaClients
     from kafeed.schema import decode_sample
     from kafeed.tasks import TaskContext
-    from kafeed.tasks.status import read_all
     from kafeed.train.classifier import held_out, train_classifier
     from kafeed.train.evaluate import evaluate
     from kafeed.train.options import TrainOptions
@@ -127,7 +127,7 @@ def test_evaluate_a_classifier_checkpoint_on_the_held_out_tenth(
                           stop=threading.Event())
     out = evaluate({"checkpoint": str(tmp_path / "ck" / "step-00000003.pt"), "records": 1000,
                     "run_dir": str(tmp_path / "run")}, context)
-    expected = sum(1 for m in read_all(kafka, topic) if held_out(decode_sample(m.value()).id))
+    expected = sum(1 for m in KafkaClients(kafka).read_to_end(topic) if held_out(decode_sample(m.value()).id))
     assert out["step"] == 3 and out["held_out_records"] == expected > 0
     assert 0.0 <= out["accuracy"] <= 1.0 and 0.5 <= out["majority_rate"] <= 1.0
     assert json.loads((tmp_path / "run" / "evaluations.jsonl").read_text())["accuracy"] == out["accuracy"]

@@ -1,5 +1,5 @@
-"""`kafeed tasks status` and `cancel` read queue topics to their end: a queue whose last records
-were aborted ends at its end of partition, not at the timeout."""
+"""`kafeed tasks status` and `cancel` read queue topics to their end (KafkaClients.read_to_end):
+a queue whose last records were aborted ends at its end of partition, not at the timeout."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import uuid
 from confluent_kafka import Producer
 
 from kafeed.config import ConnectionSettings
-from kafeed.tasks.status import read_all
+from kafeed.kafka import KafkaClients
 from tests.kafka_fixtures import TopicFactory
 
 
@@ -29,7 +29,7 @@ def test_read_all_ends_at_the_end_of_a_partition_that_ends_in_aborted_records(
     producer.abort_transaction(30)
 
     started = time.monotonic()
-    records = read_all(kafka, topic, timeout=20)
+    records = KafkaClients(kafka).read_to_end(topic, timeout_s=20)
     took = time.monotonic() - started
     assert sorted(m.value() for m in records) == [f"kept-{i}".encode() for i in range(6)]
-    assert took < 10, f"read_all waited {took:.1f} s for records that will never come"
+    assert took < 10, f"read_to_end waited {took:.1f} s for records that will never come"

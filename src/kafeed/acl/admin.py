@@ -6,8 +6,9 @@ from typing import Any
 
 from kafeed.acl.roles import Binding
 from kafeed.config import ConnectionSettings
-from kafeed.errors import KafeedError, KafkaOperationError, translate_kafka_error
-from kafeed.kafka import admin_client
+from kafeed.errors import KafeedError, KafkaOperationError
+from kafeed.kafka import KafkaClients, translate_kafka_error
+from kafeed.kafka.translate import error_code
 
 # confluent-kafka names Kafka's CLUSTER resource type BROKER.
 _CLIENT_TYPE = {"CLUSTER": "BROKER"}
@@ -15,7 +16,7 @@ _OUR_TYPE = {v: k for k, v in _CLIENT_TYPE.items()}
 
 
 def _acl(binding: Binding) -> Any:
-    from confluent_kafka.admin import (
+    from kafeed.kafka.types import (
         AclBinding,
         AclOperation,
         AclPermissionType,
@@ -31,7 +32,7 @@ def _acl(binding: Binding) -> Any:
 
 def _filter(binding: Binding) -> Any:
     """The filter that matches exactly ``binding`` (delete_acls takes filters)."""
-    from confluent_kafka.admin import AclBindingFilter
+    from kafeed.kafka.types import AclBindingFilter
 
     acl = _acl(binding)
     return AclBindingFilter(acl.restype, acl.name, acl.resource_pattern_type, acl.principal, acl.host,
@@ -46,14 +47,13 @@ def _from_acl(acl: Any) -> Binding:
 
 def _failed(exc: BaseException, action: str, who: str | None) -> KafeedError:
     """The cluster's refusal in one sentence (its own text for it is a Java request dump)."""
-    from confluent_kafka import KafkaError
+    from kafeed.kafka.types import KafkaError
 
-    err = exc.args[0] if exc.args else None
-    if isinstance(err, KafkaError) and err.code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED:
+    if error_code(exc) == KafkaError.CLUSTER_AUTHORIZATION_FAILED:
         return KafkaOperationError(
             f"Could not {action}: the cluster denied it: User:{who or 'ANONYMOUS'} may not change ACLs.",
             hint="Use the admin role's settings file (ALTER on the cluster).",
-            code=err.code())
+            code=KafkaError.CLUSTER_AUTHORIZATION_FAILED)
     return translate_kafka_error(exc, action=action, kind=KafkaOperationError)
 
 
@@ -61,7 +61,7 @@ class AclAdmin:
     """ACL calls against one cluster; every failure is a one-sentence :class:`KafeedError`."""
 
     def __init__(self, connection: ConnectionSettings, *, timeout: float = 30.0) -> None:
-        self._admin = admin_client(connection)
+        self._admin = KafkaClients(connection).admin()
         self._who = connection.sasl_username
         self.timeout = timeout
 
@@ -91,7 +91,7 @@ class AclAdmin:
 
     def list(self, principal: str | None = None) -> list[Binding]:
         """Every ALLOW binding on the cluster (of ``principal`` when given), sorted."""
-        from confluent_kafka.admin import (
+        from kafeed.kafka.types import (
             AclBindingFilter,
             AclOperation,
             AclPermissionType,

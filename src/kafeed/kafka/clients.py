@@ -103,17 +103,17 @@ def close_consumer(consumer: Any, timeout_s: float = CLOSE_TIMEOUT_S, *, what: s
     return True
 
 
-def admin_client(connection: ConnectionSettings) -> Any:
-    """An AdminClient for ``connection``."""
-    from confluent_kafka.admin import AdminClient
 
-    return AdminClient(client_config(connection))
+def admin_client(connection: ConnectionSettings) -> Any:
+    """``KafkaClients(connection).admin()``, for callers not moved to KafkaClients yet."""
+    from kafeed.kafka.kafka_clients import KafkaClients
+
+    return KafkaClients(connection).admin()
 
 
 def read_committed_consumer(connection: ConnectionSettings, extra: Mapping[str, Any] | None = None, *,
                             stage: str | None = None) -> Any:
-    """A consumer that sees only committed transactions and never commits on its own."""
-    from confluent_kafka import Consumer
+    """``KafkaClients(connection).read_committed_consumer(...)``, for callers not moved yet."""
+    from kafeed.kafka.kafka_clients import KafkaClients
 
-    return Consumer(client_config(connection, {
-        "enable.auto.commit": False, "isolation.level": "read_committed", **(extra or {})}, stage=stage))
+    return KafkaClients(connection).read_committed_consumer(extra, stage=stage)

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 from kafeed.config import ConnectionSettings
 from kafeed.errors import ConfigError
+from kafeed.kafka import KafkaClients
 from kafeed.tasks.model import TaskResult, decode_result
 from kafeed.tasks.settings import QueueSettings
-from kafeed.tasks.status import read_all
 from kafeed.tasks.writer import TaskWriter
 from kafeed.topics import TopicAdmin
 
@@ -29,14 +29,13 @@ class CancelResult:
     already_finished: list[str]
 
 
-def _submitted(connection: ConnectionSettings, settings: QueueSettings,
-               kind: str) -> dict[str, TaskResult | None]:
+def _submitted(clients: KafkaClients, settings: QueueSettings, kind: str) -> dict[str, TaskResult | None]:
     """Every key of ``kind`` ever queued or given a result: key -> its latest result."""
     known: dict[str, TaskResult | None] = {}
-    for msg in read_all(connection, settings.queue_topic(kind)):
+    for msg in clients.read_to_end(settings.queue_topic(kind)):
         if msg.key() is not None:
             known.setdefault(msg.key().decode("utf-8", "replace"), None)
-    for msg in read_all(connection, settings.results_topic):
+    for msg in clients.read_to_end(settings.results_topic):
         result = decode_result(msg.value())
         if result is not None and result.kind == kind:
             known[result.key] = result  # read in order: the last one is the latest
@@ -47,11 +46,12 @@ def cancel(connection: ConnectionSettings, settings: QueueSettings, kind: str,
            keys: list[str]) -> CancelResult:
     """Cancel ``keys`` of ``kind``: copies still queued are acknowledged unrun (a running one
     finishes). :class:`ConfigError`, and nothing written, when a key was never submitted."""
-    if not TopicAdmin(connection).exists(settings.queue_topic(kind)):
+    clients = KafkaClients(connection)
+    if not TopicAdmin(connection, clients=clients).exists(settings.queue_topic(kind)):
         raise ConfigError(f"There is no task queue {settings.queue_topic(kind)!r}: no task of kind "
                           f"{kind!r} was ever submitted.",
                           hint="Check --kind and --prefix; `kafeed tasks status` lists the queues.")
-    known = _submitted(connection, settings, kind)
+    known = _submitted(clients, settings, kind)
     unknown = [key for key in dict.fromkeys(keys) if key not in known]
     if unknown:
         shown = ", ".join(repr(k) for k in unknown[:5]) + (" ..." if len(unknown) > 5 else "")
@@ -63,7 +63,7 @@ def cancel(connection: ConnectionSettings, settings: QueueSettings, kind: str,
     for key in dict.fromkeys(keys):
         latest = known[key]
         (over if latest is not None and latest.status in _OVER else todo).append(key)
-    writer = TaskWriter(connection, settings)
+    writer = TaskWriter(connection, settings, clients=clients)
     for key in todo:
         writer.result_async(TaskResult(key=key, kind=kind, status="cancelled", worker="cancel"))
     writer.flush()

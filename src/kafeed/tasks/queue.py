@@ -6,8 +6,8 @@ import logging
 from typing import Any
 
 from kafeed.config import ConnectionSettings
-from kafeed.errors import ConfigError, KafeedError, KafkaOperationError, translate_kafka_error
-from kafeed.kafka.clients import admin_client
+from kafeed.errors import ConfigError, KafeedError, KafkaOperationError
+from kafeed.kafka import KafkaClients, translate_kafka_error
 from kafeed.tasks.settings import QueueSettings
 from kafeed.topics import TopicAdmin, plan_topic
 
@@ -58,13 +58,13 @@ def lock_ms(timeout_s: float) -> int:
 
 
 def configure_group(connection: ConnectionSettings, group: str, *, lock_duration_ms: int,
-                    delivery_limit: int = 10) -> None:
+                    delivery_limit: int = 10, clients: KafkaClients | None = None) -> None:
     """Start the share group at the earliest task and lock each delivery for ``lock_duration_ms``.
 
     A broker without share groups refuses group configs; that is said in one sentence
     naming ``share.version``.
     """
-    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+    from kafeed.kafka.types import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
     def entry(name: str, value: str) -> Any:
         return ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
@@ -74,7 +74,7 @@ def configure_group(connection: ConnectionSettings, group: str, *, lock_duration
         entry("share.record.lock.duration.ms", str(lock_duration_ms)),
         entry("share.delivery.count.limit", str(delivery_limit)),
     ])
-    admin = admin_client(connection)
+    admin = (clients or KafkaClients(connection)).admin()
     try:
         for future in admin.incremental_alter_configs([resource]).values():
             future.result(timeout=30)

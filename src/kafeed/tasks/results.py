@@ -14,17 +14,17 @@ import uuid
 from typing import Any
 
 from kafeed.config import ConnectionSettings
-from kafeed.errors import translate_kafka_error
-from kafeed.kafka.clients import read_committed_consumer
+from kafeed.kafka import KafkaClients, translate_kafka_error
 from kafeed.tasks.model import TaskResult, decode_result
 
 
 class ResultsView:
     """Latest result per key, the live lease per key, and how far the topic has been read."""
 
-    def __init__(self, connection: ConnectionSettings, topic: str) -> None:
+    def __init__(self, connection: ConnectionSettings, topic: str, *,
+                 clients: KafkaClients | None = None) -> None:
         self.topic = topic
-        self._connection = connection
+        self._clients = clients or KafkaClients(connection)
         self._lock = threading.Condition()
         self._latest: dict[str, TaskResult] = {}
         self._leases: dict[str, TaskResult] = {}
@@ -38,9 +38,9 @@ class ResultsView:
 
     def start(self, *, timeout: float = 60.0) -> ResultsView:
         """Assign every partition from the beginning, read up to the end, then follow."""
-        from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+        from kafeed.kafka.types import OFFSET_BEGINNING, TopicPartition
 
-        consumer = read_committed_consumer(self._connection, {
+        consumer = self._clients.read_committed_consumer({
             "group.id": f"kafeed-results-view-{uuid.uuid4().hex[:12]}", "auto.offset.reset": "earliest",
             "fetch.wait.max.ms": 5})
         try:

@@ -8,60 +8,19 @@ no finished result is ``queued``, or ``in flight`` while a live lease holds it.
 from __future__ import annotations
 
 import time
-import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
 from kafeed.config import ConnectionSettings
-from kafeed.errors import KafkaOperationError, translate_kafka_error
-from kafeed.kafka.clients import read_committed_consumer
+from kafeed.kafka import KafkaClients
 from kafeed.tasks.model import Task, TaskResult, decode_task
 from kafeed.tasks.results import ResultsView
 from kafeed.tasks.settings import QueueSettings
 from kafeed.tasks.writer import TaskWriter
 from kafeed.topics import TopicAdmin
 
-
-def read_all(connection: ConnectionSettings, topic: str, *, timeout: float = 30.0) -> list[Any]:
-    """Every record now on ``topic``, read to its end (an operator's command, not a hot path).
-
-    Every partition is read to the high watermark it had at the start (its end of partition
-    counts too: a gap of deleted or aborted records ends there), or the call fails naming
-    the partitions left: counts from part of a queue would look complete.
-    """
-    from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
-
-    consumer = read_committed_consumer(connection, {
-        "group.id": f"kafeed-tasks-status-{uuid.uuid4().hex[:12]}", "auto.offset.reset": "earliest",
-        "enable.partition.eof": True})
-    try:
-        parts = sorted(consumer.list_topics(topic, timeout=timeout).topics[topic].partitions)
-        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)
-                for p in parts}
-        todo = {p for p, (low, high) in ends.items() if high > low}
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in parts])
-        records: list[Any] = []
-        deadline = time.monotonic() + timeout
-        while todo and time.monotonic() < deadline:
-            for msg in consumer.consume(num_messages=1000, timeout=0.5):
-                err = msg.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF and msg.offset() >= ends[msg.partition()][1]:
-                        todo.discard(msg.partition())
-                    continue
-                records.append(msg)
-                if msg.offset() + 1 >= ends[msg.partition()][1]:
-                    todo.discard(msg.partition())
-    except Exception as exc:
-        raise translate_kafka_error(exc, action=f"read {topic!r}") from exc
-    finally:
-        consumer.close()
-    if todo:
-        raise KafkaOperationError(
-            f"Could not read {topic!r} to its end within {timeout:g} s: partition(s) "
-            f"{', '.join(map(str, sorted(todo)))} stopped short.",
-            hint="Check the brokers (kafeed broker status) and run the command again.")
-    return records
+#: Counts from part of a queue would look complete: a read that stops short fails, saying this.
+_HINT = "Check the brokers (kafeed broker status) and run the command again."
 
 
 @dataclass
@@ -86,8 +45,9 @@ def kinds_on_cluster(admin: TopicAdmin, settings: QueueSettings) -> list[str]:
 
 def queue_status(connection: ConnectionSettings, settings: QueueSettings) -> list[KindStatus]:
     """Per kind: queued, in flight, done, failed (expired), parked, cancelled, oldest wait."""
-    kinds = kinds_on_cluster(TopicAdmin(connection), settings)
-    view = ResultsView(connection, settings.results_topic).start()
+    clients = KafkaClients(connection)
+    kinds = kinds_on_cluster(TopicAdmin(connection, clients=clients), settings)
+    view = ResultsView(connection, settings.results_topic, clients=clients).start()
     try:
         latest = view.snapshot()
         now = time.time()
@@ -95,7 +55,7 @@ def queue_status(connection: ConnectionSettings, settings: QueueSettings) -> lis
         for kind in kinds:
             status = KindStatus(kind)
             first: dict[str, Task] = {}
-            for msg in read_all(connection, settings.queue_topic(kind)):
+            for msg in clients.read_to_end(settings.queue_topic(kind), hint=_HINT):
                 task = decode_task(msg.value())
                 if task is not None:
                     first.setdefault(task.key, task)
@@ -128,20 +88,21 @@ def queue_status(connection: ConnectionSettings, settings: QueueSettings) -> lis
 def retry_parked(connection: ConnectionSettings, settings: QueueSettings, *,
                  keys: list[str] | None = None) -> list[Task]:
     """Put parked tasks (all, or those of ``keys``) back with fresh attempts; their history stays."""
-    view = ResultsView(connection, settings.results_topic).start()
+    clients = KafkaClients(connection)
+    view = ResultsView(connection, settings.results_topic, clients=clients).start()
     try:
         latest = view.snapshot()
     finally:
         view.close()
     chosen: dict[str, Task] = {}
-    for msg in read_all(connection, settings.parked_topic):
+    for msg in clients.read_to_end(settings.parked_topic, hint=_HINT):
         task = decode_task(msg.value())
         result = latest.get(task.key) if task is not None else None
         if task is None or result is None or result.status != "parked":
             continue
         if keys is None or task.key in keys:
             chosen[task.key] = task
-    writer = TaskWriter(connection, settings)
+    writer = TaskWriter(connection, settings, clients=clients)
     again = [t.model_copy(update={"attempt": 1, "not_before": 0.0, "submitted_at": time.time()})
              for t in chosen.values()]
     for task in again:

@@ -28,10 +28,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafeed.config import ConnectionSettings
-from kafeed.errors import KafeedError, translate_kafka_error
-from kafeed.kafka import deadletters
-from kafeed.kafka.clients import client_config
+from kafeed.kafka import KafkaClients, dead_letter_headers, translate_kafka_error
 from kafeed.tasks.handlers import Handler, TaskContext, json_output, wants_context
+from kafeed.tasks.leases import HeldLeases
 from kafeed.tasks.model import FINAL, Attempt, Task, TaskResult, decode_task
 from kafeed.tasks.queue import configure_group, ensure_topics, lock_ms, share_group_error
 from kafeed.tasks.results import ResultsView
@@ -68,13 +67,15 @@ def default_worker_id() -> str:
 
 
 class Worker:
-    """Runs ``handler`` for the tasks of ``kind`` until ``stop`` is set."""
+    """Runs ``handler`` for the tasks of ``kind`` until ``stop`` is set (Kafka through ``clients``,
+    ``connection``'s by default)."""
 
     def __init__(self, connection: ConnectionSettings, *, kind: str, handler: Handler,
                  settings: QueueSettings | None = None, concurrency: int = 1, timeout_s: float = 30.0,
                  lease_s: float = 10.0, worker_id: str | None = None,
-                 stop: threading.Event | None = None) -> None:
+                 stop: threading.Event | None = None, clients: KafkaClients | None = None) -> None:
         self.connection = connection
+        self.clients = clients or KafkaClients(connection)
         self.kind = kind
         self.handler = handler
         self._with_context = wants_context(handler)
@@ -87,8 +88,7 @@ class Worker:
         self.worker_id = worker_id or default_worker_id()
         self.stop = stop or threading.Event()
         self.stats = WorkerStats()
-        self._held: dict[str, TaskResult] = {}
-        self._held_lock = threading.Lock()
+        self._leases: HeldLeases | None = None
         self._stats_lock = threading.Lock()
         self._view: ResultsView | None = None
         self._writer: TaskWriter | None = None
@@ -97,20 +97,19 @@ class Worker:
 
     def prepare(self) -> None:
         """Topics, the results check, the share group's config and the results view."""
-        ensure_topics(TopicAdmin(self.connection), self.settings, [self.kind])
+        ensure_topics(TopicAdmin(self.connection, clients=self.clients), self.settings, [self.kind])
         configure_group(self.connection, self.settings.group(self.kind),
-                        lock_duration_ms=lock_ms(self.timeout_s))
-        self._writer = TaskWriter(self.connection, self.settings)
-        self._view = ResultsView(self.connection, self.settings.results_topic).start()
+                        lock_duration_ms=lock_ms(self.timeout_s), clients=self.clients)
+        self._writer = TaskWriter(self.connection, self.settings, clients=self.clients)
+        self._leases = HeldLeases(self._writer, self.lease_s, self.stop)
+        self._view = ResultsView(self.connection, self.settings.results_topic, clients=self.clients).start()
 
     def _consumer(self) -> Any:
-        from confluent_kafka import ShareConsumer
-
         try:
-            consumer = ShareConsumer(client_config(self.connection, {
+            consumer = self.clients.share_consumer({
                 "group.id": self.settings.group(self.kind),
                 "share.acknowledgement.mode": "explicit",
-                "max.poll.records": self.concurrency}))
+                "max.poll.records": self.concurrency})
             consumer.subscribe([self.settings.queue_topic(self.kind)])
         except Exception as exc:
             raise share_group_error(exc, self.settings.group(self.kind)) from exc
@@ -122,8 +121,8 @@ class Worker:
         if self._view is None:
             self.prepare()
         consumer = self._consumer()
-        beat = threading.Thread(target=self._heartbeat, name="kafeed-lease", daemon=True)
-        beat.start()
+        assert self._leases is not None
+        self._leases.start()
         pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="kafeed-task")
         if on_ready is not None:
             on_ready()
@@ -143,14 +142,14 @@ class Worker:
         finally:
             self.stop.set()
             pool.shutdown(wait=True)
-            beat.join(timeout=5)
+            self._leases.join()
             consumer.close()
             assert self._view is not None
             self._view.close()
         return self.stats
 
     def _batch(self, consumer: Any, pool: ThreadPoolExecutor, records: list[Any]) -> None:
-        from confluent_kafka import AcknowledgeType
+        from kafeed.kafka.types import AcknowledgeType
 
         tasks = [(msg, decode_task(msg.value())) for msg in records]
         tasks.sort(key=lambda pair: -(pair[1].priority if pair[1] else 0))
@@ -219,8 +218,8 @@ class Worker:
         holder = self._view.holder(task.key)
         if holder is None or holder.lease_id != lease.lease_id:
             return self._defer(task, holder.lease_until if holder else time.time())
-        with self._held_lock:
-            self._held[task.key] = lease
+        assert self._leases is not None
+        self._leases.hold(lease)
         return self._run(msg, task, lease)
 
     def _defer(self, task: Task, not_before: float) -> str:
@@ -236,7 +235,7 @@ class Worker:
                           history=task.history, **fields)
 
     def _run(self, msg: Any, task: Task, lease: TaskResult) -> str:
-        assert self._writer is not None
+        assert self._writer is not None and self._leases is not None
         started = time.time()
         m.TASKS_STARTED.labels(kind=self.kind).inc()
         m.TASKS_QUEUE_WAIT.labels(kind=self.kind).observe(max(0.0, started - max(task.submitted_at,
@@ -255,8 +254,7 @@ class Worker:
             m.TASKS_SUCCEEDED.labels(kind=self.kind).inc()
             return ACCEPT
         finally:
-            with self._held_lock:  # no heartbeat after this: the outcome below ends the lease
-                self._held.pop(task.key, None)
+            self._leases.release(task.key)  # no heartbeat after this: the outcome below ends the lease
             m.TASKS_RUNNING.labels(kind=self.kind).dec()
             m.TASKS_HANDLER_SECONDS.labels(kind=self.kind).observe(time.time() - started)
         finished = time.time()
@@ -274,7 +272,7 @@ class Worker:
             m.TASKS_RETRIED.labels(kind=self.kind).inc()
             return ACCEPT
         parked = task.model_copy(update={"history": (*task.history, failure)})
-        headers = deadletters.dead_letter_headers(
+        headers = dead_letter_headers(
             kind="task-failed", stage="tasks",
             reason=f"Task {task.key!r} failed {task.attempt} attempt(s); last: {failure.error}"[:1000],
             source=(msg.topic(), msg.partition(), msg.offset()),
@@ -294,18 +292,3 @@ class Worker:
         context = TaskContext(connection=self.connection, kind=task.kind, key=task.key,
                               attempt=task.attempt, worker=self.worker_id, stop=self.stop)
         return self.handler(dict(task.params), context=context)
-
-    def _heartbeat(self) -> None:
-        every = max(0.2, self.lease_s / 4)
-        while not self.stop.wait(every) or self._held:
-            with self._held_lock:  # held while writing, so no renewal follows a lease's end
-                now = time.time()
-                for lease in self._held.values():
-                    assert self._writer is not None
-                    try:
-                        self._writer.result_async(lease.model_copy(update={
-                            "lease_until": now + self.lease_s, "written_at": now}))
-                    except KafeedError as exc:
-                        log.warning("could not renew the lease on %s: %s", lease.key, exc)
-            if self.stop.is_set():
-                time.sleep(every)

@@ -7,8 +7,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from kafeed.config import ConnectionSettings
-from kafeed.errors import KafkaOperationError, translate_kafka_error
-from kafeed.kafka.clients import client_config
+from kafeed.errors import KafkaOperationError
+from kafeed.kafka import KafkaClients, translate_kafka_error
 from kafeed.tasks.model import Task, TaskResult
 from kafeed.tasks.settings import QueueSettings
 
@@ -18,12 +18,11 @@ Headers = list[tuple[str, bytes]]
 class TaskWriter:
     """Produces and waits: :meth:`flush` raises when any record since the last flush failed."""
 
-    def __init__(self, connection: ConnectionSettings, settings: QueueSettings) -> None:
-        from confluent_kafka import Producer
-
+    def __init__(self, connection: ConnectionSettings, settings: QueueSettings, *,
+                 clients: KafkaClients | None = None) -> None:
         self.settings = settings
-        self._producer = Producer(client_config(connection, {
-            "enable.idempotence": True, "acks": "all", "linger.ms": 2}))
+        self._producer = (clients or KafkaClients(connection)).producer({
+            "enable.idempotence": True, "acks": "all", "linger.ms": 2})
         self._errors: list[str] = []
         self._lock = threading.Lock()
 

@@ -1,7 +1,8 @@
 """Topic planning and administration."""
 
 from kafeed.choices import DEFAULT_PER_PARTITION_MBPS, Compression
-from kafeed.topics.admin import PartitionInfo, TopicAdmin, TopicInfo
+from kafeed.topics.admin import TopicAdmin
+from kafeed.topics.describe import PartitionInfo, TopicInfo
 from kafeed.topics.internal import KAFKA_OWN_TOPICS, deletion_cost, is_internal
 from kafeed.topics.plan import (
     MAX_PARTITIONS,

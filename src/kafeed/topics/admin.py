@@ -6,64 +6,35 @@ import logging
 import time
 from collections.abc import Mapping
 from concurrent.futures import Future
-from dataclasses import asdict, dataclass
 from typing import Any, NoReturn
 
 from kafeed.config import ConnectionSettings
 from kafeed.connect import check_reachable
-from kafeed.errors import BrokerUnavailable, KafeedError, TopicError, translate_kafka_error
-from kafeed.kafka import admin_client, security_failure
+from kafeed.errors import BrokerUnavailable, KafeedError, TopicError
+from kafeed.kafka import KafkaClients, security_failure, translate_kafka_error
+from kafeed.kafka.translate import error_code, is_no_answer, is_transient
+from kafeed.topics.describe import TopicInfo, describe_topic
 from kafeed.topics.plan import TopicPlan
 
 DEFAULT_MAX_MESSAGE_BYTES = 1_048_588  # the broker default of message.max.bytes
-_TRANSPORT = -195  # librdkafka RD_KAFKA_RESP_ERR__TRANSPORT: the broker hung up
-_TIMED_OUT = -185  # RD_KAFKA_RESP_ERR__TIMED_OUT
-
-
-def _retriable(exc: Exception) -> bool:
-    """A metadata request that failed only because no broker answered within its slice."""
-    err = exc.args[0] if exc.args else None
-    return getattr(err, "code", lambda: None)() in (_TRANSPORT, _TIMED_OUT)
 
 log = logging.getLogger("kafeed")
 
 
-@dataclass(frozen=True)
-class PartitionInfo:
-    partition: int
-    leader: int | None
-    replicas: list[int]
-    isr: list[int]
-    high_watermark: int
-    size_bytes: int | None
-
-
-@dataclass(frozen=True)
-class TopicInfo:
-    name: str
-    partitions: list[PartitionInfo]
-    configs: dict[str, str]
-
-    @property
-    def replication(self) -> int:
-        return len(self.partitions[0].replicas) if self.partitions else 0
-
-    def as_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["replication"] = self.replication
-        return out
-
-
 class TopicAdmin:
-    """Topic operations on the cluster that ``settings`` points at."""
+    """Topic operations on the cluster that ``settings`` points at (through ``clients`` when given,
+    e.g. a :class:`~kafeed.kafka.FakeKafka`; else ``settings``' own, after a TCP probe)."""
 
-    def __init__(self, settings: ConnectionSettings, *, timeout: float = 15.0) -> None:
-        # Fail in milliseconds, naming the cause, rather than after a metadata timeout.
-        check_reachable(settings)
+    def __init__(self, settings: ConnectionSettings, *, timeout: float = 15.0,
+                 clients: KafkaClients | None = None) -> None:
+        if clients is None:
+            # Fail in milliseconds, naming the cause, rather than after a metadata timeout.
+            check_reachable(settings)
         self.settings = settings
         self.timeout = timeout
         self._refusal: str | None = None
-        self._admin = admin_client(settings)
+        self.clients = clients or KafkaClients(settings)
+        self._admin = self.clients.admin()
 
     def _metadata(self, topic: str | None = None) -> Any:
         # In slices: a refused login or certificate ends the wait at once, not at the timeout.
@@ -73,7 +44,7 @@ class TopicAdmin:
             try:
                 return self._admin.list_topics(topic=topic, timeout=max(0.1, min(left, 1.0)))
             except Exception as exc:  # librdkafka raises KafkaException
-                if time.monotonic() < deadline and _retriable(exc) and not self._refused():
+                if time.monotonic() < deadline and is_no_answer(exc) and not self._refused():
                     continue
                 self._raise_metadata_error(exc)
 
@@ -89,8 +60,10 @@ class TopicAdmin:
                 f"Could not read cluster metadata: the broker refused the connection ({refused}).",
                 hint="Check the credentials and ssl_ca_location of the [connection] settings "
                 "(--config or KAFEED_SASL_*/KAFEED_SSL_CA_LOCATION).") from exc
+        from kafeed.kafka.types import KafkaError
+
         error = translate_kafka_error(exc, action="read cluster metadata")
-        if (isinstance(error, BrokerUnavailable) and error.code == _TRANSPORT
+        if (isinstance(error, BrokerUnavailable) and error.code == KafkaError._TRANSPORT
                 and self.settings.security_protocol == "PLAINTEXT"):
             # The TCP probe in __init__ got through: the broker hung up on the protocol.
             raise BrokerUnavailable(
@@ -102,7 +75,7 @@ class TopicAdmin:
 
     def _denied(self, name: str) -> bool:
         """True when the cluster hides ``name`` from this principal (no DESCRIBE ACL)."""
-        from confluent_kafka import KafkaError
+        from kafeed.kafka.types import KafkaError
 
         found = self._metadata(name).topics.get(name)
         return found is not None and found.error is not None and (
@@ -129,8 +102,7 @@ class TopicAdmin:
 
     def create(self, plan: TopicPlan, *, exist_ok: bool = False) -> bool:
         """Create the topic; False (with ``exist_ok``) when it already existed."""
-        from confluent_kafka import KafkaError
-        from confluent_kafka.admin import NewTopic
+        from kafeed.kafka.types import KafkaError, NewTopic
 
         new = NewTopic(plan.name, num_partitions=plan.partitions,
                        replication_factor=plan.replication, config=plan.configs())
@@ -138,8 +110,7 @@ class TopicAdmin:
         try:
             future.result(timeout=self.timeout)
         except Exception as exc:
-            err = exc.args[0] if exc.args else None
-            if exist_ok and isinstance(err, KafkaError) and err.code() == KafkaError.TOPIC_ALREADY_EXISTS:
+            if exist_ok and error_code(exc) == KafkaError.TOPIC_ALREADY_EXISTS:
                 return False
             raise translate_kafka_error(
                 exc, action=f"create topic {plan.name!r}", kind=TopicError) from exc
@@ -163,7 +134,7 @@ class TopicAdmin:
         ``just_created``: this client created the topic a moment ago, so a broker whose metadata
         does not list it yet is asked again before the topic counts as missing.
         """
-        from confluent_kafka.admin import ConfigResource
+        from kafeed.kafka.types import ConfigResource
 
         for attempt in range(6 if just_created else 1):
             if self.exists(name):
@@ -179,7 +150,7 @@ class TopicAdmin:
                 break
             except Exception as exc:
                 # On several nodes a topic just created is not yet known to every broker.
-                if attempt < 5 and _transient(exc):
+                if attempt < 5 and is_transient(exc):
                     time.sleep(0.2 * 2**attempt)
                     continue
                 raise translate_kafka_error(
@@ -188,16 +159,16 @@ class TopicAdmin:
         return int(entry.value) if entry is not None and entry.value else DEFAULT_MAX_MESSAGE_BYTES
 
     def delete(self, name: str) -> None:
-        from confluent_kafka import KafkaError
+        from kafeed.kafka.types import KafkaError
 
         future = self._admin.delete_topics([name], request_timeout=self.timeout)[name]
         try:
             future.result(timeout=self.timeout)
         except Exception as exc:
-            err = exc.args[0] if exc.args else None
-            if isinstance(err, KafkaError) and err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+            if error_code(exc) == KafkaError.UNKNOWN_TOPIC_OR_PART:
                 raise TopicError(f"Topic {name!r} does not exist, so there is nothing to delete.",
-                                 hint="See `kafeed topic list`.", code=err.code()) from exc
+                                 hint="See `kafeed topic list`.",
+                                 code=KafkaError.UNKNOWN_TOPIC_OR_PART) from exc
             raise translate_kafka_error(exc, action=f"delete topic {name!r}", kind=TopicError) from exc
 
     def delete_records(self, name: str, before: Mapping[int, int], *, wait: bool = True) -> None:
@@ -205,7 +176,7 @@ class TopicAdmin:
 
         With ``wait`` False the request is only sent: a failure is logged, not raised.
         """
-        from confluent_kafka import TopicPartition
+        from kafeed.kafka.types import TopicPartition
 
         if not before:
             return
@@ -224,73 +195,20 @@ class TopicAdmin:
                     kind=TopicError) from exc
 
     def describe(self, name: str, *, sizes: bool = True) -> TopicInfo:
-        from confluent_kafka import TopicPartition
-        from confluent_kafka.admin import ConfigResource, OffsetSpec
-
+        """Partitions (leaders, replicas, high watermarks, sizes when ``sizes``) and configs."""
         meta = self._metadata(name).topics.get(name)
         if meta is None or meta.error is not None:
             raise TopicError(
                 f"Topic {name!r} does not exist.", hint="See `kafeed topic list`.",
                 code=None if meta is None or meta.error is None else meta.error.code(),
             )
-        parts = sorted(meta.partitions.values(), key=lambda p: p.id)
-        for attempt in range(6):
-            try:
-                offsets = self._admin.list_offsets(
-                    {TopicPartition(name, p.id): OffsetSpec.latest() for p in parts},
-                    request_timeout=self.timeout,
-                )
-                hw = {tp.partition: f.result(timeout=self.timeout).offset
-                      for tp, f in offsets.items()}
-                res = ConfigResource(ConfigResource.Type.TOPIC, name)
-                entries = self._admin.describe_configs(
-                    [res], request_timeout=self.timeout)[res].result(timeout=self.timeout)
-                break
-            except Exception as exc:
-                # Leadership moves right after creation or a broker loss: retry those.
-                if attempt < 5 and _transient(exc):
-                    time.sleep(0.2 * 2**attempt)
-                    continue
-                raise translate_kafka_error(
-                    exc, action=f"describe topic {name!r}", kind=TopicError) from exc
-        configs = {k: v.value for k, v in entries.items() if not v.is_default and v.value is not None}
-        if sizes:
-            from kafeed.jars.tools import log_dir_sizes
-
-            size_map = log_dir_sizes(self.settings, name)
-        else:
-            size_map = {}
-        return TopicInfo(
-            name=name,
-            partitions=[
-                PartitionInfo(
-                    partition=p.id, leader=p.leader if p.leader >= 0 else None,
-                    replicas=list(p.replicas), isr=list(p.isrs),
-                    high_watermark=hw.get(p.id, -1), size_bytes=size_map.get(p.id),
-                )
-                for p in parts
-            ],
-            configs=configs,
-        )
+        return describe_topic(self._admin, self.settings, meta, timeout=self.timeout, sizes=sizes)
 
 
 def _log_failed_deletion(future: Future[Any]) -> None:
     exc = future.exception()
     if exc is not None:
         log.warning("deleting records failed: %s", exc)
-
-
-def _transient(exc: BaseException) -> bool:
-    from confluent_kafka import KafkaError
-
-    err = exc.args[0] if exc.args else None
-    if not isinstance(err, KafkaError):
-        return False
-    return bool(err.retriable()) or err.code() in (
-        KafkaError.NOT_LEADER_FOR_PARTITION,
-        KafkaError.LEADER_NOT_AVAILABLE,
-        KafkaError.UNKNOWN_TOPIC_OR_PART,
-    )
 
 
 def ensure_reachable(settings: ConnectionSettings, timeout: float = 10.0) -> int:
