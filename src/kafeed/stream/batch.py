@@ -34,7 +34,7 @@ def message_column(messages: Sequence[Any], accessor: str) -> list[Any]:
     Through the client's own method when the messages are its ``Message`` s (several
     times faster than ``methodcaller``), else by name (the fakes of unit tests).
     """
-    from confluent_kafka import Message
+    from kafeed.kafka.types import Message
 
     if messages and type(messages[0]) is Message:
         return list(map(getattr(Message, accessor), messages))

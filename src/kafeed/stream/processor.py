@@ -209,7 +209,7 @@ class StreamProcessor(Generic[ReportT]):
 
     def _settle(self) -> None:
         """Wait for the in-flight transaction; count it, or undo it and mark its records for rewind."""
-        from confluent_kafka import KafkaException
+        from kafeed.kafka.types import KafkaException
 
         if self._inflight is None:
             return
@@ -260,7 +260,7 @@ class StreamProcessor(Generic[ReportT]):
 
     def _rewind(self, discarded: Sequence[Record]) -> None:
         """Seek every still-assigned partition back to the first offset not committed."""
-        from confluent_kafka import KafkaException, TopicPartition
+        from kafeed.kafka.types import KafkaException, TopicPartition
 
         starts: dict[tuple[str, int], int] = {}
         for r in (*self._rewind_records, *discarded):
@@ -375,7 +375,7 @@ class StreamProcessor(Generic[ReportT]):
     def _consumer_error(self, err: Any) -> bool:
         """Raise a final consumer error (fatal, or not authorized), log any other but end of
         partition; False: not a record."""
-        from confluent_kafka import KafkaError
+        from kafeed.kafka.types import KafkaError
 
         final = final_consumer_error(
             err, action=f"consume {self.settings.input!r} in group {self.settings.group!r}")

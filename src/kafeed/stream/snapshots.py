@@ -15,13 +15,11 @@ history. Compaction shrinks the rest once the stage reuses its keys (it does).
 from __future__ import annotations
 
 import struct
-import time
-import uuid
 from collections.abc import Iterable
 
 from kafeed.config import ConnectionSettings
-from kafeed.errors import KafkaOperationError, translate_kafka_error
-from kafeed.kafka import read_committed_consumer
+from kafeed.kafka import KafkaClients, TopicReader
+from kafeed.stream.topics import REBUILD_HINT
 
 SNAPSHOT_END = b"\x00kafeed.snapshot-end"
 _COUNT = struct.Struct(">iI")  # partition, chunk count
@@ -41,35 +39,10 @@ def parse_snapshot_end(key: bytes, value: bytes | None) -> tuple[int, bytes] | N
     return _COUNT.unpack_from(value)[1], value[_COUNT.size:]
 
 
-def _read_range(consumer: object, topic: str, partition: int, start: int, end: int,
-                deadline: float) -> list[tuple[int, bytes, bytes | None]]:
-    from confluent_kafka import KafkaError, TopicPartition
-
-    out: list[tuple[int, bytes, bytes | None]] = []
-    if start >= end:
-        return out
-    consumer.assign([TopicPartition(topic, partition, start)])  # type: ignore[attr-defined]
-    while True:
-        if time.monotonic() > deadline:
-            raise KafkaOperationError(
-                f"Could not read state changelog {topic!r} partition {partition} in time.",
-                hint="A transaction may still be open there; retry, or raise the rebuild timeout "
-                "(prepare: dedup.rebuild_timeout_s).")
-        for msg in consumer.consume(num_messages=10_000, timeout=0.5):  # type: ignore[attr-defined]
-            err = msg.error()
-            if err is not None:
-                if err.code() == KafkaError._PARTITION_EOF:
-                    if msg.offset() >= end:
-                        return out
-                    continue
-                raise translate_kafka_error(err, action=f"read state changelog {topic!r}") from None
-            if msg.offset() >= end:
-                return out
-            key = msg.key()
-            if key is not None:
-                out.append((msg.offset(), key, msg.value()))
-            if msg.offset() + 1 >= end:
-                return out
+def _read_range(reader: TopicReader, topic: str, partition: int, start: int, end: int,
+                timeout_s: float) -> list[tuple[int, bytes, bytes | None]]:
+    got = reader.read(topic, {partition: (start, end)}, timeout_s=timeout_s, hint=REBUILD_HINT)
+    return [(msg.offset(), msg.key(), msg.value()) for msg in got if msg.key() is not None]
 
 
 def read_from_snapshot(
@@ -77,24 +50,17 @@ def read_from_snapshot(
     first_window: int = 256,
 ) -> tuple[dict[int, list[Entry]], int]:
     """Per partition the records from its newest snapshot on (all of them if none), and how many were read."""
-    from confluent_kafka import TopicPartition
-
     wanted = sorted(set(partitions))
     entries: dict[int, list[Entry]] = {p: [] for p in wanted}
     if not wanted:
         return entries, 0
-    consumer = read_committed_consumer(connection, {
-        "group.id": f"kafeed-state-rebuild-{uuid.uuid4().hex[:8]}",
-        "enable.partition.eof": True,
-        "fetch.max.bytes": 52_428_800,
-    })
     read = 0
-    deadline = time.monotonic() + timeout_s
-    try:
+    with KafkaClients(connection).reader(what="state rebuild") as reader:
+        marks = reader.watermarks(topic, wanted, timeout_s=timeout_s)
         for p in wanted:
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s)
+            low, high = marks[p]
             window, start = first_window, max(low, high - first_window)
-            records = _read_range(consumer, topic, p, start, high, deadline)
+            records = _read_range(reader, topic, p, start, high, timeout_s)
             read += len(records)
             while True:
                 marker = next(((off, parsed) for off, k, v in reversed(records)
@@ -103,7 +69,7 @@ def read_from_snapshot(
                     offset, (chunks, _) = marker
                     first = offset - chunks
                     if first < start:
-                        before = _read_range(consumer, topic, p, first, start, deadline)
+                        before = _read_range(reader, topic, p, first, start, timeout_s)
                         read += len(before)
                         records = before + records
                     entries[p] = [(k, v) for off, k, v in records if off >= first]
@@ -113,10 +79,8 @@ def read_from_snapshot(
                     break
                 window *= 4
                 new_start = max(low, high - window)
-                more = _read_range(consumer, topic, p, new_start, start, deadline)
+                more = _read_range(reader, topic, p, new_start, start, timeout_s)
                 read += len(more)
                 records = more + records
                 start = new_start
-    finally:
-        consumer.close()
     return entries, read

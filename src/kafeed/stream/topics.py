@@ -9,18 +9,19 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from collections.abc import Iterable
 
 from kafeed.config import ConnectionSettings
-from kafeed.errors import KafkaOperationError, TopicError, translate_kafka_error
-from kafeed.kafka import read_committed_consumer
+from kafeed.errors import TopicError
+from kafeed.kafka import KafkaClients
 from kafeed.stream.settings import StreamSettings
 from kafeed.topics import TopicAdmin, plan_topic
 
 log = logging.getLogger("kafeed")
 
 ChangelogEntries = dict[int, list[tuple[bytes, bytes | None]]]
+REBUILD_HINT = ("A transaction may still be open there; retry, or raise the rebuild timeout "
+                "(prepare: dedup.rebuild_timeout_s).")
 
 
 def _partitions(admin: TopicAdmin, name: str, timeout_s: float = 15.0) -> int:
@@ -73,49 +74,13 @@ def read_changelog(
     connection: ConnectionSettings, topic: str, partitions: Iterable[int], *, timeout_s: float,
 ) -> ChangelogEntries:
     """Every (key, value) in changelog ``topic`` for ``partitions``, read_committed up to the end."""
-    from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
-
     wanted = sorted(set(partitions))
     entries: ChangelogEntries = {p: [] for p in wanted}
     if not wanted:
         return entries
-    consumer = read_committed_consumer(connection, {
-        "group.id": f"kafeed-state-rebuild-{uuid.uuid4().hex[:8]}",
-        "enable.partition.eof": True,
-        "fetch.max.bytes": 52_428_800,
-    })
-    try:
-        ends: dict[int, int] = {}
-        for p in wanted:
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s)
-            if high > low:
-                ends[p] = high
-        if not ends:
-            return entries
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in ends])
-        deadline = time.monotonic() + timeout_s
-        pending = set(ends)
-        while pending:
-            if time.monotonic() > deadline:
-                raise KafkaOperationError(
-                    f"Could not rebuild state from {topic!r} partitions {sorted(pending)} "
-                    f"within {timeout_s:.0f}s.",
-                    hint="A transaction may still be open there; retry, or raise the rebuild timeout "
-                    "(prepare: dedup.rebuild_timeout_s).")
-            for msg in consumer.consume(num_messages=10_000, timeout=0.5):
-                err = msg.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        if msg.offset() >= ends.get(msg.partition(), 0):
-                            pending.discard(msg.partition())
-                        continue
-                    raise translate_kafka_error(err, action=f"read state changelog {topic!r}") from None
-                key = msg.key()
-                if key is not None:
-                    entries[msg.partition()].append((key, msg.value()))
-                if msg.offset() + 1 >= ends[msg.partition()]:
-                    pending.discard(msg.partition())
-    finally:
-        consumer.close()
+    for msg in KafkaClients(connection).read_to_end(topic, wanted, timeout_s=timeout_s, hint=REBUILD_HINT):
+        key = msg.key()
+        if key is not None:
+            entries[msg.partition()].append((key, msg.value()))
     log.debug("read changelog %s: %s", topic, {p: len(e) for p, e in entries.items()})
     return entries
