@@ -20,7 +20,6 @@ from: those records are there already, or were deleted by retention on purpose.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
@@ -30,9 +29,8 @@ from kafeed.archive.rows import record_headers, record_value
 from kafeed.archive.schema import PROP_CLUSTER, PROP_TOPIC
 from kafeed.archive.settings import CatalogSettings
 from kafeed.config import ConnectionSettings
-from kafeed.errors import ConfigError, KafeedError, KafkaOperationError, TopicError, translate_kafka_error
-from kafeed.kafka import TransactionalProducer, admin_client
-from kafeed.kafka.clients import close_consumer, read_committed_consumer
+from kafeed.errors import ConfigError, KafeedError, TopicError
+from kafeed.kafka import KafkaClients, TransactionalProducer, translate_kafka_error
 
 # One transaction for the whole replay, however long it takes to produce.
 TRANSACTION_TIMEOUT_MS = 15 * 60 * 1000
@@ -64,44 +62,14 @@ def _filter(since: datetime | None, until: datetime | None, source: str | None) 
 def replayed_positions(connection: ConnectionSettings, topic: str, origin: str) -> set[tuple[int, int]]:
     """(partition, offset) at ``origin`` (``cluster/topic``) of every record a replay already
     wrote to ``topic``: the committed records up to each partition's end, read once."""
-    from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
-
     prefix = f"{origin}/".encode()
-    consumer = read_committed_consumer(connection, {
-        "group.id": "kafeed-replay-reader", "enable.partition.eof": True,
-        "auto.offset.reset": "earliest"})
     found: set[tuple[int, int]] = set()
-    try:
-        parts = sorted(consumer.list_topics(topic, timeout=15).topics[topic].partitions)
-        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=15) for p in parts}
-        todo = {p for p, (low, high) in ends.items() if high > low}
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in todo])
-        stalled_at = time.monotonic()
-        while todo:
-            msgs = consumer.consume(num_messages=10_000, timeout=0.5)
-            if msgs:
-                stalled_at = time.monotonic()
-            for msg in msgs:
-                err = msg.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        todo.discard(msg.partition())
-                    continue
-                for key, value in msg.headers() or ():
-                    if key == SOURCE_HEADER and value and value.startswith(prefix):
-                        partition, _, offset = value[len(prefix):].decode().partition("/")
-                        found.add((int(partition), int(offset)))
-            if time.monotonic() - stalled_at > READ_STALL_S:
-                raise KafkaOperationError(
-                    f"Could not read topic {topic!r} to its end to find what was replayed before "
-                    f"(partitions {sorted(todo)} made no progress for {READ_STALL_S:g}s).",
-                    hint="Check the cluster with `kafeed broker status`, then run the replay again.")
-    except KafeedError:
-        raise
-    except Exception as exc:
-        raise translate_kafka_error(exc, action=f"read topic {topic!r}") from exc
-    finally:
-        close_consumer(consumer, what="replay reader")
+    hint = "Check the cluster with `kafeed broker status`, then run the replay again."
+    for msg in KafkaClients(connection).read_to_end(topic, timeout_s=READ_STALL_S, hint=hint):
+        for key, value in msg.headers() or ():
+            if key == SOURCE_HEADER and value and value.startswith(prefix):
+                partition, _, offset = value[len(prefix):].decode().partition("/")
+                found.add((int(partition), int(offset)))
     return found
 
 
@@ -114,7 +82,7 @@ def replay(table_name: str, catalog: CatalogSettings, connection: ConnectionSett
     source_topic = table.properties.get(PROP_TOPIC, "")
     check_table(table, table_name, topic=source_topic, cluster_id=None, kind=None)
     try:
-        meta = admin_client(connection).list_topics(topic, timeout=15)
+        meta = KafkaClients(connection).admin().list_topics(topic, timeout=15)
     except Exception as exc:
         raise translate_kafka_error(exc, action=f"read the metadata of topic {topic!r}") from exc
     info = meta.topics.get(topic)

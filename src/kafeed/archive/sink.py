@@ -44,16 +44,16 @@ from kafeed.archive.rows import RecordBatch, RowMapper
 from kafeed.archive.schema import offsets_key, topic_id_key
 from kafeed.archive.settings import ArchiveSettings
 from kafeed.config import ConnectionSettings
-from kafeed.errors import CatalogUnavailable, ResumeMismatch, TopicError, translate_kafka_error
+from kafeed.errors import CatalogUnavailable, ResumeMismatch, TopicError
 from kafeed.kafka import (
     SESSION_TIMEOUT_MS,
     Drain,
-    admin_client,
+    KafkaClients,
     close_consumer,
     final_consumer_error,
-    read_committed_consumer,
     stall_seconds,
     topic_id,
+    translate_kafka_error,
 )
 from kafeed.kafka.drain import topic_ends
 
@@ -145,11 +145,11 @@ class ArchiveSink:
         # While the group is joined and the catalog opened, load what the first batch would.
         warming = self._writer_thread.submit(warm_up, s.kind)
         try:
-            self._consumer = read_committed_consumer(self.connection, extra, stage="archive")
+            self._consumer = KafkaClients(self.connection).read_committed_consumer(extra, stage="archive")
             cluster_id = cluster_id_of(self._consumer, s.topic)
             self._key = offsets_key(cluster_id, s.topic)
             self._id_key = topic_id_key(cluster_id, s.topic)
-            admin = admin_client(self.connection)
+            admin = KafkaClients(self.connection).admin()
             self._topic_id = topic_id(admin, s.topic)
             # Joining the group goes on in the client's thread while the catalog opens; the
             # assignment is only handed over (to _on_assign, which needs the table) in consume().
@@ -207,7 +207,7 @@ class ArchiveSink:
         return read_positions(self._table, self._key)
 
     def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
-        from confluent_kafka import OFFSET_BEGINNING
+        from kafeed.kafka.types import OFFSET_BEGINNING
 
         table = self._refresh()
         self.stats.positions = dict(table)
@@ -287,7 +287,7 @@ class ArchiveSink:
 
     def _take(self, msgs: list[Any]) -> None:
         """Buffer and decode one consumed batch; the per-message work is reading its fields."""
-        from confluent_kafka import KafkaError
+        from kafeed.kafka.types import KafkaError
 
         buffers, expected, eof = self._buffers, self._expected, self._eof
         was_empty = not buffers and not self._staged()
@@ -403,7 +403,7 @@ class ArchiveSink:
         return True
 
     def _after_commit(self, plan: CommitPlan) -> None:
-        from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+        from kafeed.kafka.types import OFFSET_BEGINNING, TopicPartition
 
         for p in plan.keep_from:
             self._expected[p] = plan.positions[p]

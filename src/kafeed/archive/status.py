@@ -10,8 +10,8 @@ from kafeed.archive.position import read_positions
 from kafeed.archive.schema import PROP_CLUSTER, PROP_TOPIC, offsets_key
 from kafeed.archive.settings import CatalogSettings
 from kafeed.config import ConnectionSettings
-from kafeed.errors import KafeedError, translate_kafka_error
-from kafeed.kafka import read_committed_consumer
+from kafeed.errors import TopicError
+from kafeed.kafka import KafkaClients
 
 
 @dataclass(frozen=True)
@@ -90,21 +90,9 @@ def archive_status(table_name: str, catalog: CatalogSettings,
 
 
 def _watermarks(connection: ConnectionSettings, topic: str, known: list[int]) -> dict[int, tuple[int, int]]:
-    from confluent_kafka import TopicPartition
-
-    consumer = read_committed_consumer(connection, {"group.id": "kafeed-archive-status"})
-    try:
-        meta = consumer.list_topics(topic, timeout=10)
-        info = meta.topics.get(topic)
-        parts = sorted(set(known) | set(info.partitions if info is not None and info.error is None else ()))
-        out = {}
-        for p in parts:
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
-            out[p] = (int(low), int(high))
-        return out
-    except KafeedError:
-        raise
-    except Exception as exc:
-        raise translate_kafka_error(exc, action=f"read the watermarks of topic {topic!r}") from exc
-    finally:
-        consumer.close()
+    with KafkaClients(connection).reader(what="archive status") as reader:
+        try:
+            parts = reader.partitions(topic, timeout_s=10)
+        except TopicError:
+            parts = []
+        return reader.watermarks(topic, sorted(set(known) | set(parts)), timeout_s=10)

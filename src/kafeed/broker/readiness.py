@@ -24,11 +24,11 @@ def wait_ready(connection: ConnectionSettings, specs: list[NodeSpec], pids: dict
                marker: str, timeout: float) -> None:
     """Return once the cluster reports all ``specs`` as brokers; BrokerError when a node
     exits (``pids``: node id text → pid) or ``timeout`` passes first."""
-    from kafeed.kafka import admin_client
+    from kafeed.kafka import KafkaClients
 
     # librdkafka logs connection refusals while a node boots; the kafeed.librdkafka
     # logger that every client config routes them to keeps them off stderr.
-    admin = admin_client(connection)
+    admin = KafkaClients(connection).admin()
     deadline = time.monotonic() + timeout
     while True:
         for spec in specs:

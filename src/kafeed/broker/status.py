@@ -93,9 +93,9 @@ def cluster_view(connection: ConnectionSettings, timeout: float) -> tuple[int | 
     other still shows what it answered.
     """
     from kafeed.jars.tools import quorum_leader
-    from kafeed.kafka import admin_client
+    from kafeed.kafka import KafkaClients
 
-    admin = admin_client(connection)
+    admin = KafkaClients(connection).admin()
     try:
         meta = admin.list_topics(timeout=timeout)
         topics = sorted(t for t in meta.topics if not t.startswith("__"))

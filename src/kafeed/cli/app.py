@@ -61,11 +61,9 @@ app.command("replay")(archive.replay)
 
 def version_line() -> str:
     """kafeed's version and those of what it runs on: Kafka, librdkafka, PyTorch."""
-    from confluent_kafka import __version__ as client_version
-    from confluent_kafka import libversion
-
     from kafeed.choices import KAFKA_VERSION
     from kafeed.extras import installed_version
+    from kafeed.kafka.types import client_version, libversion
 
     torch = installed_version("torch") or "not installed (pip install 'kafeed[torch]')"
     return (f"kafeed {__version__} (Kafka {KAFKA_VERSION}, librdkafka {libversion()[0]}, "

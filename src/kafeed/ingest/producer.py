@@ -21,10 +21,10 @@ import time
 from typing import Any
 
 from kafeed.config import ConnectionSettings
-from kafeed.errors import KafkaOperationError, translate_kafka_error
+from kafeed.errors import KafkaOperationError
 from kafeed.ingest.options import IngestOptions
 from kafeed.ingest.progress import PROGRESS_TOPIC
-from kafeed.kafka import TransactionalProducer, error_text, undelivered_error
+from kafeed.kafka import TransactionalProducer, error_text, translate_kafka_error, undelivered_error
 from kafeed.telemetry.stats import StatsCallback
 
 log = logging.getLogger("kafeed")

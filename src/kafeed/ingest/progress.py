@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from kafeed.config import ConnectionSettings
-from kafeed.errors import KafkaOperationError, ResumeMismatch, translate_kafka_error
+from kafeed.errors import ResumeMismatch
 from kafeed.ingest.options import IngestOptions
 from kafeed.ingest.sources import redact_dsn
-from kafeed.kafka import read_committed_consumer
+from kafeed.kafka import KafkaClients
 
 PROGRESS_TOPIC = "__kafeed_ingest_progress"
 MARKER_VERSION = 1
@@ -98,35 +98,13 @@ class JobProgress:
 
 def read_latest(settings: ConnectionSettings, job: str, *, timeout: float = 60.0) -> JobProgress | None:
     """The job's latest committed marker (read_committed), or None when it never committed."""
-    from confluent_kafka import TopicPartition
-
-    consumer = read_committed_consumer(settings, {"group.id": f"kafeed-ingest-reader-{uuid.uuid4().hex[:8]}"})
-    try:
-        tp = TopicPartition(PROGRESS_TOPIC, 0)
-        try:
-            low, high = consumer.get_watermark_offsets(tp, timeout=10, cached=False)
-        except Exception as exc:
-            raise translate_kafka_error(exc, action=f"read {PROGRESS_TOPIC}") from exc
-        if high <= low:
-            return None
-        consumer.assign([TopicPartition(PROGRESS_TOPIC, 0, low)])
-        key = job.encode()
-        latest: bytes | None = None
-        deadline = time.monotonic() + timeout
-        while True:
-            msgs = consumer.consume(num_messages=1000, timeout=0.05)
-            for msg in msgs:
-                if msg.error() is None and msg.key() == key:
-                    latest = msg.value()
-            position = consumer.position([tp])[0].offset
-            if position >= high:
-                break
-            if time.monotonic() > deadline:
-                raise KafkaOperationError(
-                    f"Could not read {PROGRESS_TOPIC} to its end within {timeout:.0f}s "
-                    "(another ingest holds a transaction open?).", hint="Retry in a minute.")
-    finally:
-        consumer.close()
+    key = job.encode()
+    latest: bytes | None = None
+    for msg in KafkaClients(settings).read_to_end(
+            PROGRESS_TOPIC, [0], timeout_s=timeout,
+            hint="Another ingest may hold a transaction open there: retry in a minute."):
+        if msg.key() == key:
+            latest = msg.value()
     if latest is None:
         return None
     return JobProgress.from_state_dict(json.loads(latest))

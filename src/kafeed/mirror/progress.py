@@ -12,14 +12,12 @@ from __future__ import annotations
 
 import json
 import re
-import time
-import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from kafeed.config import ConnectionSettings
-from kafeed.errors import KafeedError, translate_kafka_error
-from kafeed.kafka import admin_client, close_consumer, read_committed_consumer
+from kafeed.errors import KafeedError, TopicError
+from kafeed.kafka import KafkaClients, translate_kafka_error
 from kafeed.mirror.config import topic_patterns
 from kafeed.mirror.render import offsets_topic, status_topic
 from kafeed.topics import TopicAdmin
@@ -71,12 +69,11 @@ def matching_topics(connection: ConnectionSettings, patterns: str) -> list[str]:
 def end_offsets(connection: ConnectionSettings, topics: list[str], *,
                 timeout: float = 15.0) -> dict[TopicPartitionKey, int]:
     """``{(topic, partition): last stable offset}`` for every partition of ``topics``."""
-    from confluent_kafka import IsolationLevel, TopicPartition
-    from confluent_kafka.admin import OffsetSpec
+    from kafeed.kafka.types import IsolationLevel, OffsetSpec, TopicPartition
 
     if not topics:
         return {}
-    admin = admin_client(connection)
+    admin = KafkaClients(connection).admin()
     try:
         meta = admin.list_topics(timeout=timeout).topics
         wanted = {TopicPartition(t, p): OffsetSpec.latest()
@@ -93,38 +90,17 @@ def end_offsets(connection: ConnectionSettings, topics: list[str], *,
 def latest_by_key(connection: ConnectionSettings, topic: str, *,
                   timeout: float = 30.0) -> dict[bytes, bytes | None]:
     """The newest committed value of every key of a compacted topic (``{}`` when it does not exist)."""
-    from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
-
-    consumer = read_committed_consumer(connection, {
-        "group.id": f"kafeed-mirror-status-{uuid.uuid4().hex[:12]}", "enable.partition.eof": True})
     latest: dict[bytes, bytes | None] = {}
-    try:
-        meta = consumer.list_topics(topic, timeout=timeout).topics.get(topic)
-        if meta is None or meta.error is not None or not meta.partitions:
+    with KafkaClients(connection).reader(what="mirror status reader") as reader:
+        try:
+            partitions = reader.partitions(topic, timeout_s=timeout)
+        except TopicError:
             return latest
-        todo = set(meta.partitions)
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in todo])
-        deadline = time.monotonic() + timeout
-        while todo:
-            if time.monotonic() > deadline:
-                raise KafeedError(f"Reading {topic!r} to its end took over {timeout:.0f} s.",
-                                  hint="Check the target cluster's health and retry.")
-            for msg in consumer.consume(num_messages=1000, timeout=0.5):
-                err = msg.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        todo.discard(msg.partition())
-                        continue
-                    raise translate_kafka_error(err, action=f"read {topic!r}")
-                if msg.key() is not None:
-                    latest[msg.key()] = msg.value()
-        return latest
-    except KafeedError:
-        raise
-    except Exception as exc:
-        raise translate_kafka_error(exc, action=f"read {topic!r}") from exc
-    finally:
-        close_consumer(consumer, what="mirror status reader")
+        for msg in reader.read_to_end(topic, partitions, timeout_s=timeout,
+                                      hint="Check the target cluster's health and retry."):
+            if msg.key() is not None:
+                latest[msg.key()] = msg.value()
+    return latest
 
 
 def mirrored_positions(target: ConnectionSettings, site: str) -> dict[TopicPartitionKey, int]:

@@ -17,8 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kafeed.config import ConnectionSettings
-from kafeed.errors import translate_kafka_error
-from kafeed.kafka import client_config
+from kafeed.kafka import KafkaClients, translate_kafka_error
 
 log = logging.getLogger("kafeed")
 
@@ -42,13 +41,11 @@ class GroupOffsetReader:
         self._consumers: dict[str, Any] = {}
 
     def _consumer(self, group: str) -> Any:
-        from confluent_kafka import Consumer
-
         consumer = self._consumers.get(group)
         if consumer is None:
-            consumer = self._consumers[group] = Consumer(client_config(self.settings, {
+            consumer = self._consumers[group] = KafkaClients(self.settings).consumer({
                 "group.id": group, "enable.auto.commit": False,
-                "client.id": f"{self.settings.client_id}-monitor"}))
+                "client.id": f"{self.settings.client_id}-monitor"})
         return consumer
 
     def list_groups(self) -> list[str]:
@@ -75,7 +72,7 @@ class GroupOffsetReader:
 
     def committed(self, group: str, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int] | None:
         """Committed offsets of ``group`` on ``partitions``; None when the coordinator did not answer."""
-        from confluent_kafka import TopicPartition
+        from kafeed.kafka.types import TopicPartition
 
         if not partitions:
             return {}

@@ -14,7 +14,7 @@ import logging
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from kafeed.errors import translate_kafka_error
+from kafeed.kafka import translate_kafka_error
 
 log = logging.getLogger("kafeed")
 
@@ -68,7 +68,7 @@ def partition_problems(leader: int, replicas: list[int], isr: list[int], min_isr
 
 
 def _min_isr(admin: Any, topics: list[str], timeout: float) -> dict[str, int]:
-    from confluent_kafka.admin import ConfigResource
+    from kafeed.kafka.types import ConfigResource
 
     if not topics:
         return {}
@@ -85,8 +85,7 @@ def _min_isr(admin: Any, topics: list[str], timeout: float) -> dict[str, int]:
 
 
 def _high_watermarks(admin: Any, parts: list[tuple[str, int]], timeout: float) -> dict[tuple[str, int], int]:
-    from confluent_kafka import TopicPartition
-    from confluent_kafka.admin import OffsetSpec
+    from kafeed.kafka.types import OffsetSpec, TopicPartition
 
     if not parts:
         return {}

@@ -125,11 +125,11 @@ class ClusterMonitor:
 
     def __init__(self, settings: ConnectionSettings, *, options: MonitorOptions | None = None,
                  expected_brokers: int | None = None) -> None:
-        from kafeed.kafka import admin_client
+        from kafeed.kafka import KafkaClients
 
         self.settings = settings
         self.options = options or MonitorOptions()
-        self._admin = admin_client(settings)
+        self._admin = KafkaClients(settings).admin()
         self._groups = GroupOffsetReader(settings, self._admin, timeout=self.options.timeout_s)
         self.tracker = LagTracker(window=self.options.window, allowed_lag=self.options.allowed_lag,
                                   min_span=self.options.window * self.options.interval_s)

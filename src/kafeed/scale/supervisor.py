@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from kafeed.config import ConnectionSettings
-from kafeed.kafka import admin_client, read_committed_consumer
+from kafeed.kafka import KafkaClients
 from kafeed.monitor.groups import GroupOffsetReader
 from kafeed.monitor.lag import LagTracker
 from kafeed.scale.policy import ScalePolicy, ScaleSettings
@@ -82,15 +82,16 @@ class Supervisor:
 
     def run(self, stop_event: threading.Event, *, until_caught_up: bool = False) -> int:
         """Supervise until ``stop_event`` (or until drained at ``min_workers``); the peak worker count."""
-        from confluent_kafka import TopicPartition
+        from kafeed.kafka.types import TopicPartition
 
         s = self.settings
         partitions = len(TopicAdmin(self.connection).describe(self.topic, sizes=False).partitions)
         policy = ScalePolicy(s)
         tracker = LagTracker(window=s.window, allowed_lag=s.allowed_lag)
-        admin = admin_client(self.connection)
+        clients = KafkaClients(self.connection)
+        admin = clients.admin()
         reader = GroupOffsetReader(self.connection, admin)
-        watermarks = read_committed_consumer(self.connection, {"group.id": f"{self.group}-scale"})
+        watermarks = clients.read_committed_consumer({"group.id": f"{self.group}-scale"})
         tps = [(self.topic, p) for p in range(partitions)]
         drained_since: float | None = None
         try:

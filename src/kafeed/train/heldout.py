@@ -21,8 +21,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from kafeed.config import ConnectionSettings
-from kafeed.errors import translate_kafka_error
-from kafeed.kafka.clients import read_committed_consumer
+from kafeed.kafka import KafkaClients, translate_kafka_error
 from kafeed.loader.state import reader_entries
 
 T = TypeVar("T")
@@ -59,12 +58,12 @@ def read_slice(connection: ConnectionSettings, starts: dict[str, int], *, record
     """Read each partition from its start; ``accept(msg)`` turns a record into an item or
     None (skipped). Returns the items (partitions in name order) and per partition the
     ``[start, end)`` offsets read."""
-    from confluent_kafka import TopicPartition
+    from kafeed.kafka.types import TopicPartition
 
     quota = math.ceil(records / max(1, len(starts)))
     scan = max_scan if max_scan is not None else quota
-    consumer = read_committed_consumer(connection, {"group.id": f"kafeed-evaluate-{uuid.uuid4().hex}",
-                                                    "enable.partition.eof": False})
+    consumer = KafkaClients(connection).read_committed_consumer({
+        "group.id": f"kafeed-evaluate-{uuid.uuid4().hex}", "enable.partition.eof": False})
     items: list[T] = []
     spans: dict[str, list[int]] = {}
     try:

@@ -100,12 +100,10 @@ class LoaderWiring:
 
     def _offsets(self, which: str) -> dict[str, int]:
         """Each partition's low ("earliest") or high ("latest") watermark of the topic."""
-        from confluent_kafka import TopicPartition
-        from confluent_kafka.admin import OffsetSpec
+        from kafeed.kafka import KafkaClients
+        from kafeed.kafka.types import OffsetSpec, TopicPartition
 
-        from kafeed.kafka import admin_client
-
-        admin = admin_client(self.connection)
+        admin = KafkaClients(self.connection).admin()
         spec = OffsetSpec.earliest() if which == "earliest" else OffsetSpec.latest()
         req: dict[Any, Any] = {}
         for topic in self.options.topics:
@@ -156,10 +154,8 @@ class LoaderWiring:
             return self._lag
         self._lag_at = now
         try:
-            from confluent_kafka import TopicPartition
-            from confluent_kafka.admin import OffsetSpec
-
-            from kafeed.kafka import admin_client
+            from kafeed.kafka import KafkaClients
+            from kafeed.kafka.types import OffsetSpec, TopicPartition
 
             positions: dict[str, int] = {}
             for reader in reader_entries(self.loader.state_dict()):
@@ -168,7 +164,7 @@ class LoaderWiring:
             if not positions:
                 return self._lag
             if self._admin is None:
-                self._admin = admin_client(self.connection)
+                self._admin = KafkaClients(self.connection).admin()
             req = {}
             for key in positions:
                 topic, _, part = key.rpartition(":")
