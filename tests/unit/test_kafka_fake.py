@@ -195,3 +195,27 @@ def test_the_admin_creates_topics_with_configs_and_answers_describe() -> None:
     fake.producer().produce("c", b"x", partition=2)
     ends = admin.list_offsets({TopicPartition("c", 2): OffsetSpec.latest()})
     assert [f.result().offset for f in ends.values()] == [1]
+
+
+def test_a_stalled_consume_returns_nothing_and_the_next_one_goes_on() -> None:
+    fake = _fake(1)
+    fake.producer().produce("t", b"x", partition=0)
+    consumer = fake.consumer({"group.id": "g"})
+    consumer.assign([TopicPartition("t", 0, 0)])
+    fake.stall("consume", nth=(1,))
+    assert consumer.consume(num_messages=5, timeout=5) == []  # at once, not after the timeout
+    assert [m.value() for m in consumer.consume(num_messages=5, timeout=0)] == [b"x"]
+
+
+def test_deletions_are_logged_with_the_transactions_committed_by_then() -> None:
+    fake = _fake(1)
+    producer = fake.transactional_producer(transactional_id="tx", stage="test")
+    producer.init()
+    producer.begin()
+    producer.produce("t", b"a", partition=0)
+    producer.send_offsets({("t", 0): 1}, "g")
+    producer.commit()
+    fake.admin().delete_records([TopicPartition("t", 0, 1)])
+    assert fake.transactions == [{("t", 0): 1}]
+    assert fake.deletions == [("t", {0: 1}, 1)]
+    assert fake.records("t", 0) == []

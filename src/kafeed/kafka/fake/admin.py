@@ -59,6 +59,9 @@ class FakeAdmin:
         """Records below each offset are gone: a read from before starts at the new low mark."""
         out: dict[Any, Future[Any]] = {}
         with self._fake.changed:
+            for topic in {tp.topic for tp in partitions}:
+                self._fake.deletions.append((topic, {tp.partition: tp.offset for tp in partitions
+                                                     if tp.topic == topic}, len(self._fake.transactions)))
             for tp in partitions:
                 log = self._fake.log(tp.topic, tp.partition)
                 for r in log[:tp.offset]:

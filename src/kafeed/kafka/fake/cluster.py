@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 import zlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kafeed.config import ConnectionSettings
@@ -23,8 +23,10 @@ class FakeKafka(KafkaClients):
     """An in-memory cluster behind the :class:`~kafeed.kafka.KafkaClients` methods.
 
     ``topics[name][partition]`` is a partition's log; ``groups[group]`` a group's committed
-    offsets; ``configs[name]`` a topic's configs. Every change notifies ``changed``, which
-    blocked ``consume``/``poll`` calls wait on.
+    offsets; ``configs[name]`` a topic's configs; ``transactions`` the offsets each committed
+    transaction sent, in commit order; ``deletions`` every ``delete_records`` request as
+    ``(topic, {partition: offset}, transactions committed by then)``. Every change notifies
+    ``changed``, which blocked ``consume``/``poll`` calls wait on.
     """
 
     def __init__(self, connection: ConnectionSettings | None = None) -> None:
@@ -35,8 +37,11 @@ class FakeKafka(KafkaClients):
         self.group_configs: dict[str, dict[str, str]] = {}
         self.share_acked: dict[str, set[tuple[str, int, int]]] = {}
         self.share_locked: dict[str, dict[tuple[str, int, int], object]] = {}
+        self.transactions: list[dict[tuple[str, int], int]] = []
+        self.deletions: list[tuple[str, dict[int, int], int]] = []
         self.changed = threading.Condition()
         self._faults: dict[str, list[Any]] = {}
+        self._stalls: dict[str, list[bool]] = {}
         self._transactional: dict[str, FakeProducer] = {}
 
     # -- the cluster ---------------------------------------------------------------------------
@@ -63,6 +68,19 @@ class FakeKafka(KafkaClients):
         slots = self._faults.setdefault(operation, [])
         slots.extend([None] * (nth - len(slots)))
         slots[nth - 1] = KafkaError(code, reason, **flags)
+
+    def stall(self, operation: str, *, nth: Sequence[int]) -> None:
+        """Make the ``nth`` next calls (1 = the next) of a read (``"consume"``, ``"poll"``) return
+        nothing at once, as when the input is idle for a while."""
+        slots = self._stalls.setdefault(operation, [])
+        slots.extend([False] * (max(nth) - len(slots)))
+        for n in nth:
+            slots[n - 1] = True
+
+    def stalled(self, operation: str) -> bool:
+        """Whether this call of ``operation`` is one :meth:`stall` named."""
+        slots = self._stalls.get(operation)
+        return slots.pop(0) if slots else False
 
     def check(self, operation: str) -> None:
         """Raise the error :meth:`fail` set for this call of ``operation``, if any."""

@@ -75,6 +75,8 @@ class FakeConsumer:
 
     def consume(self, num_messages: int = 1, timeout: float = -1) -> list[Any]:
         self._fake.check("consume")
+        if self._fake.stalled("consume"):
+            return []
         if self._pending_assign is not None:
             on_assign, tps = self._pending_assign
             self._pending_assign = None

@@ -101,8 +101,10 @@ class FakeProducer:
                 for log in parts:
                     if any(r.txn is txn for r in log):
                         log.append(Stored(len(log), None, None, None, 0, txn, marker=True))
-            if state == "committed" and txn.group is not None:
-                self._fake.groups.setdefault(txn.group, {}).update(txn.offsets)
+            if state == "committed":
+                self._fake.transactions.append(dict(txn.offsets))
+                if txn.group is not None:
+                    self._fake.groups.setdefault(txn.group, {}).update(txn.offsets)
             self._txn = None
             self._fake.changed.notify_all()
 

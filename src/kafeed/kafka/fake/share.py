@@ -30,6 +30,8 @@ class FakeShareConsumer:
 
     def poll(self, timeout: float = -1) -> list[Any]:
         self._fake.check("poll")
+        if self._fake.stalled("poll"):
+            return []
         deadline = time.monotonic() + max(timeout, 0)
         with self._fake.changed:
             while True:
