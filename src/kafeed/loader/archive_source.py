@@ -7,11 +7,12 @@ until it reaches the log start, then from Kafka: one offset order, so windows, s
 sharding and the saved state are those of a topic that never expired. The state holds
 offsets only; which tier an offset is read from is decided again on every open.
 
-Records come back as :class:`ColdRecord`: the reader's message interface (``offset()``,
-``timestamp()``, ``value()`` ...) plus the payload already decoded from the table's columns,
-so the hot path never re-encodes a protobuf. A row the table kept raw (it did not decode
-when archived) or one of another tokenizer carries no payload; the reader decodes its
-exact bytes as it would a Kafka record, and counts or dead-letters it the same way.
+Records come back as :class:`ColdRecord`: a record of the reader's interface
+(kafeed.loader.readers.Record: ``offset()``, ``timestamp()``, ``value()`` ...) that carries
+its payload already decoded from the table's columns (kafeed.loader.record_kinds), so the hot
+path never re-encodes a protobuf. A row the table kept raw (it did not decode when archived)
+or one of another tokenizer carries no payload; the cold tier decodes its exact bytes as it
+would a Kafka record's, and counts or dead-letters it the same way.
 
 The table is opened once per reader and pinned to its snapshot; it is reloaded only when
 the log start moves past what that snapshot holds. pyiceberg is imported here, when a
@@ -29,10 +30,11 @@ import numpy as np
 
 from kafeed.archive.catalog import check_table, load_table, open_catalog
 from kafeed.archive.position import read_positions
-from kafeed.archive.rows import KIND_NAMES, record_headers, record_value
+from kafeed.archive.rows import record_headers, record_value
 from kafeed.archive.schema import offsets_key
 from kafeed.errors import ConfigError
 from kafeed.loader.offsets import explicit_offset, timestamp_ms
+from kafeed.loader.record_kinds import KINDS
 from kafeed.loader.settings import LoaderSettings
 
 if TYPE_CHECKING:
@@ -40,9 +42,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kafeed")
 
-_TOKEN_FIELDS = ("offset", "timestamp", "kind", "tokens", "tokenizer")
-_SAMPLE_FIELDS = ("offset", "timestamp", "kind", "id", "input_data", "targets", "metadata", "source",
-                  "event_time_ms")
 INSTALL_HINT = "Install the archive extra: pip install 'kafeed[archive]'."
 
 
@@ -53,7 +52,7 @@ def _ordered(parts: Any, offsets: Any) -> bool:
 
 
 class ColdRecord:
-    """One archived record, shaped like a consumed message for the reader."""
+    """One archived record (kafeed.loader.readers.Record), its payload decoded from the table."""
 
     __slots__ = ("_full", "_offset", "_partition", "_source", "_stamp", "_topic", "payload")
 
@@ -236,8 +235,7 @@ class ArchiveSource:
         if not rows.size:
             return out
         stamps = (data["timestamp"].cast("int64").to_numpy() // 1000)[rows].tolist()
-        tokens = self.settings.kind == "tokens"
-        payloads = self._token_payloads(data, rows) if tokens else self._sample_payloads(data, rows)
+        payloads = KINDS[self.settings.kind].from_columns(data, rows, self._tokenizer)
         topic = self.topic
         chosen_parts, offs = parts[rows], offsets[rows].tolist()
         cuts = (np.flatnonzero(chosen_parts[1:] != chosen_parts[:-1]) + 1).tolist()
@@ -253,7 +251,7 @@ class ArchiveSource:
         files read last are kept until other files are needed, so a file is read once."""
         from pyiceberg.io.pyarrow import ArrowScan
 
-        fields = ("partition", *(_TOKEN_FIELDS if self.settings.kind == "tokens" else _SAMPLE_FIELDS))
+        fields = ("partition", *KINDS[self.settings.kind].columns)
         terms = [f"(partition = {int(p)} AND offset >= {int(a)} AND offset < {int(b)})"
                  for p, (a, b) in sorted(ranges.items())]
         tasks = list(self._table.scan(row_filter=" OR ".join(terms), selected_fields=fields).plan_files())
@@ -265,45 +263,6 @@ class ArchiveSource:
                          whole.case_sensitive).to_table(tasks)
         self._last = (key, data)
         return data
-
-    def _token_payloads(self, data: pa.Table, rows: Any) -> list[Any]:
-        """Token arrays of ``rows`` (views of the column's buffers); None for rows to decode
-        from their bytes (kept raw by the archive, or of another tokenizer)."""
-        import pyarrow.compute as pc
-
-        def where(column: str, value: str) -> Any:
-            return pc.fill_null(pc.equal(data[column], value), False).to_numpy(zero_copy_only=False)
-
-        good = where("kind", KIND_NAMES["tokens"])
-        if self._tokenizer is not None:
-            good &= where("tokenizer", self._tokenizer)
-        chunks = data["tokens"].chunks
-        starts = np.cumsum([0, *(len(c) for c in chunks)])
-        bounds = [c.offsets.to_numpy() for c in chunks]
-        flats = [c.values.to_numpy(zero_copy_only=False) for c in chunks]
-        which = np.searchsorted(starts, rows, side="right") - 1
-        out: list[Any] = []
-        for row, c in zip(rows.tolist(), which.tolist(), strict=True):
-            if not good[row]:
-                out.append(None)
-                continue
-            local = row - starts[c]
-            out.append(flats[c][bounds[c][local]:bounds[c][local + 1]])
-        return out
-
-    def _sample_payloads(self, data: pa.Table, rows: Any) -> list[Any]:
-        out: list[Any] = []
-        for row in data.take(rows).to_pylist():
-            if row["kind"] != KIND_NAMES["samples"]:
-                out.append(None)
-                continue
-            out.append({
-                "id": row["id"], "input": row["input_data"],
-                "targets": np.asarray(row["targets"] or (), dtype=np.float32),
-                "metadata": dict(row["metadata"] or ()), "source": row["source"],
-                "timestamp": row["event_time_ms"],
-            })
-        return out
 
     def row(self, partition: int, offset: int) -> dict[str, Any]:
         """One whole row (every column), for a record decoded from its bytes."""

@@ -7,6 +7,11 @@ the partition is assigned to the consumer at that offset. Should retention overt
 partition being read from Kafka, :meth:`ColdTier.overtaken` takes it back to the table
 from where it stood. The records come in offset order either way, so the reader's order,
 and its state, do not depend on the tier.
+
+A partition's queue holds one tier's records at a time, and the partition decodes them as that
+tier's (:attr:`kafeed.loader.partition.Partition.decode`): a cold partition is assigned to the
+consumer once its queue of table records is empty, and a partition overtaken by retention is
+read from the table once its queue of Kafka records is.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kafeed.loader.archive_source import ArchiveSource, ColdRecord
+from kafeed.loader.decode import RecordDecoder
 from kafeed.loader.offsets import watermarks, with_retry
 from kafeed.loader.partition import Partition
 from kafeed.loader.settings import LoaderSettings
@@ -30,8 +36,9 @@ COLD_CHUNK = 65536
 class ColdTier:
     """The archive tables of one reader's topics (``sources``) and its cold partitions."""
 
-    def __init__(self, settings: LoaderSettings) -> None:
+    def __init__(self, settings: LoaderSettings, decoder: RecordDecoder) -> None:
         self.settings = settings
+        self._decoder = decoder
         self.sources = {topic: ArchiveSource(settings, topic, table)
                         for topic, table in settings.archive_tables().items()}
         self.parts: list[Partition] = []
@@ -44,20 +51,36 @@ class ColdTier:
             source.open(str(cluster_id))
 
     def begin(self, part: Partition, log_start: int) -> None:
-        """Read ``part`` from its table from its seek position up to ``log_start``."""
+        """Read ``part`` (its queue empty) from its table from its seek position up to ``log_start``."""
         part.cold_until, part.cold_pos = log_start, part.seek
+        part.decode = self.decode
         self.parts.append(part)
 
+    def decode(self, record: ColdRecord) -> Any:
+        """A table record's payload: decoded from its columns already, or from its bytes (a row
+        the archive kept raw, or of another tokenizer) as a Kafka record's."""
+        if record.payload is None:
+            return self._decoder.decode(record)
+        self._decoder.accept_cold(record.topic(), record.payload)
+        return record.payload
+
     def fetch(self, by_tp: dict[tuple[str, int], Partition], consumer: Any,
-              restore: Callable[[Partition, Any], None]) -> int:
+              restore: Callable[[Partition, Any, Callable[[Any], Any]], None]) -> int:
         """Fill the queues of cold partitions from their archive tables (one scan per table);
-        returns how many records were queued or restored (``restore(part, record)``: an
-        in-flight record of an exact resume, re-read)."""
+        returns how many records were queued or restored (``restore(part, record, decode)``:
+        an in-flight record of an exact resume, re-read). A partition read to its boundary
+        goes on to Kafka once its queue is empty."""
         queued = 0
         limit = self.settings.queue_records
+        for part in [p for p in self.parts if not p.queue]:
+            if part.cold_until is not None and part.cold_pos >= part.cold_until:
+                self._warm(part, consumer)
+            else:
+                part.decode = self.decode  # an overtaken partition's Kafka records are all taken
         wanted: dict[str, dict[int, tuple[int, int]]] = {}
         for part in self.parts:
-            if len(part.queue) < limit and part.cold_until is not None:
+            if (len(part.queue) < limit and part.cold_until is not None and part.cold_pos < part.cold_until
+                    and part.decode == self.decode):
                 stop = min(part.cold_until, part.cold_pos + max(limit, COLD_CHUNK))
                 if part.end is not None:
                     stop = min(stop, part.end)
@@ -71,21 +94,19 @@ class ColdTier:
                     part.fetch_done = True
                     part.cold_until = None
                     self.parts.remove(part)
-                elif part.cold_until is not None and stop >= part.cold_until:
-                    self._warm(part, consumer)
         if not self.parts:
             for source in self.sources.values():
                 source.release()
         return queued
 
     def _queue(self, part: Partition, records: list[ColdRecord],
-               restore: Callable[[Partition, Any], None]) -> int:
+               restore: Callable[[Partition, Any, Callable[[Any], Any]], None]) -> int:
         queued = 0
         for rec in records:
             offset = rec.offset()
             if offset < part.read:
                 if offset in part.restore:
-                    restore(part, rec)
+                    restore(part, rec, self.decode)
                     queued += 1
                 continue
             part.queue.append(rec)
@@ -105,6 +126,7 @@ class ColdTier:
         log.info("kafeed loader: %s read from the archive table up to offset %d; on from Kafka",
                  part.key, part.cold_pos)
         part.cold_until = None
+        part.decode = self._decoder.decode
         self.parts.remove(part)
         consumer.incremental_assign([TopicPartition(part.topic, part.partition, part.cold_pos)])
 

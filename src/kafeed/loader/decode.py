@@ -20,30 +20,19 @@ import json
 import logging
 from typing import Any
 
-import numpy as np
 from google.protobuf.message import Message
-from google.protobuf.unknown_fields import UnknownFieldSet
 
 from kafeed.errors import SchemaError
 from kafeed.kafka import client_config, dead_letter_headers
+from kafeed.loader.record_kinds import KINDS, RecordKind, lenient
 from kafeed.loader.settings import LoaderSettings
-from kafeed.schema.codec import TOKEN_NUMPY_DTYPES, decode_document, decode_sample, unpack_tokens
-from kafeed.schema.records_pb2 import TokenizedDocument
 
 log = logging.getLogger("kafeed")
 
 WRONG_TYPE_AFTER = 64
-_EXPECTED = {
-    "tokens": ("TokenizedDocument", "KafkaTokenDataset reads TokenizedDocument records, which `kafeed "
-               "prepare` writes; for the TrainingSample records `kafeed ingest` writes, use "
-               "KafkaSampleDataset (or run `kafeed prepare` on this topic first)."),
-    "samples": ("TrainingSample", "KafkaSampleDataset reads TrainingSample records, which `kafeed "
-                "ingest` writes; for the TokenizedDocument records `kafeed prepare` writes, use "
-                "KafkaTokenDataset."),
-}
 
 
-def sniff(value: bytes, kind: str) -> str:
+def sniff(value: bytes, kind: RecordKind) -> str:
     """What an undecodable record most likely is, in a few words."""
     if not value:
         return "empty values"
@@ -54,12 +43,14 @@ def sniff(value: bytes, kind: str) -> str:
             return "JSON text"
         except ValueError:
             pass
-    other = decode_sample if kind == "tokens" else decode_document
-    try:
-        other(value)
-        return "TrainingSample records" if kind == "tokens" else "TokenizedDocument records"
-    except SchemaError:
-        pass
+    for other in KINDS.values():
+        if other is kind:
+            continue
+        try:
+            other.parse(value, None, None)
+            return f"{other.message} records"
+        except SchemaError:
+            pass
     try:
         value.decode("utf-8")
         return "plain text"
@@ -68,69 +59,41 @@ def sniff(value: bytes, kind: str) -> str:
 
 
 class RecordDecoder:
-    """Decodes for one reader; updates that reader's ``stats`` ("tokens", "bad")."""
+    """Decodes for one reader, by its record kind (kafeed.loader.record_kinds); updates that
+    reader's ``stats`` ("tokens", "bad")."""
 
     def __init__(self, settings: LoaderSettings, stats: dict[str, int]) -> None:
         self.settings = settings
         self.stats = stats
+        self.kind = KINDS[settings.kind]
+        self._parse = self.kind.parse
+        self._count = self.kind.count
         self._producer: Any = None
         # Topics not yet shown to hold the right record type: topic -> [records bad, last value].
         self._unproven: dict[str, list[Any]] = {t: [0, b""] for t in settings.topics}
 
     def decode(self, msg: Any) -> Any:
         """The payload, or ``None`` for a bad record (already counted and dead-lettered)."""
-        if self.settings.kind == "tokens":
-            # Fast path, the hot loop: parse, check, one np.frombuffer. Anything odd goes
-            # through decode_document below, which names the record in its error.
-            try:
-                doc = TokenizedDocument()
-                doc.ParseFromString(msg.value())
-                dtype = TOKEN_NUMPY_DTYPES.get(doc.dtype)
-                data = doc.tokens
-                tokenizer = self.settings.tokenizer
-                if dtype is not None and len(data) == doc.num_tokens * dtype.itemsize and (
-                        tokenizer is None or doc.tokenizer == tokenizer):
-                    self.stats["tokens"] += doc.num_tokens
-                    if self._unproven:
-                        self._prove(msg.topic(), doc)
-                    return np.frombuffer(data, dtype=dtype)
-            except Exception:
-                pass
-        topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
         try:
-            if self.settings.kind == "tokens":
-                doc = decode_document(msg.value(), topic=topic, partition=partition, offset=offset)
-                if self.settings.tokenizer is not None and doc.tokenizer != self.settings.tokenizer:
-                    raise SchemaError(
-                        f"record {topic}/{partition}@{offset} was tokenized with "
-                        f"{doc.tokenizer!r}, not {self.settings.tokenizer!r}.")
-                tokens = unpack_tokens(doc.tokens, doc.dtype)
-                self.stats["tokens"] += int(tokens.size)
-                self._prove(topic, doc)
-                return tokens
-            sample = decode_sample(msg.value(), topic=topic, partition=partition, offset=offset)
-            self._prove(topic, sample)
-            return {
-                "id": sample.id, "input": sample.input_data,
-                "targets": np.asarray(sample.target_values, dtype=np.float32),
-                "metadata": dict(sample.metadata), "source": sample.source,
-                "timestamp": sample.timestamp,
-            }
+            payload, record, tokens = self._parse(msg.value(), msg, self.settings.tokenizer)
         except SchemaError as exc:
             self._bad(msg, exc)
             return None
+        self.stats["tokens"] += tokens
+        if self._unproven:
+            self._prove(msg.topic(), record)
+        return payload
 
     def accept_cold(self, topic: str, payload: Any) -> None:
         """Count a payload decoded from an archive table's columns (the table is checked to
         hold this record type: it proves the topic's)."""
-        if self.settings.kind == "tokens":
-            self.stats["tokens"] += len(payload)
+        self.stats["tokens"] += self._count(payload)
         self._unproven.pop(topic, None)
 
     def _prove(self, topic: str, record: Message) -> None:
         """A record that decoded shows its topic holds the right type, unless protobuf only
-        accepted it leniently: another message type parses with fields it does not know."""
-        if topic in self._unproven and not len(UnknownFieldSet(record)):
+        accepted it leniently (kafeed.loader.record_kinds.lenient)."""
+        if topic in self._unproven and not lenient(record):
             del self._unproven[topic]
 
     def _bad(self, msg: Any, exc: SchemaError) -> None:
@@ -147,7 +110,6 @@ class RecordDecoder:
     def wrong_type(self, topic: str) -> SchemaError:
         """The error for a topic none of whose records decoded (see the module docstring)."""
         bad, value = self._unproven[topic]
-        expected, hint = _EXPECTED[self.settings.kind]
         other = self._other_tokenizer(value)
         if other is not None:
             return SchemaError(
@@ -157,20 +119,15 @@ class RecordDecoder:
                 hint="Read it with the tokenizer that prepared it (`kafeed train --tokenizer`), or "
                      "run `kafeed prepare` with this tokenizer into another topic.")
         return SchemaError(
-            f"Topic {topic!r} does not hold {expected} records: none of the {bad} records read from "
-            f"it decoded, and they look like {sniff(value, self.settings.kind)}.", hint=hint)
+            f"Topic {topic!r} does not hold {self.kind.message} records: none of the {bad} records read "
+            f"from it decoded, and they look like {sniff(value, self.kind)}.", hint=self.kind.hint)
 
     def _other_tokenizer(self, value: bytes) -> str | None:
-        """The tokenizer a well-formed TokenizedDocument names, when it is not the expected one."""
-        if self.settings.kind != "tokens" or self.settings.tokenizer is None:
+        """The tokenizer a well-formed record names, when it is not the expected one."""
+        if self.settings.tokenizer is None:
             return None
-        try:
-            doc = decode_document(value)
-        except SchemaError:
-            return None
-        if len(UnknownFieldSet(doc)) or doc.tokenizer == self.settings.tokenizer:
-            return None
-        return doc.tokenizer
+        other = self.kind.tokenizer_of(value)
+        return None if other == self.settings.tokenizer else other
 
     def check_end(self) -> None:
         """At the end of a bounded run: refuse a topic that had records but none decoded."""

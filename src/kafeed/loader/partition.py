@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+
+def _by_source(record: Any) -> Any:
+    raise RuntimeError("this partition's records come decoded from its source")
 
 
 @dataclass
 class Partition:
     """Positions (``read``, in flight, delivered out of order), the queue of fetched
-    records, and whether it is cold (read from the archive table below ``cold_until``)."""
+    records (kafeed.loader.readers.Record) and how they decode, and whether it is cold
+    (read from the archive table below ``cold_until``)."""
 
     key: str
     topic: str
@@ -30,6 +36,9 @@ class Partition:
     seek: int = 0
     cold_until: int | None = None  # cold: offsets below this are read from the archive table
     cold_pos: int = 0  # the next offset to read from the table
+    # A record of the queue -> its payload (None: bad). The queue holds the records of one tier
+    # at a time, Kafka's or the archive table's (kafeed.loader.cold_tier), each with its decode.
+    decode: Callable[[Any], Any] = _by_source
 
     def next_offset(self) -> int:
         return min(self.in_flight) if self.in_flight else self.read

@@ -34,12 +34,11 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from kafeed.errors import translate_kafka_error
 from kafeed.kafka import client_config, close_consumer
-from kafeed.loader.archive_source import ColdRecord
 from kafeed.loader.assignment import assign, parse_key, partition_key, warn_if_idle
 from kafeed.loader.cold_tier import ColdTier
 from kafeed.loader.decode import RecordDecoder
@@ -99,7 +98,7 @@ class KafkaReader:
         self._stop: threading.Event | None = None  # on a prefetch thread: end when it is set
         self.read_ahead = ReadAhead(settings.read_ahead_bytes)
         self._check_at = 0.0
-        self._cold_tier = ColdTier(settings)
+        self._cold_tier = ColdTier(settings, self._decoder)
         self._log_starts: dict[str, int] = {}
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -198,7 +197,8 @@ class KafkaReader:
             start = PartitionStart(next=first, read=first, end=end)
         part = Partition(key=key, topic=topic, partition=partition, read=start.read, end=start.end,
                           delivered=set(start.delivered), partial=dict(start.partial),
-                          restore=set(start.restore), in_flight=set(start.restore), seek=start.next)
+                          restore=set(start.restore), in_flight=set(start.restore), seek=start.next,
+                          decode=self._decoder.decode)
         part.fetch_done = done_at_open(start)
         if topic in self._cold_tier.sources and not part.fetch_done and part.seek < self._log_start(key):
             self._cold_tier.begin(part, self._log_start(key))
@@ -345,7 +345,7 @@ class KafkaReader:
                 # position goes back (a seek below what was fetched). A copy queued and skipped
                 # at its turn would give that turn away and change the order.
                 if offset in part.restore:
-                    self._keep_restored(part, msg)
+                    self._keep_restored(part, msg, self._decoder.decode)
                     queued += 1
                 continue
             if len(queue) >= limit and not part.fetch_done:
@@ -493,19 +493,12 @@ class KafkaReader:
                     "reading on from its log start", part.key)
         self._consumer.seek(TopicPartition(topic, partition, -2))
 
-    def _keep_restored(self, part: Partition, msg: Any) -> None:
+    def _keep_restored(self, part: Partition, msg: Any, decode: Callable[[Any], Any]) -> None:
         """An in-flight record of an exact resume, re-read from Kafka or the table."""
         offset = msg.offset()
         part.restore.discard(offset)
-        self._restored[(part.key, offset)] = self._decode(msg)
+        self._restored[(part.key, offset)] = decode(msg)
         part.stamps[offset] = msg.timestamp()[1]
-
-    def _decode(self, msg: Any) -> Any:
-        """A record's payload: decoded from the table's columns, or from its bytes."""
-        if type(msg) is ColdRecord and msg.payload is not None:
-            self._decoder.accept_cold(msg.topic(), msg.payload)
-            return msg.payload
-        return self._decoder.decode(msg)
 
     def _pause(self, part: Partition, pause: bool) -> None:
         self._pause_many([part], pause)
@@ -658,12 +651,7 @@ class KafkaReader:
         part.read = offset + 1
         if offset in part.delivered:
             return None
-        # Inline, not self._decode(): this runs once per record.
-        if type(msg) is ColdRecord and msg.payload is not None:
-            payload = msg.payload
-            self._decoder.accept_cold(part.topic, payload)
-        else:
-            payload = self._decoder.decode(msg)
+        payload = part.decode(msg)  # by the tier its queue holds: Kafka or the archive table
         if payload is None:
             part.delivered.add(offset)
             return None

@@ -29,9 +29,9 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 MAX_TOKEN_ID = 2**32 - 1  # token ids travel as uint16 or uint32
-Where = tuple[str | None, int | None, int | None]  # topic, partition, offset: for messages
-# value, where it came from, the tokenizer asked for -> (payload, decoded message, tokens in it)
-Parse = Callable[[bytes, Where, "str | None"], tuple[Any, Message, int]]
+# value, the message it came from (named in errors; None: none), the tokenizer asked for ->
+# (payload, decoded protobuf message, tokens in the payload)
+Parse = Callable[[bytes, Any, "str | None"], tuple[Any, Message, int]]
 FromColumns = Callable[["pa.Table", Any, "str | None"], list[Any]]
 
 
@@ -47,9 +47,14 @@ class RecordKind:
     parse: Parse
     from_columns: FromColumns
     count: Callable[[Any], int]  # tokens in a payload (for the stats)
+    tokenizer_of: Callable[[bytes], str | None]  # the tokenizer a well-formed record names
 
 
-def _parse_tokens(value: bytes, where: Where, tokenizer: str | None) -> tuple[Any, Message, int]:
+def _where(msg: Any) -> tuple[str | None, int | None, int | None]:
+    return (None, None, None) if msg is None else (msg.topic(), msg.partition(), msg.offset())
+
+
+def _parse_tokens(value: bytes, msg: Any, tokenizer: str | None) -> tuple[Any, Message, int]:
     # Fast path, the hot loop: parse, check, one np.frombuffer. Anything odd goes through
     # decode_document, which names the record in its error.
     doc = TokenizedDocument()
@@ -62,7 +67,7 @@ def _parse_tokens(value: bytes, where: Where, tokenizer: str | None) -> tuple[An
             return np.frombuffer(data, dtype=dtype), doc, doc.num_tokens
     except Exception:
         pass
-    topic, partition, offset = where
+    topic, partition, offset = _where(msg)
     doc = decode_document(value, topic=topic, partition=partition, offset=offset)
     if tokenizer is not None and doc.tokenizer != tokenizer:
         raise SchemaError(f"record {topic}/{partition}@{offset} was tokenized with "
@@ -71,14 +76,22 @@ def _parse_tokens(value: bytes, where: Where, tokenizer: str | None) -> tuple[An
     return tokens, doc, int(tokens.size)
 
 
-def _parse_sample(value: bytes, where: Where, tokenizer: str | None) -> tuple[Any, Message, int]:
-    topic, partition, offset = where
+def _parse_sample(value: bytes, msg: Any, tokenizer: str | None) -> tuple[Any, Message, int]:
+    topic, partition, offset = _where(msg)
     sample = decode_sample(value, topic=topic, partition=partition, offset=offset)
     return {
         "id": sample.id, "input": sample.input_data,
         "targets": np.asarray(sample.target_values, dtype=np.float32),
         "metadata": dict(sample.metadata), "source": sample.source, "timestamp": sample.timestamp,
     }, sample, 0
+
+
+def _document_tokenizer(value: bytes) -> str | None:
+    try:
+        doc = decode_document(value)
+    except SchemaError:
+        return None
+    return None if lenient(doc) else doc.tokenizer
 
 
 def _column_is(data: pa.Table, column: str, value: str) -> Any:
@@ -89,24 +102,28 @@ def _column_is(data: pa.Table, column: str, value: str) -> Any:
 
 def token_arrays(column: pa.ChunkedArray, rows: Any = None, *, name: str = "tokens") -> list[Any]:
     """The token arrays of a list<int> column (views of its buffers, never copied), of
-    ``rows`` (sorted indices) or of every row. Ids outside 0 .. 2**32-1 are refused."""
-    out: list[Any] = []
-    starts = 0
-    for chunk in column.chunks:
-        bounds = chunk.offsets.to_numpy()
-        flat = chunk.values.to_numpy(zero_copy_only=False)
-        used = flat[bounds[0]:bounds[-1]]
+    ``rows`` (indices, in the order given) or of every row. Ids outside 0 .. 2**32-1 are
+    refused."""
+    chunks = column.chunks
+    bounds = [c.offsets.to_numpy() for c in chunks]
+    flats = [c.values.to_numpy(zero_copy_only=False) for c in chunks]
+    for flat, cuts in zip(flats, bounds, strict=True):
+        used = flat[cuts[0]:cuts[-1]]
+        if used.dtype.kind == "u" and used.dtype.itemsize <= 4:
+            continue  # unsigned of 32 bits or fewer: every value is a token id
         if used.size and (int(used.min()) < 0 or int(used.max()) > MAX_TOKEN_ID):
             raise SchemaError(f"Column {name!r} holds values outside 0..2**32-1, which are no token ids.",
                               hint="Name the column of token ids (a list of integers per row): column=.")
-        if rows is None:
+    if rows is None:
+        out: list[Any] = []
+        for flat, cuts in zip(flats, bounds, strict=True):
             # np.split cuts in C: one view per row, no Python loop over the rows.
-            out.extend(np.split(used, bounds[1:-1] - bounds[0]) if len(bounds) > 1 else [])
-        else:
-            mine = rows[(rows >= starts) & (rows < starts + len(chunk))] - starts
-            out.extend(flat[bounds[r]:bounds[r + 1]] for r in mine.tolist())
-        starts += len(chunk)
-    return out
+            out.extend(np.split(flat[cuts[0]:cuts[-1]], cuts[1:-1] - cuts[0]) if len(cuts) > 1 else [])
+        return out
+    starts = np.cumsum([0, *(len(c) for c in chunks)])
+    which = np.searchsorted(starts, rows, side="right") - 1
+    return [flats[c][bounds[c][r - starts[c]]:bounds[c][r - starts[c] + 1]]
+            for r, c in zip(rows.tolist(), which.tolist(), strict=True)]
 
 
 def _token_columns(data: pa.Table, rows: Any, tokenizer: str | None) -> list[Any]:
@@ -142,14 +159,15 @@ TOKENS = RecordKind(
          "TrainingSample records `kafeed ingest` writes, use KafkaSampleDataset (or run `kafeed "
          "prepare` on this topic first).",
     columns=("offset", "timestamp", "kind", "tokens", "tokenizer"),
-    parse=_parse_tokens, from_columns=_token_columns, count=len)
+    parse=_parse_tokens, from_columns=_token_columns, count=len, tokenizer_of=_document_tokenizer)
 SAMPLES = RecordKind(
     name="samples", message="TrainingSample", packs=False,
     hint="KafkaSampleDataset reads TrainingSample records, which `kafeed ingest` writes; for the "
          "TokenizedDocument records `kafeed prepare` writes, use KafkaTokenDataset.",
     columns=("offset", "timestamp", "kind", "id", "input_data", "targets", "metadata", "source",
              "event_time_ms"),
-    parse=_parse_sample, from_columns=_sample_columns, count=lambda payload: 0)
+    parse=_parse_sample, from_columns=_sample_columns, count=lambda payload: 0,
+    tokenizer_of=lambda value: None)
 
 KINDS: dict[str, RecordKind] = {kind.name: kind for kind in (TOKENS, SAMPLES)}
 

@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, Strict, model_validator
 from kafeed.archive.settings import CatalogSettings
 from kafeed.config import ConnectionSettings
 from kafeed.loader.read_ahead import MIB, MIN_READ_AHEAD
+from kafeed.loader.record_kinds import KINDS, MAX_TOKEN_ID
 
 Mode = Literal["static", "group", "replicated"]
 Kind = Literal["tokens", "samples"]
@@ -47,7 +48,6 @@ EndSpec = Literal["latest"] | Moment | Offset | Mapping[Offset | str, Offset] | 
 _TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")
 _PARTITION = re.compile(r"[0-9]+")
 _TABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+")
-MAX_TOKEN_ID = 2**32 - 1  # token ids travel as uint16 or uint32
 MAX_CONSUME_BATCH = 1_000_000  # librdkafka's limit for consume(num_messages=...)
 
 
@@ -110,9 +110,10 @@ class LoaderSettings(BaseModel):
         for what, spec in (("start", self.start), ("end", self.end)):
             if isinstance(spec, Mapping):
                 self._check_offsets(what, spec)
-        if self.kind == "tokens" and self.seq_len < 1:
+        packs = KINDS[self.kind].packs  # token arrays packed into windows
+        if packs and self.seq_len < 1:
             raise ValueError("seq_len must be at least 1")
-        if self.kind == "tokens" and self.eos_id is None:
+        if packs and self.eos_id is None:
             raise ValueError("eos_id is required: pass the end-of-document id of the tokenizer that "
                              "produced the topic (kafeed train uses its --tokenizer's)")
         if (self.rank is None) != (self.world_size is None):

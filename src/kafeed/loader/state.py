@@ -37,6 +37,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NoReturn
 
 from kafeed.errors import ResumeMismatch
+from kafeed.loader.record_kinds import KINDS
 from kafeed.loader.settings import LoaderSettings
 
 STATE_VERSION = 1
@@ -217,7 +218,7 @@ def check_reader(reader: Any, path: str, settings: LoaderSettings) -> None:
     elif buffer:
         _fail(f"{path}.rng", "is null but the shuffle buffer holds records")
     carry = _list(reader["carry"], f"{path}.carry")
-    if carry and settings.kind != "tokens":
+    if carry and not KINDS[settings.kind].packs:
         _fail(f"{path}.carry", "holds packer carry-over, which a sample loader never has")
     for i, ref in enumerate(carry):
         _check_ref(ref, f"{path}.carry[{i}]", positions, 3)
