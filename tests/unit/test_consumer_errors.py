@@ -5,11 +5,10 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import KafkaError
 
-from kafeed.config import ConnectionSettings
 from kafeed.errors import BrokerUnavailable, KafkaOperationError
 from kafeed.kafka import final_consumer_error
-from kafeed.stream import StreamProcessor, StreamSettings
-from tests.unit.test_stream_processor import Recording
+from kafeed.stream import StreamSettings
+from kafeed.stream.consume import consumer_error
 
 
 @pytest.mark.parametrize("code", [KafkaError.GROUP_AUTHORIZATION_FAILED,
@@ -31,7 +30,6 @@ def test_transient_errors_are_retried_and_fatal_ones_are_final() -> None:
 
 def test_the_stream_core_ends_its_run_on_a_group_authorization_error() -> None:
     settings = StreamSettings(input="raw", outputs=("out",), group="g", dlq_topic="raw.dlq")
-    proc: StreamProcessor[None] = StreamProcessor(Recording(), settings, ConnectionSettings())
-    assert proc._consumer_error(KafkaError(KafkaError.NOT_LEADER_FOR_PARTITION)) is False
+    assert consumer_error(KafkaError(KafkaError.NOT_LEADER_FOR_PARTITION), settings) is False
     with pytest.raises(KafkaOperationError, match=r"Could not consume 'raw' in group 'g': .*uthorization"):
-        proc._consumer_error(KafkaError(KafkaError.GROUP_AUTHORIZATION_FAILED))
+        consumer_error(KafkaError(KafkaError.GROUP_AUTHORIZATION_FAILED), settings)

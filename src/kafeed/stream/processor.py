@@ -14,10 +14,8 @@ produce-and-commit run on a helper thread while the main thread consumes batch N
 and runs the stage on it; N+1 is produced only after N committed. If N fails, N+1
 is discarded with it.
 
-With ``purge_input_every_s`` (for an internal topic that only this stage's group
-reads, such as a repartition topic) the input's records below the positions this
-process committed are deleted at most that often, and once more at the end, the
-way Kafka Streams purges its repartition topics: committed records only.
+With ``purge_input_every_s`` the input's committed records are deleted as it goes
+(:mod:`kafeed.stream.purge`).
 
 Errors: a retriable error retries the call; an abortable one aborts, rolls back
 the stage's pending state and seeks the consumer back to the failed batch's first
@@ -37,33 +35,32 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Generic
 
 from kafeed.config import ConnectionSettings
-from kafeed.errors import KafeedError, KafkaOperationError
+from kafeed.errors import KafkaOperationError
 from kafeed.kafka import (
     Drain,
     TransactionalProducer,
-    client_config,
     close_consumer,
     dead_letter_headers,
-    final_consumer_error,
     fit_value,
     group_positions,
     stall_seconds,
 )
 from kafeed.kafka.producer import MAX_ATTEMPTS
-from kafeed.stream.batch import RecordBatch, message_column
+from kafeed.stream.batch import RecordBatch
+from kafeed.stream.consume import consume_batch
 from kafeed.stream.identity import claim_instance
+from kafeed.stream.purge import InputPurge
 from kafeed.stream.records import BatchResult, DeadLetter, Record
+from kafeed.stream.restore import restore_partitions
 from kafeed.stream.settings import StreamSettings
-from kafeed.stream.snapshots import read_from_snapshot
 from kafeed.stream.stage import ReportT, Stage
 from kafeed.stream.stats import StreamCounters
-from kafeed.stream.topics import ensure_topics, read_changelog
+from kafeed.stream.step_clients import make_consumer, make_producer
+from kafeed.stream.topics import ensure_topics
 from kafeed.topics import TopicAdmin
 
 log = logging.getLogger("kafeed")
 
-#: How long a batch's second and later consume calls wait for records (see _consume).
-_REFILL_WAIT_S = 0.02
 # Closing the consumer (leave the group, settle the transaction in the revoke callback) is
 # given this many session timeouts before the step goes on without it (close_consumer).
 CLOSE_TIMEOUT_FACTOR = 3
@@ -93,44 +90,10 @@ class StreamProcessor(Generic[ReportT]):
         self._rewind_records: list[Record] = []
         self._admin: TopicAdmin | None = None
         self._drain: Drain | None = None  # made at the first caught-up check of a drain
-        self._purgeable: dict[int, int] = {}  # input partition -> committed position not yet purged
-        self._purged_at = time.monotonic()
+        self._input_purge = InputPurge(settings.input, settings.purge_input_every_s)
         self._commit_pool: ThreadPoolExecutor | None = (
             ThreadPoolExecutor(max_workers=1, thread_name_prefix="kafeed-commit")
             if settings.kafka.overlap_commit else None)
-
-    # -- clients ---------------------------------------------------------------------------------
-
-    def _make_producer(self, transactional_id: str, max_message_bytes: int) -> TransactionalProducer:
-        k = self.settings.kafka
-        producer = TransactionalProducer(self.connection, transactional_id=transactional_id,
-                                         stage=self.stage.name, timeout_s=k.transaction_timeout_ms / 1000,
-                                         config={
-            "transaction.timeout.ms": k.transaction_timeout_ms,
-            "message.timeout.ms": k.effective_message_timeout_ms(),
-            "linger.ms": k.linger_ms,
-            "compression.type": k.compression,
-            "queue.buffering.max.messages": max(100_000, 4 * k.batch_size),
-            "message.max.bytes": max(max_message_bytes + 1024, 1_000_000),
-        })
-        producer.init()
-        return producer
-
-    def _make_consumer(self) -> Any:
-        from confluent_kafka import Consumer
-
-        k = self.settings.kafka
-        return Consumer(client_config(self.connection, {
-            "group.id": self.settings.group,
-            "enable.auto.commit": False,
-            "enable.auto.offset.store": False,
-            "isolation.level": "read_committed",
-            "auto.offset.reset": k.auto_offset_reset,
-            "partition.assignment.strategy": "cooperative-sticky",
-            "session.timeout.ms": k.session_timeout_ms,
-            "fetch.max.bytes": k.fetch_max_bytes,
-            "max.partition.fetch.bytes": k.max_partition_fetch_bytes,
-        }, stage=self.stage.name))
 
     # -- rebalance callbacks (run inside consume()) ------------------------------------------------
 
@@ -140,15 +103,8 @@ class StreamProcessor(Generic[ReportT]):
         self.counters.rebalances += 1
         changelog = self.settings.changelog_topic
         if changelog is not None and parts:
-            timeout_s = self.settings.state_rebuild_timeout_s
-            if self.stage.snapshots:
-                entries, read = read_from_snapshot(self.connection, changelog, parts, timeout_s=timeout_s,
-                                                   first_window=self.stage.snapshot_window)
-            else:
-                entries = read_changelog(self.connection, changelog, parts, timeout_s=timeout_s)
-                read = sum(len(e) for e in entries.values())
-            for p in parts:
-                self.stage.restore(p, entries.get(p, []))
+            read = restore_partitions(self.connection, self.stage, changelog, parts,
+                                      timeout_s=self.settings.state_rebuild_timeout_s)
             self.counters.state_records_read += read
             log.info("assigned %s; state rebuilt from %d changelog records", parts, read)
         self._assigned.update(parts)
@@ -225,25 +181,7 @@ class StreamProcessor(Generic[ReportT]):
         self.stage.committed(result)
         self.counters.committed(records, result, done)
         self._failures = 0
-        if self.settings.purge_input_every_s is not None:
-            for (topic, partition), offset in records.positions().items():
-                if topic == self.settings.input and offset > self._purgeable.get(partition, -1):
-                    self._purgeable[partition] = offset
-
-    def _purge(self, *, final: bool = False) -> None:
-        """Delete the input's records below the committed positions, at most every ``purge_input_every_s``."""
-        every = self.settings.purge_input_every_s
-        if every is None or self._admin is None or not self._purgeable:
-            return
-        now = time.monotonic()
-        if not final and now - self._purged_at < every:
-            return
-        self._purged_at = now
-        before, self._purgeable = self._purgeable, {}
-        try:
-            self._admin.delete_records(self.settings.input, before, wait=final)
-        except KafeedError as exc:  # the records stay until the next purge or the retention
-            log.warning("%s", exc)
+        self._input_purge.committed(records)
 
     def _recover(self, exc: Exception) -> None:
         """Undo a failed transaction: the stage's pending state, then the transaction itself."""
@@ -311,8 +249,10 @@ class StreamProcessor(Generic[ReportT]):
         transactional_id = f"kafeed-{self.stage.name}.{s.group}.{lock.name}"
         log.info("%s %s -> %s as %s", self.stage.name, s.input, ", ".join(s.outputs), transactional_id)
         try:
-            self.producer = self._make_producer(transactional_id, max(*limits.values(), self._dlq_limit))
-            self._consumer = self._make_consumer()
+            self.producer = make_producer(self.connection, s, self.stage.name,
+                                          transactional_id=transactional_id,
+                                          max_message_bytes=max(*limits.values(), self._dlq_limit))
+            self._consumer = make_consumer(self.connection, s, self.stage.name)
             self._consumer.subscribe([s.input], on_assign=self._on_assign, on_revoke=self._on_revoke,
                                      on_lost=self._on_revoke)
             self._loop(until_caught_up, upstream)
@@ -330,66 +270,11 @@ class StreamProcessor(Generic[ReportT]):
             lock.release()
         return self.snapshot()
 
-    def _consume(self) -> RecordBatch:
-        """One batch: consume calls until ``batch_size`` records, ``batch_max_bytes`` or the timeout.
-
-        A rebalance during a call ends the batch. Records of earlier calls from a partition
-        revoked meanwhile are left out: the revoke settled the in-flight transaction, and
-        whoever owns the partition now (this process again, perhaps) reads them from the
-        committed offset. The messages are kept as they are (:class:`RecordBatch`); a call
-        without errors among its messages takes no Python step per message.
-        """
-        s = self.settings
-        k = s.kafka
-        consume = self._consumer.consume
-        messages: list[Any] = []
-        values: list[bytes | None] = []
-        nbytes = 0
-        deadline = time.monotonic() + k.consume_timeout_s
-        wait = k.consume_timeout_s
-        while True:
-            self._revoked.clear()
-            rebalances = self.counters.rebalances
-            polled = consume(num_messages=min(k.poll_records, k.batch_size - len(messages)), timeout=wait)
-            got = bool(polled)
-            errors = message_column(polled, "error")
-            if errors.count(None) != len(errors):
-                polled = [m for m, err in zip(polled, errors, strict=True)
-                          if err is None or self._consumer_error(err)]
-            polled_values = message_column(polled, "value")
-            nbytes += sum(map(len, filter(None, polled_values)))
-            if self.counters.rebalances != rebalances:
-                revoked = self._revoked
-                kept = [i for i, m in enumerate(messages) if m.partition() not in revoked]
-                return RecordBatch([*(messages[i] for i in kept), *polled], topic=s.input,
-                                   values=[*(values[i] for i in kept), *polled_values])
-            messages.extend(polled)
-            values.extend(polled_values)
-            if (not got or len(messages) >= k.batch_size or nbytes >= k.batch_max_bytes
-                    or time.monotonic() >= deadline or self.stop_event.is_set()):
-                return RecordBatch(messages, topic=s.input, values=values)
-            # Later calls take what the fetcher has (waiting briefly for it): a batch that
-            # stops filling commits now instead of waiting out the timeout.
-            wait = min(_REFILL_WAIT_S, max(0.0, deadline - time.monotonic()))
-
-    def _consumer_error(self, err: Any) -> bool:
-        """Raise a final consumer error (fatal, or not authorized), log any other but end of
-        partition; False: not a record."""
-        from kafeed.kafka.types import KafkaError
-
-        final = final_consumer_error(
-            err, action=f"consume {self.settings.input!r} in group {self.settings.group!r}")
-        if final is not None:
-            raise final
-        if err.code() != KafkaError._PARTITION_EOF:
-            log.warning("consumer: %s", err)
-        return False
-
     def _loop(self, until_caught_up: bool, upstream: Callable[[], bool] | None) -> None:
         s = self.settings
         last_data = time.monotonic()
         while not self.stop_event.is_set():
-            records = self._consume()
+            records = consume_batch(self._consumer, s, self.counters, self._revoked, self.stop_event)
             result = None
             if records and not self._rewind_records:
                 last_data = time.monotonic()
@@ -409,10 +294,10 @@ class StreamProcessor(Generic[ReportT]):
             elif (until_caught_up and time.monotonic() - last_data >= s.idle_s
                   and (upstream is None or upstream()) and self.caught_up()):
                 break
-            self._purge()
+            self._input_purge.purge(self._admin)
             if self.on_progress is not None:
                 self.on_progress(self.snapshot())
         self._settle()
         if self._rewind_records:
             self._rewind(())
-        self._purge(final=True)
+        self._input_purge.purge(self._admin, final=True)
