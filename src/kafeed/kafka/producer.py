@@ -16,9 +16,11 @@ recovering (:meth:`TransactionalProducer.recover`) and translating
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Future, wait
 from dataclasses import dataclass
 from functools import partial
 from operator import length_hint
@@ -35,6 +37,9 @@ log = logging.getLogger("kafeed")
 T = TypeVar("T")
 Headers = list[tuple[str, bytes]]
 MAX_ATTEMPTS = 5
+#: How long past its own timeout send_offsets_to_transaction may block before the client is
+#: given up as stuck (see TransactionalProducer.send_offsets).
+STUCK_AFTER_S = 5.0
 #: Bytes of a topic's max.message.bytes kept free for key, headers and record-batch framing.
 RECORD_OVERHEAD = 4096
 
@@ -153,8 +158,37 @@ class TransactionalProducer:
         from confluent_kafka import TopicPartition
 
         tps = [TopicPartition(t, p, off) for (t, p), off in positions.items()]
-        self._retrying("send offsets",
-                       lambda: self._p.send_offsets_to_transaction(tps, group_metadata, self.timeout_s))
+        self._retrying("send offsets", lambda: self._unless_stuck(
+            "send_offsets_to_transaction",
+            lambda: self._p.send_offsets_to_transaction(tps, group_metadata, self.timeout_s)))
+
+    def _unless_stuck(self, what: str, call: Callable[[], T]) -> T:
+        """``call`` on a thread of its own, given up ``STUCK_AFTER_S`` past ``timeout_s``.
+
+        librdkafka sends the offsets to the group coordinator it cached. When a broker restart
+        made it drop that broker (re-bootstrap), the cached handle never reconnects and the call
+        ignores its timeout: it blocks for ever (librdkafka issues 5456, 5511). The offsets are
+        not committed then, so giving up is safe: the error is fatal, :meth:`recover` builds a
+        new client, whose ``init_transactions`` fences the stuck one and aborts its transaction.
+        The stuck thread is a daemon and keeps the old client alive, unused, until the exit.
+        """
+        future: Future[T] = Future()
+
+        def run() -> None:
+            try:
+                future.set_result(call())
+            except BaseException as exc:
+                future.set_exception(exc)
+
+        threading.Thread(target=run, name=f"kafeed-{what}", daemon=True).start()
+        bound = self.timeout_s + STUCK_AFTER_S
+        if not wait([future], timeout=bound).done:
+            from confluent_kafka import KafkaError, KafkaException
+
+            raise KafkaException(KafkaError(
+                KafkaError._TIMED_OUT, f"{what} did not return within {bound:g} s; the producer is "
+                "given up as stuck and rebuilt", fatal=True))
+        return future.result()
 
     def commit(self) -> None:
         self._retrying("commit", lambda: self._p.commit_transaction(self.timeout_s))
