@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 
 import pytest
 
@@ -14,7 +15,13 @@ from kafeed.loader.read_ahead import (
     decay,
     depth,
     next_rate,
+    pausing,
     pull_count,
+    pull_size,
+    refill_after_wake,
+    short,
+    waking,
+    woken_with,
 )
 
 
@@ -157,3 +164,66 @@ def test_a_reader_is_held_by_its_caps_when_they_hold_no_more_than_half_the_targe
     half = ahead.target // 2
     assert ahead.held_by_caps(half // 2048 // 2, 2)
     assert not ahead.held_by_caps(half // 2048 // 2 + 1, 2)
+
+
+@dataclass
+class _Lane:
+    records: int
+    paused: bool = False
+    queue: list[int] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.queue = [0] * self.records
+
+
+def _filled(held_fraction: float, record: int = 2048) -> ReadAhead:
+    """A read-ahead that has seen records of ``record`` bytes and holds ``held_fraction`` of
+    its target."""
+    ahead = ReadAhead(64 * MIB)
+    count = max(1, int(ahead.target * held_fraction) // record)
+    for _ in range(count):
+        ahead.added(record)
+    return ahead
+
+
+def test_short_is_half_the_share_and_at_most_half_the_cap() -> None:
+    ahead = _filled(0.1)
+    assert short(ahead, 4, 10**9) == ahead.share(4) // 2
+    assert short(ahead, 4, 100) == 50
+
+
+def test_at_half_the_target_or_below_the_short_paused_partitions_wake() -> None:
+    ahead = _filled(0.25)
+    cut = short(ahead, 3, 8000)
+    lanes = [_Lane(cut, paused=True), _Lane(cut + 1, paused=True), _Lane(0)]
+    assert waking(ahead, lanes, 8000) == [lanes[0]]
+    assert pausing(ahead, lanes, 8000) == []
+
+
+def test_above_half_the_target_the_partitions_over_half_their_share_pause() -> None:
+    ahead = _filled(0.75)
+    cut = short(ahead, 3, 8000)
+    lanes = [_Lane(cut), _Lane(cut + 1), _Lane(cut + 1, paused=True)]
+    assert pausing(ahead, lanes, 8000) == [lanes[1]]
+    assert waking(ahead, lanes, 8000) == []
+
+
+def test_a_partition_found_empty_wakes_with_those_whose_turn_comes_soon() -> None:
+    ahead = _filled(0.75)
+    cut = short(ahead, 3, 8000)
+    empty, soon, full = _Lane(0, paused=True), _Lane(cut, paused=True), _Lane(cut + 5, paused=True)
+    assert woken_with(full, [empty, soon, full], 3, ahead, 8000) == [empty, soon, full]
+    assert woken_with(empty, [empty, soon, full], 3, ahead, 8000) == [empty, soon]
+
+
+def test_a_refill_waits_only_when_the_caps_can_hold_more_than_half_the_target() -> None:
+    ahead = _filled(0.1)
+    assert not refill_after_wake(ahead, 1, 2)  # caps of one record: the caps pause, not the target
+    assert refill_after_wake(ahead, 8000, 24)
+
+
+def test_one_consume_brings_no_more_than_the_least_room_below_the_cap() -> None:
+    ahead = _filled(0.1)
+    assert pull_size(ahead, [_Lane(90), _Lane(10)], 2000, 100) == 10
+    assert pull_size(ahead, [_Lane(100)], 2000, 100) == 1  # at the cap: still one record
+    assert pull_size(ahead, [], 2000, 10**6) == ahead.pull(2000)

@@ -21,18 +21,42 @@ seconds (the boost halves every ``half_life``), and it then holds about that plu
 
 :func:`depth` and :func:`next_rate` are the policy, pure; :class:`ReadAhead` applies it
 to the counts the reader keeps.
+
+Which partitions fetch follows from those counts (:func:`waking`, :func:`pausing`,
+:func:`woken_with`, :func:`pull_size`). Pausing a partition stops its fetching and makes
+librdkafka drop what it had fetched for it; librdkafka's own queue cap does not hold for
+assigned partitions, and a partition left running while the caller is away (a training
+step) fetches without limit. Records are taken from the partitions in turn, so each should
+hold its *share* of the target. At half the target or below, the paused partitions are
+resumed and the queues refilled to the target at once (up to ``REFILL_S``), or until every
+partition is paused at its cap; a reader whose caps hold no more than half the target (few
+partitions, a fast caller) is only resumed, and its takes' top-ups bring the records in as
+they come, each partition paused at its cap. Above half, partitions that hold more than
+half their share are paused, and the others keep fetching, even above the target:
+resuming a partition takes librdkafka a fetch round, which a partition found empty at its
+turn makes the caller wait for, and pausing one drops what librdkafka had fetched for it.
+(Pausing every partition with records above the target made a reader of 24 partitions
+under a 32 MiB bound fetch its short partitions 16 records per fetch round, 0.5 s each.)
+
+This module knows nothing of Kafka: the reader (kafeed.loader.reader) asks it and applies
+the answers to its consumer.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence, Sized
 from dataclasses import dataclass
+from typing import Protocol, TypeVar
 
 MIB = 1024 * 1024
 MIN_READ_AHEAD = 4 * MIB  # librdkafka's quarter must hold one fetch of a 1 MiB record
 LEAD_S = 2.0  # seconds of consumption kept ready
 HALF_LIFE_S = 1.0  # the rate estimate forgets half of its past every second
 FETCH_QUEUE_BACKOFF_MS = 20  # about how often a reader moves records out of librdkafka's queue
+CHECK_S = 0.02  # how often taking records looks at the queues (rate, top-up, pause)
+REFILL_S = 0.05  # the longest a refill after resuming waits for its records
+BOUNDED_FETCH_WAIT_MS = 10  # the longest the broker holds a bounded reader's fetch for data
 
 
 @dataclass(frozen=True)
@@ -197,3 +221,64 @@ class ReadAhead:
     def low(self) -> bool:
         """At most half the target: let librdkafka fetch (refill); above, pause it."""
         return self.held <= self.target // 2
+
+
+class Lane(Protocol):
+    """A partition as the policy sees it: its queue of records, and whether it is paused."""
+
+    @property
+    def queue(self) -> Sized: ...
+    @property
+    def paused(self) -> bool: ...
+
+
+L = TypeVar("L", bound=Lane)
+
+
+def short(ahead: ReadAhead, partitions: int, cap: int) -> int:
+    """The records below which a partition is short: half its share of the target, and at
+    most half of ``cap`` (``queue_records``), the cap at which a partition is paused whatever
+    the bytes (without it, many small records resumed a partition at its cap at once)."""
+    return min(ahead.share(partitions), cap) // 2
+
+
+def waking(ahead: ReadAhead, live: Sequence[L], cap: int) -> list[L]:
+    """The fetching partitions ``live`` to resume: at half the target or below, the paused
+    ones that are short."""
+    if not ahead.low:
+        return []
+    below = short(ahead, len(live), cap)
+    return [p for p in live if p.paused and len(p.queue) <= below]
+
+
+def refill_after_wake(ahead: ReadAhead, cap: int, partitions: int) -> bool:
+    """Whether resumed partitions are refilled to the target at once: not when their caps
+    keep them below half the target anyway (they stay resumed after any refill, so waiting
+    for the fetch would only idle the caller meanwhile)."""
+    return not ahead.held_by_caps(cap, partitions)
+
+
+def pausing(ahead: ReadAhead, live: Sequence[L], cap: int) -> list[L]:
+    """The running partitions ``live`` to pause: above half the target, those holding more
+    than half their share."""
+    if ahead.low:
+        return []
+    above = short(ahead, len(live), cap)
+    return [p for p in live if len(p.queue) > above and not p.paused]
+
+
+def woken_with(part: L, paused: Sequence[L], partitions: int, ahead: ReadAhead, cap: int) -> list[L]:
+    """``part`` was found empty and paused at its turn: resume it, and with it every one of
+    ``paused`` (of ``partitions`` in all) at half its share or less, whose turn comes soon
+    too, so that one fetch round serves them all."""
+    below = short(ahead, partitions, cap)
+    return [p for p in paused if p is part or len(p.queue) <= below]
+
+
+def pull_size(ahead: ReadAhead, fetching: Sequence[Lane], most: int, cap: int) -> int:
+    """Records the next ``consume()`` may bring: what the target leaves room for
+    (:meth:`ReadAhead.pull`, at most ``most``), and no more than the least room below
+    ``cap`` among the partitions ``fetching`` (one call may bring a single partition's
+    records only, and records past its cap would be dropped and fetched again)."""
+    room = min((cap - len(p.queue) for p in fetching), default=cap)
+    return max(1, min(ahead.pull(most), room))

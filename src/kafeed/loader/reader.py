@@ -46,7 +46,17 @@ from kafeed.loader.offsets import list_partitions, resolve_end, resolve_start, w
 from kafeed.loader.parent import ParentWatch
 from kafeed.loader.partition import Partition
 from kafeed.loader.prefetch import Stopped
-from kafeed.loader.read_ahead import ReadAhead
+from kafeed.loader.read_ahead import (
+    BOUNDED_FETCH_WAIT_MS,
+    CHECK_S,
+    REFILL_S,
+    ReadAhead,
+    pausing,
+    pull_size,
+    refill_after_wake,
+    waking,
+    woken_with,
+)
 from kafeed.loader.readers import STATE_KEYS, STATE_VERSION, Item, Ref
 from kafeed.loader.resume import (
     PartitionStart,
@@ -61,9 +71,6 @@ from kafeed.loader.state import check_positions, check_version, require_keys
 
 log = logging.getLogger("kafeed")
 
-CHECK_S = 0.02  # how often taking records looks at the queues (rate, top-up, pause)
-REFILL_S = 0.05  # the longest a refill after resuming waits for its records
-BOUNDED_FETCH_WAIT_MS = 10  # the longest the broker holds a bounded reader's fetch for data
 STOP_CHECK_S = 0.1  # with a stop hook, a wait for records looks at it this often
 
 class KafkaReader:
@@ -281,14 +288,11 @@ class KafkaReader:
         consume = self._consumer.consume
         ahead = self.read_ahead
         limit = self.settings.queue_records
-        # One call may bring a single partition's records only: no more than the least room
-        # below the cap, so that none is dropped at the cap and fetched again (_refetch). A
-        # partition caught up at the end of its log brings none, so its room does not count
+        # A partition caught up at the end of its log brings none, so its room does not count
         # (should records arrive for it meanwhile, _refetch guards the cap).
-        room = min((limit - len(p.queue) for p in self.parts
-                    if not p.paused and not p.fetch_done and not p.eof and p.cold_until is None),
-                   default=limit)
-        batch = max(1, min(ahead.pull(self.settings.consume_batch), room))
+        batch = pull_size(ahead, [p for p in self.parts if not p.paused and not p.fetch_done
+                                  and not p.eof and p.cold_until is None],
+                          self.settings.consume_batch, limit)
         if self.settings.bounded:
             # A replay: waiting a little for a full batch makes fewer, fuller calls (and
             # leaves the CPU to librdkafka's fetcher meanwhile).
@@ -410,35 +414,16 @@ class KafkaReader:
                 raise Stopped(f"reader {self.index} was stopped")
 
     def _hold(self) -> None:
-        """Hold the queues near the target. Pausing a partition stops its fetching and makes
-        librdkafka drop what it had fetched for it; librdkafka's own queue cap does not hold
-        for assigned partitions (kafeed.loader.read_ahead), and a partition left running while
-        the caller is away (a training step) fetches without limit.
-
-        Records are taken from the partitions in turn, so each should hold its *share* of the
-        target. At half the target or below, the paused partitions are resumed and the queues
-        refilled to the target at once (waiting up to REFILL_S), or until every partition
-        is paused at its cap; a reader whose caps hold no more than half the target (few
-        partitions, a fast caller) is only resumed, and its takes' top-ups bring the records
-        in as they come, each partition paused at its cap. Above half, partitions that hold
-        more than half their share are paused, and the others keep fetching, even above
-        the target: resuming a partition takes librdkafka a fetch round, which a partition
-        found empty at its turn makes the caller wait for, and pausing one drops what
-        librdkafka had fetched for it. (Pausing every partition with records above the target
-        made a reader of 24 partitions under a 32 MiB bound fetch its short partitions 16
-        records per fetch round, 0.5 s each.)"""
+        """Hold the queues near the target: resume, refill and pause partitions as the
+        read-ahead policy says (kafeed.loader.read_ahead explains why)."""
         ahead = self.read_ahead
+        cap = self.settings.queue_records
         # A cold partition is not assigned; one fetched to its end stays paused.
         live = [p for p in self.parts if not p.fetch_done and p.cold_until is None]
-        short = self._short(len(live))
-        if ahead.low:
-            waking = [p for p in live if p.paused and len(p.queue) <= short]
-            if waking:
-                self._pause_many(waking, False)
-                if ahead.held_by_caps(self.settings.queue_records, len(live)):
-                    # Its caps keep it below half the target, so it stays resumed after any
-                    # refill: waiting for the fetch would only idle the caller meanwhile.
-                    return
+        woken = waking(ahead, live, cap)
+        if woken:
+            self._pause_many(woken, False)
+            if refill_after_wake(ahead, cap, len(live)):
                 # Refill to the target at once and pause again: left running until the next
                 # take (a whole training step later, maybe), the fetcher would bring in far more.
                 deadline = time.monotonic() + min(REFILL_S, self.settings.poll_timeout_s)
@@ -448,22 +433,14 @@ class KafkaReader:
                     # more can come, and a pull would wait out the deadline for it.
                     if left <= 0 or all(p.paused for p in live) or not self._pull(left)[0]:
                         break
-        if not ahead.low:
-            self._pause_many([p for p in live if len(p.queue) > short and not p.paused], True)
-
-    def _short(self, partitions: int) -> int:
-        """The records below which a partition is short: half its share of the target, and at
-        most half of ``queue_records``, the cap at which a partition is paused whatever the
-        bytes (without it, many small records resumed a partition at its cap at once)."""
-        return min(self.read_ahead.share(partitions), self.settings.queue_records) // 2
+        self._pause_many(pausing(ahead, live, cap), True)
 
     def _wake(self, part: Partition) -> None:
-        """``part`` was found empty and paused at its turn: resume it, and with it every paused
-        partition at half its share or less, whose turn comes soon too, so that one fetch
-        round serves them all."""
-        short = self._short(len(self.parts))
-        self._pause_many([p for p in self.parts if p.paused and not p.fetch_done and p.cold_until is None
-                          and (p is part or len(p.queue) <= short)], False)
+        """``part`` was found empty and paused at its turn: resume it, and the paused
+        partitions whose turn comes soon too (kafeed.loader.read_ahead.woken_with)."""
+        paused = [p for p in self.parts if p.paused and not p.fetch_done and p.cold_until is None]
+        self._pause_many(woken_with(part, paused, len(self.parts), self.read_ahead,
+                                    self.settings.queue_records), False)
 
     def _top_up(self) -> None:
         """Now and then while records are taken: update the rate, pause or resume, and move

@@ -9,7 +9,7 @@ the middle of a shard. Positions are what the loader state saves, under the key
 Two sources implement it: local Parquet/Arrow files (kafeed.loader.file_source) and the
 Iceberg cold tier of a topic (kafeed.loader.archive_source, per Kafka partition). Kafka
 partitions themselves are pushed by librdkafka's fetcher, not pulled, and are read by
-kafeed.loader.reader under the read-ahead policy (kafeed.loader.flow).
+kafeed.loader.reader under the read-ahead policy (kafeed.loader.read_ahead).
 
 To add a source: implement :class:`Source` in a module of its own, and name it where
 readers are made (kafeed.loader.readers.make_reader).
