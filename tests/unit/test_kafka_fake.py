@@ -1,4 +1,4 @@
-"""FakeKafka, the in-memory boundary: partitions, transactions, groups, and the one read-to-end."""
+"""KafkaClients and FakeKafka, its in-memory twin: partitions, transactions, groups, the one read-to-end."""
 
 from __future__ import annotations
 
@@ -219,3 +219,13 @@ def test_deletions_are_logged_with_the_transactions_committed_by_then() -> None:
     assert fake.transactions == [{("t", 0): 1}]
     assert fake.deletions == [("t", {0: 1}, 1)]
     assert fake.records("t", 0) == []
+
+
+def test_a_client_that_cannot_be_built_is_one_kafeed_sentence() -> None:
+    from kafeed.config import ConnectionSettings
+
+    clients = KafkaClients(ConnectionSettings(bootstrap="localhost:1"))
+    with pytest.raises(KafkaOperationError, match=r"^Could not create a consumer: .*no\.such\.property"):
+        clients.consumer({"group.id": "g", "no.such.property": 1})
+    built = clients.read_committed_consumer({"group.id": "g"}, stage="prepare")
+    built.close()
