@@ -19,7 +19,10 @@ imported inside the function that needs them so ``import kafeed`` stays light.
 
 Errors enter the :class:`~kafeed.errors.KafeedError` tree through
 :func:`translate_kafka_error`, here and nowhere else. Also here: the transactional
-producer, dead-letter headers, and drains.
+producer, dead-letter headers, and drains. ``admin_client(connection)`` and
+``read_committed_consumer(connection, ...)`` are the older spellings of
+``KafkaClients(connection).admin()`` and ``.read_committed_consumer(...)``, kept while
+their last callers move.
 """
 
 from kafeed.kafka.clients import (
