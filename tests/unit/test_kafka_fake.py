@@ -229,3 +229,16 @@ def test_a_client_that_cannot_be_built_is_one_kafeed_sentence() -> None:
         clients.consumer({"group.id": "g", "no.such.property": 1})
     built = clients.read_committed_consumer({"group.id": "g"}, stage="prepare")
     built.close()
+
+
+def test_group_positions_asks_again_while_the_coordinator_moves() -> None:
+    from kafeed.kafka import group_positions
+
+    fake = _fake(2)
+    fake.groups["g"] = {("t", 0): 5}
+    fake.fail("committed", KafkaError.NOT_COORDINATOR, "Broker: Not coordinator")
+    consumer = fake.consumer({"group.id": "g"})
+    assert group_positions(consumer, "t", [0, 1], timeout=5) == {0: 5, 1: None}
+    fake.fail("committed", KafkaError.GROUP_AUTHORIZATION_FAILED, "denied")
+    with pytest.raises(KafkaOperationError, match="denied"):
+        group_positions(consumer, "t", [0], timeout=5)

@@ -28,7 +28,7 @@ from kafeed.config import ConnectionSettings
 from kafeed.errors import DrainIncomplete, TopicError
 from kafeed.kafka.clients import close_consumer
 from kafeed.kafka.kafka_clients import KafkaClients
-from kafeed.kafka.translate import translate_kafka_error
+from kafeed.kafka.translate import error_code, translate_kafka_error
 
 log = logging.getLogger("kafeed")
 
@@ -89,16 +89,31 @@ def topic_ends(admin: Any, topic: str, *, timeout: float = 15.0) -> dict[int, tu
     return {p: (found["start"][p], found["end"][p]) for p in parts}
 
 
+def _coordinator_moving() -> frozenset[int]:
+    from confluent_kafka import KafkaError
+
+    return frozenset({KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+                      KafkaError.COORDINATOR_NOT_AVAILABLE})
+
+
 def group_positions(consumer: Any, topic: str, partitions: Collection[int], *,
                     timeout: float = 15.0) -> dict[int, int | None]:
     """The committed offsets of ``consumer``'s group for ``partitions`` (None: none committed),
-    whichever member holds them."""
+    whichever member holds them. A coordinator that is moving or loading is asked again
+    until ``timeout``."""
     from confluent_kafka import TopicPartition
 
-    try:
-        got = consumer.committed([TopicPartition(topic, p) for p in sorted(partitions)], timeout=timeout)
-    except Exception as exc:
-        raise translate_kafka_error(exc, action=f"read the committed offsets of topic {topic!r}") from exc
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            got = consumer.committed([TopicPartition(topic, p) for p in sorted(partitions)],
+                                     timeout=max(0.1, deadline - time.monotonic()))
+            break
+        except Exception as exc:
+            if error_code(exc) in _coordinator_moving() and time.monotonic() < deadline:
+                time.sleep(0.2)
+                continue
+            raise translate_kafka_error(exc, action=f"read the committed offsets of topic {topic!r}") from exc
     return {tp.partition: (tp.offset if tp.offset >= 0 else None) for tp in got}
 
 

@@ -132,6 +132,7 @@ class FakeConsumer:
     def committed(self, partitions: Sequence[Any], timeout: float = -1) -> list[Any]:
         from confluent_kafka import OFFSET_INVALID, TopicPartition
 
+        self._fake.check("committed")
         group = self._fake.groups.get(self.group, {})
         return [TopicPartition(tp.topic, tp.partition, group.get((tp.topic, tp.partition), OFFSET_INVALID))
                 for tp in partitions]
