@@ -216,3 +216,70 @@ def test_a_deferred_entry_equals_the_entry_of_its_batch(kafka: ConnectionSetting
     built = [entry.build() for entry in deferred]
     assert built == live
     assert built[0] is not deferred[0].build()  # fresh containers each time
+
+
+CORPUS_FIRST = 9000  # the file corpus's documents: token value = CORPUS_FIRST + row number + 1
+
+
+def _corpus(root: Any, files: int = 2, rows: int = 150) -> np.ndarray:
+    """Parquet files of documents numbered from CORPUS_FIRST + 1 (row groups of 17 rows);
+    returns the expected count of each token value."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    sizes = np.random.default_rng(9).integers(1, 40, size=files * rows)
+    expected = np.zeros(CORPUS_FIRST + files * rows + 1, dtype=np.int64)
+    for f in range(files):
+        docs = []
+        for i in range(f * rows, (f + 1) * rows):
+            docs.append([CORPUS_FIRST + i + 1] * int(sizes[i]))
+            expected[CORPUS_FIRST + i + 1] = sizes[i]
+        pq.write_table(pa.table({"input_ids": docs}), root / f"shard-{f}.parquet", row_group_size=17)
+    return expected
+
+
+def _topic_and_files(kafka: ConnectionSettings, topic: str, root: Any, **kw: Any) -> kafeed.Mixture:
+    return kafeed.Mixture({topic: 0.5, "corpus": 0.5}, sources={"corpus": {"files": str(root)}},
+                          seq_len=WINDOW - 1, eos_id=EOS, connection=kafka, **kw)
+
+
+def test_a_topic_and_a_file_corpus_mix_and_resume_in_the_middle_of_a_file(
+        kafka: ConnectionSettings, sources: dict[str, tuple[str, np.ndarray]], tmp_path: Any) -> None:
+    corpus = _corpus(tmp_path)
+    topic, web = sources["web"]
+
+    def make() -> kafeed.StreamLoader:
+        return kafeed.StreamLoader(_topic_and_files(kafka, topic, tmp_path, shuffle_buffer=10, seed=2,
+                                                    on_dry="drop"), batch_size=4)
+
+    check_save_resume(_loader_case(make), 9, 25)
+    # Saved in the middle of the first file, resumed by a new loader: every token of the topic
+    # and of the files arrives exactly once.
+    one = make()
+    it = iter(one)
+    before = [next(it) for _ in range(9)]
+    saved = json.loads(json.dumps(one.state_dict()))
+    position = saved["readers"]["0"]["sources"]["corpus"]["partitions"]["corpus:0"]["next"]
+    assert 0 < position < 150, position
+    two = make()
+    two.load_state_dict(saved)
+    batches = before + list(two)
+    assert np.array_equal(counts([b["tokens"] for b in batches], len(web)), web)
+    got = counts([b["tokens"] for b in batches], len(corpus))[CORPUS_FIRST + 1:]
+    assert np.array_equal(got, corpus[CORPUS_FIRST + 1:])
+
+
+def test_a_live_topic_mixes_with_a_file_corpus(kafka: ConnectionSettings,
+                                               sources: dict[str, tuple[str, np.ndarray]],
+                                               tmp_path: Any) -> None:
+    _corpus(tmp_path)
+    topic, _ = sources["web"]
+    loader = kafeed.StreamLoader(_topic_and_files(kafka, topic, tmp_path, end=None), batch_size=8)
+    batches = []
+    for batch in loader:
+        batches.append(batch)
+        if len(batches) == 20:
+            break
+    values = np.concatenate([np.asarray(b["tokens"]).reshape(-1) for b in batches])
+    from_files = np.count_nonzero(values > CORPUS_FIRST) / np.count_nonzero(values)
+    assert 0.4 <= from_files <= 0.6, from_files

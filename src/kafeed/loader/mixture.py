@@ -1,4 +1,5 @@
-"""The :class:`Mixture` dataset: several token sources interleaved at set token proportions."""
+"""The :class:`Mixture` dataset: several token sources (topics or local files) interleaved at set
+token proportions."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any, get_args
 from kafeed.config import ConnectionSettings
 from kafeed.errors import ConfigError, invalid_settings
 from kafeed.loader.dataset import KafkaTokenDataset, loader_settings
+from kafeed.loader.file_dataset import file_options
 from kafeed.loader.mixing import OnDry, check_entry, check_weights, mixture_fingerprint
 from kafeed.loader.mixture_stream import AHEAD, MixtureStream
 from kafeed.loader.opening import Topology
@@ -23,27 +25,44 @@ def _own(spec: Any, topics: Sequence[str]) -> Any:
     return {k: v for k, v in spec.items() if isinstance(k, int) or k.rpartition(":")[0] in ("", *topics)}
 
 
+def _file_source(name: str, spec: Mapping[str, Any]) -> dict[str, Any]:
+    """The settings fields of mixture source ``name`` given as ``{"files": ..., "column": ...}``."""
+    unknown = sorted(set(spec) - {"files", "column"})
+    if "files" not in spec or unknown:
+        raise ConfigError(f"sources= gives {name!r} as {dict(spec)!r}; a source of local files is "
+                          "{'files': paths or globs} with an optional 'column'.")
+    options = file_options(spec["files"], name, {"column": spec.get("column")})
+    # Files are read whole, whatever the topics' start and end.
+    return {"files": options["files"], "column": options["column"], "start": "earliest", "end": "latest",
+            "archive": None}
+
+
 class Mixture(KafkaTokenDataset):
-    """Windows from several token topics at set token proportions, resumable exactly.
+    """Windows from several token sources at set token proportions, resumable exactly.
 
     ``Mixture({"web": 0.6, "code": 0.3, "books": 0.1}, seq_len=2048, eos_id=50256,
     bootstrap=...)``: each key names a source, by default the topic of that name
-    (``sources={"web": ["web-en", "web-de"]}`` makes a source of several topics); every
+    (``sources={"web": ["web-en", "web-de"]}`` makes a source of several topics;
+    ``sources={"books": {"files": "corpus/"}}`` one of local Parquet/Arrow files, as
+    :class:`kafeed.FileTokenDataset` reads them, with ``column`` as its option); every
     other keyword is a :class:`LoaderSettings` field, as for :class:`KafkaTokenDataset`,
-    and applies to every source. Each reader (rank x DataLoader worker) reads its share
-    of every source's partitions and interleaves whole windows by a deterministic,
-    seeded schedule (kafeed.loader.mixing), so the tokens each source delivers follow
-    the weights within a window or two. ``on_dry``: when a bounded source runs out,
-    ``"end"`` ends the mixture, ``"drop"`` goes on with the others (weights
-    renormalised). A state saved from a mixture resumes under new weights: the
-    positions are kept and the new proportions hold from there. Tokens delivered per
-    source are in the state (``mix.tokens``, see :func:`kafeed.loader.mixing.tokens_delivered`)
-    and the ``kafeed_loader_source_tokens_total`` metric. ``prefetch_batches`` defaults to
-    8 here, not 2: the block of batches each source cuts ahead at once.
+    and applies to every source (a file source always reads its files whole, so a live
+    topic mixes with a static corpus: ``end=None``, ``on_dry="drop"``). Each reader (rank
+    x DataLoader worker) reads its share of every source's partitions (or files) and
+    interleaves whole windows by a deterministic, seeded schedule (kafeed.loader.mixing),
+    so the tokens each source delivers follow the weights within a window or two.
+    ``on_dry``: when a bounded source runs out, ``"end"`` ends the mixture, ``"drop"``
+    goes on with the others (weights renormalised). A state saved from a mixture resumes
+    under new weights: the positions are kept and the new proportions hold from there.
+    Tokens delivered per source are in the state (``mix.tokens``, see
+    :func:`kafeed.loader.mixing.tokens_delivered`) and the
+    ``kafeed_loader_source_tokens_total`` metric. ``prefetch_batches`` defaults to 8 here,
+    not 2: the block of batches each source cuts ahead at once.
     """
 
     def __init__(self, weights: Mapping[str, float], *,
-                 sources: Mapping[str, str | Sequence[str]] | None = None, on_dry: OnDry = "end",
+                 sources: Mapping[str, str | Sequence[str] | Mapping[str, Any]] | None = None,
+                 on_dry: OnDry = "end",
                  settings: LoaderSettings | None = None, bootstrap: str | None = None,
                  connection: ConnectionSettings | None = None, **options: Any) -> None:
         self.weights = check_weights(weights)
@@ -55,8 +74,12 @@ class Mixture(KafkaTokenDataset):
         if unknown:
             raise ConfigError(f"sources= names {unknown[0]!r}, which has no weight in the mixture.")
         self.sources: dict[str, tuple[str, ...]] = {}
+        self.file_sources: dict[str, dict[str, Any]] = {}
         for name in sorted(self.weights):
             given = named.get(name, name)
+            if isinstance(given, Mapping):  # local files: the source's name stands for its topic
+                self.file_sources[name] = _file_source(name, given)
+                given = name
             self.sources[name] = (given,) if isinstance(given, str) else tuple(given)
         owners: dict[str, str] = {}
         for name, topics in self.sources.items():
@@ -86,7 +109,7 @@ class Mixture(KafkaTokenDataset):
             self.source_settings = {
                 name: LoaderSettings.model_validate(
                     {**fields, "topics": topics, "start": _own(base.start, topics),
-                     "end": _own(base.end, topics)})
+                     "end": _own(base.end, topics), **self.file_sources.get(name, {})})
                 for name, topics in self.sources.items()
             }
         except ValueError as exc:

@@ -46,7 +46,9 @@ class MixtureStream:
         self.eos = first.eos
         self.boundaries = first.return_boundaries
         self.drop_last = first.drop_last
-        self.ahead_batches = AHEAD if first.bounded else 1
+        # A live source cuts one batch ahead: at the end of its log none waits for records it
+        # does not need (a file source beside it is bounded all the same).
+        self.ahead_batches = AHEAD if all(s.bounded for s in sources.values()) else 1
         self.on_dry = on_dry
         self.index = topo.index
         self.names = sorted(sources)
