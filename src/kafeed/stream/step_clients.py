@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kafeed.config import ConnectionSettings
-from kafeed.kafka import TransactionalProducer, client_config
+from kafeed.kafka import KafkaClients, TransactionalProducer
 from kafeed.stream.settings import StreamSettings
 
 
@@ -29,10 +29,8 @@ def make_producer(connection: ConnectionSettings, settings: StreamSettings, stag
 
 def make_consumer(connection: ConnectionSettings, settings: StreamSettings, stage: str) -> Any:
     """A read_committed consumer of the step's group that commits only inside transactions."""
-    from confluent_kafka import Consumer
-
     k = settings.kafka
-    return Consumer(client_config(connection, {
+    return KafkaClients(connection).consumer({
         "group.id": settings.group,
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,
@@ -42,4 +40,4 @@ def make_consumer(connection: ConnectionSettings, settings: StreamSettings, stag
         "session.timeout.ms": k.session_timeout_ms,
         "fetch.max.bytes": k.fetch_max_bytes,
         "max.partition.fetch.bytes": k.max_partition_fetch_bytes,
-    }, stage=stage))
+    }, stage=stage)
