@@ -8,9 +8,8 @@ race, or whose outcome is unknown, is decided again on the refreshed table, so a
 never add a row twice. The consumer group only divides partitions between sinks; its
 offsets are committed after each table commit as a mirror for lag monitoring.
 
-Positions belong to one topic: the table records the topic's id beside them, and a sink
-refuses a topic of the same name with another id (deleted and created again), whose records
-the positions do not describe.
+Positions belong to one topic: a sink refuses a topic deleted and created again under the
+same name (kafeed.archive.topic_identity).
 
 With ``until_caught_up`` the sink stops once every partition of the topic, whichever sink
 holds it, is archived in the table up to the end it had when the drain began
@@ -32,30 +31,29 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import Any
 
-from kafeed.archive.append import commit_files, write_data_files
+from kafeed.archive.apply import apply_plan
 from kafeed.archive.catalog import open_catalog, open_table
 from kafeed.archive.commit import CommitPlan, plan_commit
+from kafeed.archive.intake import buffer_messages, follow_commit
 from kafeed.archive.pending import CHUNKS_PER_COMMIT, PendingCommit, warm_up
-from kafeed.archive.position import encode_positions, read_positions, read_summary
+from kafeed.archive.position import encode_positions, read_positions
 from kafeed.archive.rows import RecordBatch, RowMapper
+from kafeed.archive.run_stats import ArchiveStats
 from kafeed.archive.schema import offsets_key, topic_id_key
 from kafeed.archive.settings import ArchiveSettings
+from kafeed.archive.topic_identity import check_same_topic, cluster_id_of
 from kafeed.config import ConnectionSettings
-from kafeed.errors import CatalogUnavailable, ResumeMismatch, TopicError
+from kafeed.errors import CatalogUnavailable
 from kafeed.kafka import (
     SESSION_TIMEOUT_MS,
     Drain,
     KafkaClients,
     close_consumer,
-    final_consumer_error,
     stall_seconds,
     topic_id,
-    translate_kafka_error,
 )
-from kafeed.kafka.drain import topic_ends
 
 log = logging.getLogger("kafeed")
 COMMIT_ATTEMPTS = 20
@@ -63,44 +61,6 @@ COMMIT_ATTEMPTS = 20
 WRITER_PROPERTY = "kafeed.archive.writer"
 #: How often a drain whose own partitions are at their end looks at the table and the topic.
 DRAIN_CHECK_S = 0.5
-
-
-@dataclass
-class ArchiveStats:
-    """Counts over one run of the sink."""
-
-    records_in: int = 0
-    rows_written: int = 0
-    already_archived: int = 0
-    commits: int = 0
-    lost_races: int = 0
-    value_bytes: int = 0
-    started: float = field(default_factory=time.monotonic)
-    positions: dict[int, int] = field(default_factory=dict)
-
-    @property
-    def elapsed_s(self) -> float:
-        return time.monotonic() - self.started
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"records_in": self.records_in, "rows_written": self.rows_written,
-                "already_archived": self.already_archived, "commits": self.commits,
-                "lost_races": self.lost_races, "value_bytes": self.value_bytes,
-                "elapsed_s": round(self.elapsed_s, 3),
-                "positions": {str(p): o for p, o in sorted(self.positions.items())}}
-
-
-def cluster_id_of(consumer: Any, topic: str) -> str:
-    """The Kafka cluster's id, checking on the way that ``topic`` exists."""
-    try:
-        meta = consumer.list_topics(topic, timeout=15)
-    except Exception as exc:
-        raise translate_kafka_error(exc, action=f"read the metadata of topic {topic!r}") from exc
-    info = meta.topics.get(topic)
-    if info is None or info.error is not None or not info.partitions:
-        raise TopicError(f"Topic {topic!r} does not exist.",
-                         hint="Create it, or check --topic and --bootstrap.")
-    return str(meta.cluster_id)
 
 
 class ArchiveSink:
@@ -158,36 +118,12 @@ class ArchiveSink:
             catalog = open_catalog(s.catalog)
             self._table = open_table(catalog, s.table, topic=s.topic, cluster_id=cluster_id, kind=s.kind,
                                      target_file_bytes=s.target_file_bytes)
-            self._check_same_topic(admin)
+            check_same_topic(self._table, admin, name=s.table, topic=s.topic, topic_id=self._topic_id,
+                             key=self._key, id_key=self._id_key)
             warming.result()
         except BaseException:
             self.close()
             raise
-
-    def _check_same_topic(self, admin: Any) -> None:
-        """Refuse a topic deleted and created again since the table's positions were written."""
-        s = self.settings
-        stored = read_summary(self._table, self._id_key)
-        if stored is not None:
-            if stored != self._topic_id:
-                raise self._recreated(f"its positions belong to topic id {stored}, the topic now has "
-                                      f"id {self._topic_id}")
-            return
-        # A table written before the id was recorded: positions past the topic's end tell.
-        positions = read_positions(self._table, self._key)
-        if positions:
-            ends = topic_ends(admin, s.topic)
-            past = sorted(p for p, pos in positions.items() if pos > ends.get(p, (0, 0))[1])
-            if past:
-                raise self._recreated(f"its positions of partition(s) {', '.join(map(str, past))} "
-                                      "lie past the topic's end")
-
-    def _recreated(self, why: str) -> ResumeMismatch:
-        s = self.settings
-        return ResumeMismatch(
-            f"Table {s.table!r} archived an earlier topic named {s.topic!r}, which was deleted and "
-            f"created again: {why}.",
-            hint="Archive the new topic into a new table (--table); the old records stay in this one.")
 
     def close(self) -> None:
         if self._writer_thread is not None:
@@ -287,34 +223,10 @@ class ArchiveSink:
 
     def _take(self, msgs: list[Any]) -> None:
         """Buffer and decode one consumed batch; the per-message work is reading its fields."""
-        from kafeed.kafka.types import KafkaError
-
-        buffers, expected, eof = self._buffers, self._expected, self._eof
+        buffers = self._buffers
         was_empty = not buffers and not self._staged()
-        taken = 0
-        for msg in msgs:
-            err = msg.error()
-            if err is not None:
-                if err.code() == KafkaError._PARTITION_EOF:
-                    if msg.partition() in eof:
-                        eof[msg.partition()] = True
-                    continue
-                final = final_consumer_error(
-                    err, action=f"archive {self.settings.topic!r} in group {self.settings.group_id!r}")
-                if final is not None:
-                    raise final
-                log.warning("kafeed archive: Kafka error (%s); retrying.", err.str())
-                continue
-            p = msg.partition()
-            if p not in expected:
-                continue
-            if eof.get(p):
-                eof[p] = False
-            buffer = buffers.get(p)
-            if buffer is None:
-                buffer = buffers[p] = RecordBatch(self.settings.topic)
-            buffer.add_message(msg)
-            taken += 1
+        taken = buffer_messages(msgs, buffers, self._expected, self._eof, topic=self.settings.topic,
+                                group=self.settings.group_id)
         if taken:
             if was_empty:
                 self._buffer_since = time.monotonic()
@@ -371,58 +283,25 @@ class ArchiveSink:
             hint="Nothing was lost; restart the sink (it resumes from the table).")
 
     def _commit(self, plan: CommitPlan, pending: PendingCommit, files: list[Any] | None) -> bool:
-        """Apply ``plan``; False when the commit lost a race (or its outcome is unknown).
-
-        ``files``: the chunks' data files as written, used when every row goes in (the usual case);
-        otherwise the rows the plan keeps are written again (filtering copies token lists too)."""
-        from pyiceberg.exceptions import CommitFailedException
-        from sqlalchemy.exc import DBAPIError
-
-        kept = pending.records
+        """Apply ``plan``; False when the commit lost a race (or its outcome is unknown)."""
+        kept = 0
         if plan.adds_rows:
-            try:
-                if files is None or plan.keep_from != {p: first for p, (first, _) in pending.ranges.items()}:
-                    rows = pending.rows(plan.keep_from)
-                    kept = rows.num_rows
-                    files = write_data_files(self._table.metadata, self._table.io, rows)
-                commit_files(self._table, files, {
-                    self._key: encode_positions(plan.positions), self._id_key: self._topic_id,
-                    WRITER_PROPERTY: self._writer})
-            except CommitFailedException:
+            written = apply_plan(self._table, plan, pending, files, {
+                self._key: encode_positions(plan.positions), self._id_key: self._topic_id,
+                WRITER_PROPERTY: self._writer})
+            if written is None:
                 return False
-            except (OSError, DBAPIError) as exc:
-                # SQLite "database is locked", a dropped connection, a full disk: the outcome is
-                # unknown, and deciding again on the refreshed table is safe either way.
-                log.warning("kafeed archive: commit failed (%s); deciding again.", exc)
-                return False
+            kept = written
             self.stats.commits += 1
             self.stats.rows_written += kept
             log.debug("kafeed archive: committed %d rows, positions %s", kept, plan.positions)
-        self.stats.already_archived += pending.records - (kept if plan.adds_rows else 0)
+        self.stats.already_archived += pending.records - kept
         self._after_commit(plan)
         return True
 
     def _after_commit(self, plan: CommitPlan) -> None:
-        from kafeed.kafka.types import OFFSET_BEGINNING, TopicPartition
-
-        for p in plan.keep_from:
-            self._expected[p] = plan.positions[p]
-        for p, pos in plan.resync.items():
-            if p in self._expected:
-                self._expected[p] = pos
-                try:
-                    self._consumer.seek(TopicPartition(self.settings.topic, p,
-                                                       OFFSET_BEGINNING if pos is None else pos))
-                except Exception as exc:
-                    log.debug("kafeed archive: seek of partition %d failed: %s", p, exc)
+        follow_commit(self._consumer, self.settings.topic, plan, self._expected)
         self.stats.positions = dict(plan.positions)
-        mirror = [TopicPartition(self.settings.topic, p, pos) for p, pos in plan.positions.items()
-                  if p in self._expected]
-        if mirror:
-            try:
-                self._consumer.commit(offsets=mirror, asynchronous=True)
-            except Exception as exc:  # the mirror is for lag monitoring only
-                log.debug("kafeed archive: mirroring offsets to the group failed: %s", exc)
         if self.on_commit is not None:
             self.on_commit(self.stats)
 

@@ -26,7 +26,7 @@ from kafeed.signals import install
 
 if TYPE_CHECKING:
     from kafeed.archive import CatalogSettings
-    from kafeed.archive.sink import ArchiveStats
+    from kafeed.archive.run_stats import ArchiveStats
     from kafeed.archive.status import ArchiveStatus
 
 _RESUME = "Re-run the same command: the sink resumes from the table's positions."
