@@ -17,128 +17,31 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import os
-import threading
 from collections.abc import Iterable, Iterator
-from typing import Any, Literal, TypeVar
+from typing import Any
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError, model_validator
-from torch.utils.data import DataLoader, IterableDataset
+from pydantic import ValidationError
+from torch.utils.data import DataLoader
 
-from kafeed.errors import ConfigError, invalid_settings, translate_kafka_error
-from kafeed.kafka import client_config
-from kafeed.loader.assignment import parse_key
-from kafeed.loader.dataset import Collate, KafkaDatasetBase, WorkerError, rank_and_world, token_batch
-from kafeed.loader.deferred_entry import DeferredEntry, built
+from kafeed.errors import ConfigError, invalid_settings
+from kafeed.loader.batch_view import BatchView, Item, entry_data, from_slots, taken, token_views, with_views
+from kafeed.loader.dataset import Collate, KafkaDatasetBase, WorkerError, rank_and_world
+from kafeed.loader.deferred_entry import DeferredEntry
 from kafeed.loader.device_feed import DeviceFeed, resolve_device
-from kafeed.loader.main_guard import check_main_guard
+from kafeed.loader.group_mirror import commit_positions
+from kafeed.loader.loader_options import LoaderOptions
 from kafeed.loader.metrics import LoaderMetrics, batch_tokens
 from kafeed.loader.parent import watch_worker
 from kafeed.loader.prefetch import JOIN_S, Prefetch
-from kafeed.loader.state import next_epoch, plain_copy, reader_entries
+from kafeed.loader.shared_slots import SharedSlots
+from kafeed.loader.state import next_epoch, plain_copy
 from kafeed.loader.stream import Delivered
+from kafeed.loader.worker_start import worker_context
+
+__all__ = ["LoaderOptions", "StreamLoader", "entry_data"]
 
 log = logging.getLogger("kafeed")
-T = TypeVar("T")
-
-
-class _BatchView(IterableDataset[Any]):
-    """What the DataLoader iterates: the dataset's batches plus their states."""
-
-    def __init__(self, dataset: KafkaDatasetBase, batch_size: int, next_worker: int,
-                 collate: Collate | None) -> None:
-        super().__init__()
-        self.dataset = dataset
-        self.batch_size = batch_size
-        self.next_worker = next_worker
-        self.collate = collate
-        self.origin = os.getpid()  # taken in the main process, read in the workers
-
-    def __iter__(self) -> Iterator[tuple[int, Any, Any, Delivered]]:
-        return self.batches()
-
-    def batches(self, stop: threading.Event | None = None, pin: bool = False
-                ) -> Iterator[tuple[int, Any, Any, Delivered]]:
-        """The items; ``stop`` ends them from another thread (the prefetch thread's reader
-        watches it); ``pin``: tensors of a batch dict in pinned memory."""
-        worker = self.dataset.topology().worker
-        items = self.dataset.iter_batches(self.batch_size, skip_first=worker < self.next_worker,
-                                          origin=self.origin, collate=self.collate, stop=stop)
-        return _pinned(items) if pin else items
-
-
-def entry_data(entry: str | dict[str, Any] | DeferredEntry) -> Any:
-    """A reader entry kept for the state (a worker's JSON, or the main process's entry, a
-    mixture's deferred) as fresh JSON data."""
-    return json.loads(entry if isinstance(entry, str) else json.dumps(built(entry)))
-
-
-def _taken(prefetch: Prefetch[T]) -> Iterator[T]:
-    """The prefetched items, each place given back by the caller (Prefetch.take)."""
-    while True:
-        try:
-            item = prefetch.take()
-        except StopIteration:
-            return
-        yield item
-
-
-def _pinned(items: Iterator[tuple[int, Any, Any, Delivered]]) -> Iterator[tuple[int, Any, Any, Delivered]]:
-    """As DataLoader's ``pin_memory`` does in the main process, on the prefetch thread: the
-    tensors of each batch dict copied to pinned memory."""
-    try:
-        for worker, batch, state, delivered in items:
-            if isinstance(batch, dict):
-                batch = {k: v.pin_memory() if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
-            yield worker, batch, state, delivered
-    finally:
-        close = getattr(items, "close", None)
-        if close is not None:
-            close()
-
-
-def _token_views(batch: dict[str, Any]) -> dict[str, Any]:
-    return token_batch(batch["tokens"], batch.get("doc_start"))
-
-
-def _with_views(items: Iterable[tuple[int, Any, Any, Delivered]], views: bool
-                ) -> Iterator[tuple[int, Any, Any, Delivered]]:
-    """``items`` with each token batch given its ``input_ids`` and ``labels`` views
-    (``views``), or as they are (and state-only items and worker errors always)."""
-    source = iter(items)
-    try:
-        for worker, batch, state, delivered in source:
-            if views and isinstance(batch, dict):
-                batch = _token_views(batch)
-            yield worker, batch, state, delivered
-    finally:
-        close = getattr(source, "close", None)
-        if close is not None:
-            close()
-
-
-class LoaderOptions(BaseModel):
-    """StreamLoader's own arguments, checked before any worker starts."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    batch_size: StrictInt = Field(ge=1, le=1_000_000)
-    num_workers: StrictInt = Field(ge=0, le=256)
-    pin_memory: StrictBool = False
-    prefetch_factor: StrictInt | None = Field(default=None, ge=1, le=1024)
-    sync_ranks: StrictBool | None = None
-    multiprocessing_context: Literal["fork", "spawn", "forkserver"] | None = None
-    timeout: float = Field(default=0.0, ge=0, allow_inf_nan=False)
-    device: str | None = None
-
-    @model_validator(mode="after")
-    def _check(self) -> LoaderOptions:
-        if self.prefetch_factor is not None and self.num_workers == 0:
-            # DataLoader refuses it too: with no workers nothing is fetched ahead.
-            raise ValueError("prefetch_factor needs num_workers > 0 (without workers nothing is "
-                             "fetched ahead)")
-        return self
 
 
 def _identity(item: Any) -> Any:
@@ -269,7 +172,7 @@ class StreamLoader:
         if self._feed is not None:
             tokens_kind = self.dataset.settings.kind == "tokens"
             for batch in self._feed.ahead(host):
-                yield _token_views(batch) if tokens_kind else batch
+                yield token_views(batch) if tokens_kind else batch
             return
         for batch, mark in host:
             mark()
@@ -293,30 +196,8 @@ class StreamLoader:
             next_worker = int(self._loaded["next_worker"].get(str(rank), 0))
         self._next_worker = next_worker
         self._entries = {}
-        view = _BatchView(self.dataset, self.batch_size, next_worker, self.collate_fn)
-        pin = self.pin_memory and self._feed is None
-        depth = self.dataset.settings.prefetch_batches if self.num_workers == 0 else 0
         tokens_kind = self.dataset.settings.kind == "tokens"
-        views = tokens_kind and self._feed is None  # the feed copies the tokens, then views them
-        prefetch = None
-        items: Iterable[tuple[int, Any, Any, Delivered]]
-        if depth:
-            self.close()  # an earlier iteration's thread, if it was left running
-            # The views are made on the thread: slicing a tensor releases the GIL, and in the
-            # caller's hand-over, after the place is given back, the woken thread would take it
-            # and build its next batch while the caller waits.
-            prefetch = self._prefetch = Prefetch(
-                lambda stop: _with_views(view.batches(stop, pin=pin and torch.cuda.is_available()), views),
-                depth)
-            items = _taken(prefetch)
-        else:
-            items = _with_views(DataLoader(
-                view, batch_size=None, num_workers=self.num_workers, collate_fn=_identity,
-                pin_memory=pin, timeout=self.timeout,
-                prefetch_factor=(self.prefetch_factor or 2) if self.num_workers else None,
-                multiprocessing_context=self._worker_context(view) if self.num_workers else None,
-                worker_init_fn=functools.partial(watch_worker, view.origin) if self.num_workers else None,
-            ), views)
+        items, prefetch = self._items(next_worker)
         sync = self._should_sync()
         stopped = False
         metrics = self._metrics
@@ -348,47 +229,45 @@ class StreamLoader:
         if sync and not stopped and not cut:
             self._agree(False)
 
-    def _worker_context(self, view: Any) -> Any:
-        """The context workers start from (see :meth:`_start_context`), after checking that
-        the main script will not start them again (kafeed.loader.main_guard)."""
-        import multiprocessing
-
-        context = self._start_context(view)
-        if context is None:
-            method = multiprocessing.get_start_method(allow_none=True) or "fork"
-        else:
-            method = context if isinstance(context, str) else context.get_start_method()
-        check_main_guard(method)
-        return context
-
-    def _start_context(self, view: Any) -> Any:
-        """How worker processes start: the caller's choice, else from a forkserver.
-
-        A fork copies the trainer as it is, Kafka clients' threads and held locks included;
-        a worker forked while a librdkafka or OpenMP thread held a lock can hang or crash in
-        its first Kafka call. The forkserver forks from a process that never opened one
-        (it imports the loader once, then each worker starts in milliseconds). A batch view
-        that cannot be pickled (a lambda ``collate_fn``) can only be forked. A forkserver,
-        chosen or not, preloads kafeed.loader.forkserver_guard: it ends with the trainer.
-        """
-        choice = self.multiprocessing_context
-        if choice is not None and choice != "forkserver":
-            return choice
-        import multiprocessing
-        import pickle
-
-        if choice is None:
-            if "forkserver" not in multiprocessing.get_all_start_methods():
-                return None
-            try:
-                pickle.dumps(view)
-            except Exception:  # whatever pickling raises, fork is the fallback
-                log.debug("kafeed loader: the batch view does not pickle; workers are forked")
-                return None
-        context = multiprocessing.get_context("forkserver")
-        # The guard first: the forkserver is bound to the trainer before the long import.
-        context.set_forkserver_preload(["kafeed.loader.forkserver_guard", "kafeed.loader.stream_loader"])
-        return context
+    def _items(self, next_worker: int) -> tuple[Iterable[Item], Prefetch[Item] | None]:
+        """The items of this iteration: from the prefetch thread (no workers, with a
+        prefetch depth), from the workers, or built when asked; and the prefetch, if any."""
+        pin = self.pin_memory and self._feed is None
+        depth = self.dataset.settings.prefetch_batches if self.num_workers == 0 else 0
+        tokens_kind = self.dataset.settings.kind == "tokens"
+        views = tokens_kind and self._feed is None  # the feed copies the tokens, then views them
+        if depth:
+            view = BatchView(self.dataset, self.batch_size, next_worker, self.collate_fn)
+            self.close()  # an earlier iteration's thread, if it was left running
+            # The views are made on the thread: slicing a tensor releases the GIL, and in the
+            # caller's hand-over, after the place is given back, the woken thread would take it
+            # and build its next batch while the caller waits.
+            prefetch = self._prefetch = Prefetch(
+                lambda stop: with_views(view.batches(stop, pin=pin and torch.cuda.is_available()), views),
+                depth)
+            return taken(prefetch), prefetch
+        if not self.num_workers:
+            view = BatchView(self.dataset, self.batch_size, next_worker, self.collate_fn)
+            return with_views(DataLoader(view, batch_size=None, num_workers=0, collate_fn=_identity,
+                                         pin_memory=pin, timeout=self.timeout), views), None
+        factor = self.prefetch_factor or 2
+        slots = None
+        if tokens_kind:
+            # Token batches come back through reused shared slots (kafeed.loader.shared_slots).
+            settings = self.dataset.settings
+            slots = SharedSlots(workers=self.num_workers, depth=factor, batch_size=self.batch_size,
+                                window=settings.window, boundaries=settings.return_boundaries)
+        view = BatchView(self.dataset, self.batch_size, next_worker, self.collate_fn)
+        # Whether the view pickles is asked without the slots: pickle would copy them.
+        context = worker_context(self.multiprocessing_context, view)
+        view.slots = slots
+        loader: Iterable[Item] = DataLoader(
+            view, batch_size=None, num_workers=self.num_workers, collate_fn=_identity,
+            pin_memory=pin, timeout=self.timeout, prefetch_factor=factor, multiprocessing_context=context,
+            worker_init_fn=functools.partial(watch_worker, view.origin))
+        if slots is not None:
+            loader = from_slots(loader, slots, pin and torch.cuda.is_available())
+        return with_views(loader, views), None
 
     def _marker(self, worker: int, state: str | dict[str, Any] | DeferredEntry, delivered: Delivered,
                 tokens: int, prefetch: Prefetch[Any] | None) -> Any:
@@ -435,26 +314,4 @@ class StreamLoader:
     def commit_offsets(self, group: str | None = None) -> dict[str, int]:
         """Mirror the state's positions to consumer group ``group`` (default: the dataset's)
         for lag monitoring; call it after a checkpoint is saved. Returns what was committed."""
-        from confluent_kafka import Consumer, TopicPartition
-
-        settings = self.dataset.settings
-        name = group or settings.group
-        if not name:
-            raise ConfigError("commit_offsets needs a consumer group.",
-                              hint="Pass group= here or to the dataset.")
-        offsets: dict[str, int] = {}
-        for reader in reader_entries(self.state_dict()):
-            for key, entry in reader["partitions"].items():
-                offsets[key] = int(entry["next"])
-        if not offsets:
-            return {}
-        consumer = Consumer(client_config(settings.connection, {"group.id": name,
-                                                                "enable.auto.commit": False}))
-        try:
-            tps = [TopicPartition(*parse_key(k), o) for k, o in sorted(offsets.items())]
-            consumer.commit(offsets=tps, asynchronous=False)
-        except Exception as exc:
-            raise translate_kafka_error(exc, action=f"commit offsets to group {name!r}") from exc
-        finally:
-            consumer.close()
-        return offsets
+        return commit_positions(self.dataset.settings, self.state_dict(), group)

@@ -1,10 +1,12 @@
 """The training loop shared by the reference trainers.
 
-It owns what every trainer needs and none should write twice: distributed
-setup, resume from the newest valid checkpoint, periodic and SIGTERM/SIGINT
-checkpoints (model, optimizer and its schedule, RNG, step, loader state), mirroring
-loader offsets to the consumer group after each checkpoint, live progress
-(step, loss, tokens/s, data-wait share, consumer lag) and a metrics log.
+It owns what every trainer needs and none should write twice: resume from the
+newest valid checkpoint, periodic and SIGTERM/SIGINT checkpoints (model, optimizer
+and its schedule, RNG, step, loader state), mirroring loader offsets to the consumer
+group after each checkpoint, live progress (step, loss, tokens/s, data-wait share,
+consumer lag) and a metrics log. Its pieces: :mod:`~kafeed.train.checkpoint_policy`
+(when to save), :mod:`~kafeed.train.stops` (signals), :mod:`~kafeed.train.rng`;
+a trainer sets up its ranks with :mod:`~kafeed.train.distributed` first.
 """
 
 from __future__ import annotations

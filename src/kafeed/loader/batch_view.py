@@ -1,0 +1,139 @@
+"""What StreamLoader's DataLoader iterates, and the steps each batch takes to the caller.
+
+:class:`BatchView` is the dataset's batches plus their states, as ``(worker, batch, state,
+delivered)`` items; in a worker, token batches go into the shared slots when it has some
+(kafeed.loader.shared_slots). The generators after it run in the main process (or on the
+prefetch thread): :func:`from_slots` turns slot references back into batches,
+:func:`pinned` copies batches to pinned memory, :func:`with_views` adds the token views.
+Each one closes the iterator it wraps when it is closed itself.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Iterable, Iterator
+from typing import Any, TypeVar
+
+import torch
+from torch.utils.data import IterableDataset, get_worker_info
+
+from kafeed.loader.dataset import Collate, KafkaDatasetBase, token_batch
+from kafeed.loader.deferred_entry import DeferredEntry, built
+from kafeed.loader.prefetch import Prefetch
+from kafeed.loader.shared_slots import SharedSlots, SlotRef
+from kafeed.loader.stream import Delivered
+
+T = TypeVar("T")
+Item = tuple[int, Any, Any, Delivered]
+
+
+class BatchView(IterableDataset[Any]):
+    """The dataset's batches plus their states; ``slots``: where workers put token batches."""
+
+    def __init__(self, dataset: KafkaDatasetBase, batch_size: int, next_worker: int,
+                 collate: Collate | None, slots: SharedSlots | None = None) -> None:
+        super().__init__()
+        self.dataset = dataset
+        self.batch_size = batch_size
+        self.next_worker = next_worker
+        self.collate = collate
+        self.slots = slots
+        self.origin = os.getpid()  # taken in the main process, read in the workers
+
+    def __iter__(self) -> Iterator[Item]:
+        items = self.batches()
+        if self.slots is not None and get_worker_info() is not None:
+            return _into_slots(items, self.slots)
+        return items
+
+    def batches(self, stop: threading.Event | None = None, pin: bool = False) -> Iterator[Item]:
+        """The items; ``stop`` ends them from another thread (the prefetch thread's reader
+        watches it); ``pin``: tensors of a batch dict in pinned memory."""
+        worker = self.dataset.topology().worker
+        items = self.dataset.iter_batches(self.batch_size, skip_first=worker < self.next_worker,
+                                          origin=self.origin, collate=self.collate, stop=stop)
+        return pinned(items) if pin else items
+
+
+def entry_data(entry: str | dict[str, Any] | DeferredEntry) -> Any:
+    """A reader entry kept for the state (a worker's JSON, or the main process's entry, a
+    mixture's deferred) as fresh JSON data."""
+    return json.loads(entry if isinstance(entry, str) else json.dumps(built(entry)))
+
+
+def taken(prefetch: Prefetch[T]) -> Iterator[T]:
+    """The prefetched items, each place given back by the caller (Prefetch.take)."""
+    while True:
+        try:
+            item = prefetch.take()
+        except StopIteration:
+            return
+        yield item
+
+
+def _closing(source: Iterator[Any]) -> None:
+    close = getattr(source, "close", None)
+    if close is not None:
+        close()
+
+
+def _into_slots(items: Iterator[Item], slots: SharedSlots) -> Iterator[Item]:
+    """In a worker: each token batch copied into a free shared slot and sent as its
+    :class:`SlotRef`, or sent itself when no slot is free."""
+    try:
+        for worker, batch, state, delivered in items:
+            if isinstance(batch, dict):
+                batch = slots.put(worker, batch) or batch
+            yield worker, batch, state, delivered
+    finally:
+        _closing(items)
+
+
+def from_slots(items: Iterable[Item], slots: SharedSlots, pin: bool) -> Iterator[Item]:
+    """In the main process: each :class:`SlotRef` as the batch in its slot (copied to
+    pinned memory with ``pin``, which gives the slot back at once); slots whose batches
+    the caller dropped are given back first."""
+    source = iter(items)
+    try:
+        for worker, batch, state, delivered in source:
+            slots.release_dropped()
+            if isinstance(batch, SlotRef):
+                batch = slots.take(worker, batch)
+            if pin and isinstance(batch, dict):
+                batch = _pin(batch)
+            yield worker, batch, state, delivered
+    finally:
+        _closing(source)
+
+
+def _pin(batch: dict[str, Any]) -> dict[str, Any]:
+    return {k: v.pin_memory() if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
+
+
+def pinned(items: Iterator[Item]) -> Iterator[Item]:
+    """As DataLoader's ``pin_memory`` does in the main process, on the prefetch thread: the
+    tensors of each batch dict copied to pinned memory."""
+    try:
+        for worker, batch, state, delivered in items:
+            yield worker, _pin(batch) if isinstance(batch, dict) else batch, state, delivered
+    finally:
+        _closing(items)
+
+
+def token_views(batch: dict[str, Any]) -> dict[str, Any]:
+    return token_batch(batch["tokens"], batch.get("doc_start"))
+
+
+def with_views(items: Iterable[Item], views: bool) -> Iterator[Item]:
+    """``items`` with each token batch given its ``input_ids`` and ``labels`` views
+    (``views``), or as they are (and state-only items and worker errors always)."""
+    source = iter(items)
+    try:
+        for worker, batch, state, delivered in source:
+            if views and isinstance(batch, dict):
+                batch = token_views(batch)
+            yield worker, batch, state, delivered
+    finally:
+        _closing(source)
