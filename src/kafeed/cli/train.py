@@ -170,10 +170,15 @@ def lineage(
         "trained on.", show_default=False)] = None,
     warehouse: WarehouseOpt = None,
     catalog: CatalogOpt = None,
+    sites: Annotated[bool, typer.Option(
+        "--sites", help="Read the trained token records from the cluster and name the site record "
+        "(site, topic, partition, offset) each mirrored document came from.")] = False,
+    bootstrap: BootstrapOpt = None,
+    config: ConfigOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Which offset ranges of which partitions (and how many documents) a checkpoint trained on;
-    with --archive, which documents (their ids, from the table)."""
+    with --archive, which documents (their ids, from the table); with --sites, which site records."""
     from rich.table import Table
 
     from kafeed.train.lineage import archived_documents, checkpoint_lineage
@@ -181,6 +186,10 @@ def lineage(
     info = checkpoint_lineage(checkpoint)
     if archive is not None:
         info["archive"] = archived_documents(info, archive, catalog_settings(warehouse, catalog))
+    if sites:
+        from kafeed.mirror.lineage import ranges_of, site_lineage
+
+        info["sites"] = site_lineage(connection(bootstrap, config), ranges_of(info["partitions"])).as_dict()
     if json_out:
         print_json(info)
         return
@@ -203,3 +212,10 @@ def lineage(
         out.print(f"document ids from {info['archive']['table']}: {len(ids):,}")
         for doc_id in ids:
             out.print(doc_id, markup=False, highlight=False)
+    if "sites" in info:
+        per_site = ", ".join(f"{site} {n:,}" for site, n in info["sites"]["sites"].items()) or "none"
+        out.print(f"documents per site: {per_site} ({info['sites']['without_origin']:,} not mirrored)",
+                  markup=False, highlight=False)
+        for doc in info["sites"]["documents"]:
+            out.print(f"{doc['id']}  {doc['site']}/{doc['topic']}[{doc['partition']}]@{doc['offset']}",
+                      markup=False, highlight=False)

@@ -22,6 +22,7 @@ from kafeed.choices import JitMode
 from kafeed.jars import QUICK_JIT, resolve_mirror_libs
 from kafeed.mirror.checks import Checked
 from kafeed.mirror.config import MirrorSettings
+from kafeed.mirror.origin import origin_classes
 from kafeed.mirror.render import LOG4J2, mirror_properties
 from kafeed.signals import ends_with_this_process
 
@@ -54,6 +55,7 @@ class MirrorNode:
 
     def start(self) -> None:
         libs = resolve_mirror_libs()
+        classpath = f"{libs.classpath}{os.pathsep}{origin_classes(libs.classpath, libs.java)}"
         self.logs_dir.mkdir(parents=True, exist_ok=True)
         rest_port = self.settings.rest_port or free_port_block(1)
         self._properties = self.settings.work_dir / f"mm2-{os.getpid()}.properties"
@@ -67,7 +69,7 @@ class MirrorNode:
             libs.java, f"-Xmx{heap}m", f"-Xms{min(heap, 128)}m", "-XX:+UseG1GC", "-Djava.awt.headless=true",
             *([QUICK_JIT] if self.jit == "quick" else []),
             f"-Dkafeed.mirror.logs.dir={self.logs_dir}", f"-Dlog4j2.configurationFile={log4j}",
-            "-cp", libs.classpath, MAIN_CLASS, str(self._properties),
+            "-cp", classpath, MAIN_CLASS, str(self._properties),
             "--clusters", self.settings.target.alias,
         ]
         with (self.logs_dir / "stdout.log").open("ab") as out:

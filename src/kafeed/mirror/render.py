@@ -12,6 +12,7 @@ from kafeed.broker.render import rolling_log4j2
 from kafeed.config import ConnectionSettings
 from kafeed.errors import ConfigError
 from kafeed.mirror.config import MirrorSettings
+from kafeed.mirror.origin import TRANSFORM_CLASS
 
 LOG4J2 = rolling_log4j2("kafeed.mirror.logs.dir", "mirror.log", """\
 # Every client MirrorMaker opens logs its whole configuration and each partition it seeks:
@@ -114,6 +115,9 @@ def mirror_properties(settings: MirrorSettings, connections: dict[str, Connectio
         lines[f"{flow}.emit.heartbeats.enabled"] = "true"
         # Training groups read the site-prefixed topics under their own names: nothing to sync.
         lines[f"{flow}.sync.group.offsets.enabled"] = "false"
+        # Each copy names its site record in a header (kafeed.mirror.origin, for lineage).
+        lines[f"{flow}.transforms"] = "origin"
+        lines[f"{flow}.transforms.origin.type"] = TRANSFORM_CLASS
         # The mirror copies what a read_committed reader sees at the site: no aborted records.
         lines[f"{site.alias}.consumer.isolation.level"] = "read_committed"
     return "".join(f"{key} = {_escaped(value)}\n" for key, value in lines.items())

@@ -2,7 +2,9 @@
 
 Values are ``TrainingSample`` records, Protobuf or Avro as the ``kafeed.format``
 header says (:mod:`kafeed.schema.avro`). The text is ``input_data`` as strict
-UTF-8: anything else is rejected with kind ``encoding`` rather than guessed at.
+UTF-8: anything else is rejected with kind ``encoding`` rather than guessed at. A
+mirrored record's ``kafeed.mirror.origin`` header (its site record) goes into the
+sample's metadata, so the document, and a checkpoint's lineage, keep it.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from kafeed.errors import SchemaError
+from kafeed.mirror.origin import ORIGIN_HEADER
 from kafeed.schema.avro import decode_raw
 from kafeed.schema.records_pb2 import TrainingSample
 from kafeed.stream import DeadLetter, Record
@@ -49,5 +52,8 @@ def decode_batch(records: Sequence[Record]) -> DecodeResult:
             result.rejected.append(DeadLetter(
                 record, "encoding", f"input_data is not UTF-8 ({exc.reason} at byte {exc.start})"))
             continue
+        for name, value in record.headers or ():
+            if name == ORIGIN_HEADER and value is not None:  # a mirrored record: its site record
+                sample.metadata[ORIGIN_HEADER] = value.decode("utf-8", "replace")
         result.decoded.append(Decoded(record, sample, text))
     return result
