@@ -14,6 +14,7 @@ from kafeed.cli.common import (
     connection,
     console,
     existing_directory,
+    existing_file,
     out,
     print_json,
 )
@@ -73,6 +74,9 @@ def monitor(
         help="A stage's metrics URL, read for the producer error rate (repeatable).",
         show_default=False)] = None,
     quiet: Annotated[bool, typer.Option(help="No dashboard: poll, export and alert only.")] = False,
+    mirror_config: Annotated[Path | None, typer.Option(
+        help="A `kafeed mirror` config: also show each site's replication lag.", show_default=False,
+        callback=existing_file)] = None,
     bootstrap: BootstrapOpt = None,
     config: ConfigOpt = None,
     json_out: JsonOpt = False,
@@ -91,7 +95,8 @@ def monitor(
     if data_dir is None:
         data_dir = _find_data_dir(settings)
     options = _options(config, {"interval_s": interval, "window": window, "allowed_lag": allowed_lag,
-                                "groups": group or None, "data_dir": data_dir, "scrape": scrape or None})
+                                "groups": group or None, "data_dir": data_dir, "scrape": scrape or None,
+                                "mirror_config": mirror_config})
     alert_settings = load_alert_settings(config)
     watcher = ClusterMonitor(settings, options=options, expected_brokers=alert_settings.expected_brokers)
     try:

@@ -94,6 +94,19 @@ def render(snapshot: Snapshot, firing: list[Condition] | None = None, *, interva
                 "-" if age is None else f"{age:,.0f}s")
         parts.append(queues)
 
+    if snapshot.sites:
+        sites = Table(title="mirrored sites (kafeed mirror)", title_justify="left")
+        for col in ("site", "reachable", "state", "behind", "last error"):
+            sites.add_column(col, justify="right" if col == "behind" else "left")
+        for s in snapshot.sites:
+            behind = s["behind_records"]
+            reachable = Text("yes", "") if s["reachable"] else Text("no", "bold red")
+            sites.add_row(s["site"], reachable,
+                          Text(s["state"] or "-", "green" if s["state"] == "RUNNING" else "red"),
+                          Text(f"{behind:,}" if s["reachable"] else "-", "yellow" if behind else ""),
+                          Text(s["last_error"] or ""))
+        parts.append(sites)
+
     if firing:
         alerts = Text("\n".join(f"● {c.rule} [{c.subject}]: {c.message}" for c in firing), "bold red")
         parts.append(Panel(alerts, title="alerts firing", border_style="red"))

@@ -84,5 +84,7 @@ def export_snapshot(snapshot: Snapshot, firing: list[Condition] | None = None) -
         oldest[(q["prefix"], q["kind"])] = q["oldest_waiting_s"] or 0.0
     _set_all(m.TASK_QUEUE, "queue", queue)
     _set_all(m.TASK_OLDEST_WAIT, "oldest", oldest)
+    _set_all(m.MIRROR_BEHIND, "mirror", {(s["site"],): s["behind_records"] for s in snapshot.sites
+                                         if s["reachable"]})
     if firing is not None:
         _set_all(m.ALERTS_FIRING, "alerts", {(c.rule, c.subject): 1.0 for c in firing})

@@ -50,6 +50,10 @@ class MonitorOptions(BaseModel):
     task_prefixes: list[str] = Field(default_factory=lambda: ["tasks"])
     #: reading a queue means reading its topics in full: this often at most
     queues_interval_s: float = Field(default=30.0, gt=0, allow_inf_nan=False)
+    #: a `kafeed mirror` config: show each site's replication lag (docs/federation.md)
+    mirror_config: Path | None = None
+    #: how far a site is behind is read from the site and the target: this often at most
+    mirror_interval_s: float = Field(default=30.0, gt=0, allow_inf_nan=False)
 
 
 @dataclass(frozen=True)
@@ -77,6 +81,8 @@ class Snapshot:
     producer_error_rate: float | None = None
     #: per task kind: prefix, kind, queued, in_flight, done, failed, parked, cancelled, oldest_waiting_s
     queues: list[dict[str, Any]] = field(default_factory=list)
+    #: per mirrored site (``--mirror-config``): site, reachable, state, behind_records, last_error
+    sites: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def brokers_up(self) -> int:
@@ -103,6 +109,7 @@ class Snapshot:
             "disk": [d.as_dict() for d in self.disk],
             "producer_error_rate": self.producer_error_rate,
             "queues": self.queues,
+            "sites": self.sites,
         }
 
 
@@ -143,6 +150,8 @@ class ClusterMonitor:
         self._disk_time = float("-inf")
         self._queues: list[dict[str, Any]] = []
         self._queues_time = float("-inf")
+        self._sites: list[dict[str, Any]] = []
+        self._sites_time = float("-inf")
         if self.options.data_dir is not None:
             # A local cluster knows its nodes: a node already down at the first poll is missing.
             try:
@@ -212,6 +221,21 @@ class ClusterMonitor:
         self._queues, self._queues_time = queues, now
         return queues
 
+    def _read_sites(self, now: float) -> list[dict[str, Any]]:
+        """Each mirrored site's replication lag, read every ``mirror_interval_s``."""
+        if self.options.mirror_config is None:
+            return []
+        if now - self._sites_time < self.options.mirror_interval_s:
+            return self._sites
+        from kafeed.mirror import load_mirror_settings, site_progress
+
+        mirror = load_mirror_settings(self.options.mirror_config)
+        target = mirror.target.connection()
+        self._sites = [{k: v for k, v in site_progress(s.alias, s.connection(), s.topics, target).as_dict()
+                        .items() if k != "partitions"} for s in mirror.sites]
+        self._sites_time = now
+        return self._sites
+
     def close(self) -> None:
         """Close the per-group offset readers."""
         self._groups.close()
@@ -276,6 +300,7 @@ class ClusterMonitor:
             topics=topics, groups=views, disk=self._read_disk(now),
             producer_error_rate=self._producer_error_rate(now),
             queues=self._read_queues(now, {t for t, _p in health.high_watermarks}),
+            sites=self._read_sites(now),
         )
         self._prev_time = now
         self._prev_hw = hw_by_topic
