@@ -7,7 +7,7 @@ UV := $(VENV)/bin/uv
 KAFEED := $(VENV)/bin/kafeed
 EXTRAS ?= dev
 
-.PHONY: setup system-deps fetch test pytest test-all demo lint clean
+.PHONY: setup system-deps fetch test pytest test-all demo demo-sites lint clean
 
 setup: $(VENV)/.installed-$(EXTRAS)
 
@@ -40,6 +40,10 @@ test: fetch
 pytest: fetch
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --durations=15
 
+# After a full run: the tests that took longest, so that a fresh clone starts them first.
+durations:
+	$(PY) -m tests.scheduling
+
 test-all: fetch
 	KAFEED_HYPOTHESIS=thorough $(PY) -m pytest -q -m "slow or not slow"
 
@@ -49,6 +53,9 @@ lint: setup
 
 demo: fetch
 	$(KAFEED) demo
+
+demo-sites: fetch
+	$(KAFEED) demo --sites
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

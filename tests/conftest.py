@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 from hypothesis import settings
 
+from tests.scheduling import DurationLog, known_durations, longest_first
+
 # Property tests: 200 generated inputs each in the default run (about 1.5 minutes of a
 # 2-core machine less than 1,000), 10,000 in the thorough one (`make test-all`, or
 # KAFEED_HYPOTHESIS=thorough).
@@ -42,9 +44,30 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
     class Grouped(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return WHOLE_IN_ONE_PROCESS.get(nodeid.split("::", 1)[0], nodeid)
+            return _scope_of(nodeid)
 
     return Grouped(config, log)
+
+
+def _scope_of(nodeid: str) -> str:
+    return WHOLE_IN_ONE_PROCESS.get(nodeid.split("::", 1)[0], nodeid)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False  # longest first instead (tests/scheduling.py)
+    config.pluginmanager.register(DurationLog(), "kafeed-durations")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    longest_first(items, _scope_of, known_durations(config))
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    log = session.config.pluginmanager.get_plugin("kafeed-durations")
+    if isinstance(log, DurationLog):
+        log.store(session.config)
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
