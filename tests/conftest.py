@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from hypothesis import settings
 
+from tests.reaper import start_reaper, stop_reaper
 from tests.scheduling import DurationLog, known_durations, longest_first
 
 # Property tests: 200 generated inputs each in the default run (about 1.5 minutes of a
@@ -70,6 +71,14 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         log.store(session.config)
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _reaper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Brokers and CLIs under this session's temporary directory end with it (tests/reaper.py)."""
+    reaper = start_reaper(tmp_path_factory.getbasetemp())
+    yield
+    stop_reaper(reaper)
 
 
 @pytest.fixture(scope="session")
