@@ -43,7 +43,7 @@ from confluent_kafka import Producer, TopicPartition
 
 from kafeed.broker import LocalCluster, free_port_block
 from kafeed.config import ConnectionSettings
-from kafeed.kafka import client_config, read_committed_consumer
+from kafeed.kafka import KafkaClients, client_config
 from kafeed.schema import make_document
 from kafeed.topics import TopicAdmin, plan_topic
 
@@ -65,7 +65,7 @@ def produce(conn: ConnectionSettings, topic: str, docs: int, tokens: int) -> int
 
 def bare_consume(conn: ConnectionSettings, topic: str, partitions: int, docs: int) -> float:
     """Seconds from the assignment to the last record."""
-    c = read_committed_consumer(conn, {"group.id": "bench-bare", "fetch.max.bytes": 32 << 20,
+    c = KafkaClients(conn).read_committed_consumer({"group.id": "bench-bare", "fetch.max.bytes": 32 << 20,
                                        "max.partition.fetch.bytes": 8 << 20})
     c.assign([TopicPartition(topic, p, -2) for p in range(partitions)])
     start = time.perf_counter()

@@ -34,7 +34,7 @@ from kafeed.archive import ArchiveSettings, CatalogSettings
 from kafeed.archive.sink import run_archive
 from kafeed.broker import LocalCluster, free_port_block
 from kafeed.config import ConnectionSettings
-from kafeed.kafka import read_committed_consumer
+from kafeed.kafka import KafkaClients
 from kafeed.loader.opening import MAIN_PROCESS, open_stream
 from kafeed.loader.settings import LoaderSettings
 from kafeed.topics import TopicAdmin, plan_topic
@@ -61,7 +61,7 @@ def read_all(settings: LoaderSettings, batch: int) -> tuple[float, int, str]:
 
 
 def expire_all(conn: ConnectionSettings, topic: str, partitions: int) -> None:
-    c = read_committed_consumer(conn, {"group.id": "bench-marks"})
+    c = KafkaClients(conn).read_committed_consumer({"group.id": "bench-marks"})
     highs = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)}
     c.close()
     admin = AdminClient({"bootstrap.servers": conn.bootstrap})

@@ -42,9 +42,9 @@ def read_all(bootstrap: str, topic: str, partitions: int) -> list[bytes]:
 
 def wait_full_isr(bootstrap: str, topic: str, replicas: int, timeout: float = 120.0) -> None:
     """Until every partition of ``topic`` has all ``replicas`` in sync again."""
-    from kafeed.kafka import admin_client
+    from kafeed.kafka import KafkaClients
 
-    client = admin_client(ConnectionSettings(bootstrap=bootstrap))
+    client = KafkaClients(ConnectionSettings(bootstrap=bootstrap)).admin()
     deadline = time.monotonic() + timeout
     while True:
         try:
@@ -69,9 +69,9 @@ def wait_brokers(bootstrap: str, count: int, timeout: float = 120.0) -> None:
 
 
 def partition_leader(bootstrap: str, topic: str, partition: int = 0) -> int:
-    from kafeed.kafka import admin_client
+    from kafeed.kafka import KafkaClients
 
-    client = admin_client(ConnectionSettings(bootstrap=bootstrap))
+    client = KafkaClients(ConnectionSettings(bootstrap=bootstrap)).admin()
     leader: int = client.list_topics(topic, timeout=10).topics[topic].partitions[partition].leader
     return leader
 

@@ -18,7 +18,7 @@ from kafeed.archive.sink import run_archive
 from kafeed.archive.status import archive_status
 from kafeed.cli.main import main
 from kafeed.config import ConnectionSettings
-from kafeed.kafka import admin_client
+from kafeed.kafka import KafkaClients
 from tests.cli_support import usage_error
 from tests.integration.archive_support import settings, table_keys, table_rows, topic_records
 from tests.integration.loader_data import produce_docs
@@ -26,7 +26,7 @@ from tests.kafka_fixtures import TopicFactory
 
 
 def cluster_of(kafka: ConnectionSettings) -> str:
-    return str(admin_client(kafka).list_topics(timeout=10).cluster_id)
+    return str(KafkaClients(kafka).admin().list_topics(timeout=10).cluster_id)
 
 
 def test_archive_round_trip_and_resume(kafka: ConnectionSettings, make_topic: TopicFactory,

@@ -11,7 +11,7 @@ from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, To
 
 from kafeed.cli.main import main
 from kafeed.config import ConnectionSettings
-from kafeed.kafka import admin_client
+from kafeed.kafka import KafkaClients
 from kafeed.monitor.lag import GroupLag
 from kafeed.monitor.watch import ClusterMonitor, MonitorOptions
 from tests.kafka_fixtures import TopicFactory
@@ -120,7 +120,7 @@ def test_rewind_is_reported(kafka: ConnectionSettings, make_topic: TopicFactory)
     group_of(monitor, group)
     commit(kafka, group, topic, 80)
     assert group_of(monitor, group).status == "OK"
-    admin = admin_client(kafka)
+    admin = KafkaClients(kafka).admin()
     future = admin.alter_consumer_group_offsets(
         [ConsumerGroupTopicPartitions(group, [TopicPartition(topic, 0, 5)])])[group]
     future.result(timeout=15)

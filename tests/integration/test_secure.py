@@ -29,7 +29,7 @@ from kafeed.broker.secure import client_toml
 from kafeed.cli.main import main
 from kafeed.config import ConnectionSettings
 from kafeed.errors import KafeedError
-from kafeed.kafka import TransactionalProducer, client_config, read_committed_consumer
+from kafeed.kafka import KafkaClients, TransactionalProducer, client_config
 from kafeed.topics import TopicAdmin, plan_topic
 from tests.integration.secure_support import command_lines, leaked
 from tests.integration.task_handlers import runs
@@ -61,7 +61,8 @@ def _config(cluster: LocalCluster, role: str) -> str:
 
 
 def _end_offsets(cluster: LocalCluster, topic: str) -> list[int]:
-    consumer = read_committed_consumer(cluster.connection(), {"group.id": "kafeed-offsets-probe"})
+    consumer = KafkaClients(cluster.connection()).read_committed_consumer(
+        {"group.id": "kafeed-offsets-probe"})
     try:
         parts = consumer.list_topics(topic, timeout=10).topics[topic].partitions
         return [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
@@ -73,7 +74,7 @@ def _end_offsets(cluster: LocalCluster, topic: str) -> list[int]:
 def _count_committed(cluster: LocalCluster, topic: str) -> int:
     """Records of ``topic`` a read_committed reader sees (end offsets also count commit markers)."""
     ends = _end_offsets(cluster, topic)
-    consumer = read_committed_consumer(cluster.connection(), {"group.id": "kafeed-count-probe"})
+    consumer = KafkaClients(cluster.connection()).read_committed_consumer({"group.id": "kafeed-count-probe"})
     try:
         consumer.assign([TopicPartition(topic, p, 0) for p in range(len(ends))])
         count, deadline = 0, time.monotonic() + 60
