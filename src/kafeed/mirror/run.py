@@ -98,7 +98,15 @@ def run_mirror(settings: MirrorSettings, *, until_caught_up: bool = False,
                     _measure(settings, checked)
                     measured_at = time.monotonic()
                 continue
-            left = _left(target, ends)
+            try:
+                left = _left(target, ends)
+            except KafeedError as exc:
+                # A just-created internal topic without leaders yet, a target broker restarting:
+                # read again next time; only a stall as long as stall_s fails the drain.
+                if time.monotonic() - moved_at > stall_s:
+                    raise
+                log.debug("mirror drain: the target's positions could not be read yet: %s", exc.message)
+                continue
             if not left:
                 result.caught_up, result.ends = True, ends
                 return result
