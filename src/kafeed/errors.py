@@ -117,19 +117,6 @@ class ResumeMismatch(KafeedError):
     """A saved state was taken under settings that differ from the current ones."""
 
 
-def translate_kafka_error(
-    exc: BaseException,
-    *,
-    action: str,
-    kind: type[KafkaOperationError] = KafkaOperationError,
-) -> KafeedError:
-    """Kept for the loader until it gets its clients from :class:`kafeed.kafka.KafkaClients`:
-    use :func:`kafeed.kafka.translate_kafka_error`, where the translation lives."""
-    from kafeed.kafka.translate import translate_kafka_error as translate
-
-    return translate(exc, action=action, kind=kind)
-
-
 def _shown(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."

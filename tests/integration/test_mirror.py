@@ -27,8 +27,15 @@ from confluent_kafka import OFFSET_BEGINNING, KafkaError, Producer, TopicPartiti
 from kafeed.broker import LocalCluster, free_port_block
 from kafeed.config import ConnectionSettings
 from kafeed.kafka import read_committed_consumer
-from kafeed.mirror.progress import end_offsets
+from kafeed.mirror import load_mirror_settings, run_mirror
+from kafeed.mirror.lineage import site_lineage
+from kafeed.mirror.origin import ORIGIN_HEADER
+from kafeed.mirror.progress import end_offsets, latest_by_key
+from kafeed.mirror.render import status_topic
+from kafeed.prepare import PrepareSettings, run_prepare
+from kafeed.schema import decode_sample
 from kafeed.topics import TopicAdmin, plan_topic
+from tests.prepare_support import paragraphs, produce, sample_record
 
 SITES = ("site-a", "site-b")
 PARTITIONS = 2
@@ -95,8 +102,10 @@ class SiteProducer:
         return self.sent
 
 
-def _read_all(connection: ConnectionSettings, topic: str) -> dict[int, list[str]]:
-    """Every committed record of ``topic``, per partition in offset order."""
+def _read_all(connection: ConnectionSettings, topic: str,
+              origins: dict[int, list[str | None]] | None = None) -> dict[int, list[str]]:
+    """Every committed record of ``topic``, per partition in offset order; ``origins`` gets, in
+    the same order, each record's ``kafeed.mirror.origin`` header, or its own offset (a source)."""
     consumer = read_committed_consumer(connection, {"group.id": f"check-{uuid.uuid4().hex[:8]}",
                                                     "enable.partition.eof": True})
     got: dict[int, list[str]] = {p: [] for p in range(PARTITIONS)}
@@ -110,6 +119,10 @@ def _read_all(connection: ConnectionSettings, topic: str) -> dict[int, list[str]
                     todo.discard(msg.partition())
                 else:
                     got[msg.partition()].append(msg.value().decode())
+                    if origins is not None:
+                        named = dict(msg.headers() or []).get(ORIGIN_HEADER)
+                        origins.setdefault(msg.partition(), []).append(
+                            named.decode() if named is not None else str(msg.offset()))
         assert not todo, f"{topic}: partitions {sorted(todo)} not read to their end"
     finally:
         consumer.close()
@@ -170,13 +183,17 @@ def _create(clusters: dict[str, LocalCluster], topic: str) -> None:
 def _assert_exactly_once_in_order(clusters: dict[str, LocalCluster], topic: str,
                                   sent: dict[str, int]) -> None:
     for site in SITES:
-        source = _read_all(_conn(clusters[site]), topic)
-        mirrored = _read_all(_conn(clusters["train"]), f"{site}.{topic}")
+        offsets: dict[int, list[str | None]] = {}
+        origins: dict[int, list[str | None]] = {}
+        source = _read_all(_conn(clusters[site]), topic, offsets)
+        mirrored = _read_all(_conn(clusters["train"]), f"{site}.{topic}", origins)
         ids = sorted(int(v.split(":")[1]) for part in mirrored.values() for v in part)
         assert len(ids) == sent[site], f"{site}: {len(ids)} mirrored of {sent[site]} sent"
         assert ids == list(range(sent[site])), f"{site}: a record missing or mirrored twice"
         for p in range(PARTITIONS):
             assert mirrored[p] == source[p], f"{site} partition {p}: not the source's records in order"
+            # Lineage: each copy names its site record (kafeed.mirror.origin, one header).
+            assert origins.get(p, []) == [f"{site}/{topic}/{p}/{o}" for o in offsets.get(p, [])]
 
 
 # One kill in the default run (each restart costs 10-70 s of Connect start-up and rebalance);
@@ -295,6 +312,98 @@ def test_a_site_stopped_and_restarted_mid_run_loses_and_repeats_nothing(
         proc.send_signal(signal.SIGTERM)
         proc.wait(60)
     drained = subprocess.run(_mirror_cmd(config, "--until-caught-up"), capture_output=True, text=True,
+                             timeout=300)
+    assert drained.returncode == 0, drained.stdout + drained.stderr
+    _assert_exactly_once_in_order(clusters, topic, sent)
+
+
+def _record_at(connection: ConnectionSettings, topic: str, partition: int, offset: int) -> bytes:
+    consumer = read_committed_consumer(connection, {"group.id": f"at-{uuid.uuid4().hex[:8]}"})
+    try:
+        consumer.assign([TopicPartition(topic, partition, offset)])
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            for msg in consumer.consume(1, timeout=0.5):
+                assert msg.error() is None, msg.error()
+                assert msg.offset() == offset, f"{topic}[{partition}] has no record at {offset}"
+                return bytes(msg.value())
+        pytest.fail(f"{topic}[{partition}]@{offset} not read within 30 s")
+    finally:
+        consumer.close()
+
+
+@pytest.mark.slow  # a mirror drain and two prepares: 30 s on a quiet machine, 100 s on a busy one
+def test_prepared_site_documents_trace_back_to_their_site_records(
+        clusters: dict[str, LocalCluster], tmp_path: Path) -> None:
+    topic = f"docs-{uuid.uuid4().hex[:8]}"
+    _create(clusters, topic)
+    texts = paragraphs(24, seed=topic)
+    # One document produced at both sites: two records, one per site topic, each traced to its own.
+    docs = {"site-a": texts[:12], "site-b": [texts[0], *texts[12:]]}
+    for site, site_docs in docs.items():
+        produce(_conn(clusters[site]), topic, [sample_record(t) for t in site_docs])
+    config = _write_config(tmp_path / "sites.toml", clusters, topic)
+    t0 = time.monotonic()
+    assert run_mirror(load_mirror_settings(config), until_caught_up=True, jit="quick").caught_up
+    print(f"mirrored in {time.monotonic() - t0:.1f} s")
+    train, tokens = _conn(clusters["train"]), f"{topic}.tokens"
+    for site in SITES:
+        stats = run_prepare(PrepareSettings(
+            input=f"{site}.{topic}", output=tokens, group=f"prepare-{site}-{topic}", idle_s=1.0,
+            kafka={"batch_size": 50, "transaction_timeout_ms": 10_000}), train,  # type: ignore[arg-type]
+            until_caught_up=True)
+        assert stats.balanced and stats.documents_out == len(docs[site]), stats
+    ends = end_offsets(train, [tokens])
+    found = site_lineage(train, {f"{t}:{p}": [(0, end)] for (t, p), end in ends.items() if end})
+    assert found.without_origin == 0
+    assert sorted(o.site for _, o in found.documents) == ["site-a"] * 12 + ["site-b"] * 13
+    for doc_id, origin in found.documents:
+        assert origin.topic == topic
+        held = decode_sample(_record_at(_conn(clusters[origin.site]), topic, origin.partition, origin.offset))
+        assert held.id == doc_id, f"{origin} holds {held.id}, not {doc_id}"
+    shared = sample_record(texts[0])[0].decode()
+    assert sorted(o.site for d, o in found.documents if d == shared) == ["site-a", "site-b"]
+
+
+def _task_workers(clusters: dict[str, LocalCluster], site: str) -> set[str]:
+    """The Connect workers running tasks of ``site``'s flow (from its status topic).
+
+    Connect balances the count of a group's tasks over its workers, whichever connector
+    they belong to (the source connector's, the heartbeat's, the checkpoint's).
+    """
+    states = latest_by_key(_conn(clusters["train"]), status_topic(site))
+    running = [json.loads(v) for k, v in states.items() if k.startswith(b"status-task-") and v is not None]
+    return {s["worker_id"] for s in running if s.get("state") == "RUNNING"}
+
+
+@pytest.mark.slow  # two nodes and a drain: 260 s on the shared 2-core machine under a load of 20
+@pytest.mark.timeout(900)
+def test_two_nodes_share_each_sites_tasks_and_every_record_arrives_once(
+        clusters: dict[str, LocalCluster], tmp_path: Path) -> None:
+    topic = f"raw-{uuid.uuid4().hex[:8]}"
+    _create(clusters, topic)
+    # One work_dir per node: each keeps its own properties file and logs.
+    configs: list[Path] = []
+    for n in range(2):
+        (tmp_path / f"node-{n}").mkdir()
+        configs.append(_write_config(tmp_path / f"node-{n}" / "sites.toml", clusters, topic,
+                                     tasks_max=PARTITIONS))
+    producers = [SiteProducer(clusters[site], site, topic) for site in SITES]
+    nodes = [_start(config, config.with_name("mirror.out")) for config in configs]
+    try:
+        for site in SITES:
+            _wait_for(f"{site}'s tasks on both nodes", lambda s=site: len(_task_workers(clusters, s)) == 2,
+                      nodes[0], configs[0].with_name("mirror.out"), 300)
+        before = _mirrored(clusters, topic)
+        _wait_for("records mirrored by the shared tasks", lambda: _mirrored(clusters, topic) > before + 1000,
+                  nodes[1], configs[1].with_name("mirror.out"), 60)
+    finally:
+        sent = {p.site: p.finish() for p in producers}
+        for node in nodes:
+            node.send_signal(signal.SIGTERM)
+        for node in nodes:
+            node.wait(60)
+    drained = subprocess.run(_mirror_cmd(configs[0], "--until-caught-up"), capture_output=True, text=True,
                              timeout=300)
     assert drained.returncode == 0, drained.stdout + drained.stderr
     _assert_exactly_once_in_order(clusters, topic, sent)

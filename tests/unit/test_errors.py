@@ -2,13 +2,8 @@ from __future__ import annotations
 
 from confluent_kafka import KafkaError, KafkaException
 
-from kafeed.errors import (
-    BrokerUnavailable,
-    KafeedError,
-    KafkaOperationError,
-    TopicError,
-    translate_kafka_error,
-)
+from kafeed.errors import BrokerUnavailable, KafeedError, KafkaOperationError, TopicError
+from kafeed.kafka import translate_kafka_error
 
 
 def test_transport_errors_become_broker_unavailable() -> None:
@@ -33,8 +28,6 @@ def test_non_kafka_exception() -> None:
 
 
 def test_a_broker_reason_ending_in_a_period_gets_no_second_one() -> None:
-    from kafeed.errors import translate_kafka_error
-
     refused = KafkaError(KafkaError.GROUP_AUTHORIZATION_FAILED, "Group authorization failed.")
     err = translate_kafka_error(refused, action="configure share group 'g'")
     assert err.message == "Could not configure share group 'g': Group authorization failed."

@@ -35,10 +35,8 @@ LAYERS: list[set[str]] = [
     {"cli", "__init__"},
 ]
 LEAVES = {"telemetry"}
-# Upward edges allowed for now, each with its way out. errors -> kafka: the old name
-# kafeed.errors.translate_kafka_error forwards to kafeed.kafka while the loader still calls it
-# (test_the_errors_shim_lives_only_while_the_loader_calls_it fails once none does).
-TEMPORARY_EDGES = {("errors", "kafka")}
+# Upward edges allowed for now, each with its way out (none left).
+TEMPORARY_EDGES: set[tuple[str, str]] = set()
 
 
 def _package(path: Path) -> str:
@@ -112,13 +110,7 @@ def test_importing_a_package_loads_nothing_above_it(module: str, forbidden: tupl
 # Files outside kafeed.kafka that still import confluent_kafka, each until its owner moves it to
 # KafkaClients and kafeed.kafka.types. Exact: a file added, or one that no longer imports it,
 # fails the test, so the list only shrinks.
-CONFLUENT_OUTSIDE_KAFKA = {
-    # the loader, being rebuilt on KafkaClients by its owner
-    "loader/cold_tier.py",
-    "loader/decode.py",
-    "loader/offsets.py",
-    "loader/reader.py",
-}
+CONFLUENT_OUTSIDE_KAFKA: set[str] = set()
 
 
 def _imports_confluent(path: Path) -> bool:
@@ -140,13 +132,3 @@ def test_confluent_kafka_is_imported_only_by_kafeed_kafka() -> None:
     assert found - CONFLUENT_OUTSIDE_KAFKA == set(), (
         "get clients from kafeed.kafka.KafkaClients and types from kafeed.kafka.types instead")
     assert CONFLUENT_OUTSIDE_KAFKA - found == set(), "these no longer import it: drop them from the list"
-
-
-def test_the_errors_shim_lives_only_while_the_loader_calls_it() -> None:
-    callers = sorted(str(p.relative_to(ROOT)) for p in ROOT.rglob("*.py") for node in ast.walk(ast.parse(
-        p.read_text(), str(p))) if isinstance(node, ast.ImportFrom) and node.module == "kafeed.errors"
-        and any(alias.name == "translate_kafka_error" for alias in node.names))
-    if not callers:
-        pytest.fail("nothing calls kafeed.errors.translate_kafka_error any more: delete it and "
-                    "the ('errors', 'kafka') entry of TEMPORARY_EDGES")
-    assert all(c.startswith("loader/") for c in callers), callers

@@ -35,6 +35,7 @@ def test_an_unguarded_script_is_refused_before_any_worker_starts(tmp_path: Path)
     assert done.returncode == 1
     last = done.stderr.strip().splitlines()[-1]
     assert "ConfigError" in last and f"no `{GUARD}` guard" in last, done.stderr[-2000:]
+    assert 'multiprocessing_context="fork"' in done.stderr  # and what to do
     assert "bootstrapping phase" not in done.stderr
 
 

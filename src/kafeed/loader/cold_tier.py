@@ -116,7 +116,7 @@ class ColdTier:
     def _warm(self, part: Partition, consumer: Any) -> None:
         """A cold partition read up to its boundary: on to Kafka, unless retention moved the
         log start further meanwhile (then the table serves up to the new one)."""
-        from confluent_kafka import TopicPartition
+        from kafeed.kafka.types import TopicPartition
 
         low = watermarks(consumer, part.topic, part.partition, self.settings)[0]
         if low > part.cold_pos:
@@ -133,7 +133,7 @@ class ColdTier:
     def overtaken(self, part: Partition, consumer: Any) -> None:
         """Retention deleted records of ``part`` (an archived topic's) before the consumer
         fetched them: read it from the table again, from where it stood."""
-        from confluent_kafka import TopicPartition
+        from kafeed.kafka.types import TopicPartition
 
         pos = part.queue[-1].offset() + 1 if part.queue else part.read
         if part.restore:

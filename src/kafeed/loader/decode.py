@@ -23,7 +23,7 @@ from typing import Any
 from google.protobuf.message import Message
 
 from kafeed.errors import SchemaError
-from kafeed.kafka import client_config, dead_letter_headers
+from kafeed.kafka import KafkaClients, dead_letter_headers
 from kafeed.loader.record_kinds import KINDS, RecordKind, lenient
 from kafeed.loader.settings import LoaderSettings
 
@@ -139,9 +139,7 @@ class RecordDecoder:
         if self.settings.dlq_topic is None:
             return
         if self._producer is None:
-            from confluent_kafka import Producer
-
-            self._producer = Producer(client_config(self.settings.connection))
+            self._producer = KafkaClients(self.settings.connection).producer()
         self._producer.produce(
             self.settings.dlq_topic, value=msg.value(), key=msg.key(),
             headers=dead_letter_headers(kind="decode", reason=exc.message, stage="loader",

@@ -8,7 +8,8 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any, TypeVar
 
-from kafeed.errors import BrokerUnavailable, KafeedError, TopicError, translate_kafka_error
+from kafeed.errors import BrokerUnavailable, KafeedError, TopicError
+from kafeed.kafka import translate_kafka_error
 from kafeed.loader.settings import EndSpec, LoaderSettings, OffsetSpec
 
 log = logging.getLogger("kafeed")
@@ -70,7 +71,7 @@ def timestamp_ms(spec: datetime | int) -> int:
 
 
 def watermarks(consumer: Any, topic: str, partition: int, settings: LoaderSettings) -> tuple[int, int]:
-    from confluent_kafka import TopicPartition
+    from kafeed.kafka.types import TopicPartition
 
     low, high = with_retry(
         lambda: consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10, cached=False),
@@ -80,7 +81,7 @@ def watermarks(consumer: Any, topic: str, partition: int, settings: LoaderSettin
 
 
 def _for_time(consumer: Any, topic: str, partition: int, ms: int, settings: LoaderSettings) -> int:
-    from confluent_kafka import TopicPartition
+    from kafeed.kafka.types import TopicPartition
 
     found = with_retry(
         lambda: consumer.offsets_for_times([TopicPartition(topic, partition, ms)], timeout=10),

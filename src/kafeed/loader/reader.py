@@ -37,8 +37,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from kafeed.errors import translate_kafka_error
-from kafeed.kafka import client_config, close_consumer
+from kafeed.kafka import KafkaClients, close_consumer, translate_kafka_error
 from kafeed.loader.assignment import assign, parse_key, partition_key, warn_if_idle
 from kafeed.loader.cold_tier import ColdTier
 from kafeed.loader.decode import RecordDecoder
@@ -110,8 +109,16 @@ class KafkaReader:
 
     # -- lifecycle -------------------------------------------------------------------------
     def consumer_config(self) -> dict[str, Any]:
+        """The consumer's whole librdkafka config (kafeed.kafka.KafkaClients adds the connection's)."""
+        return KafkaClients(self.settings.connection).config(self._consumer_extra(), stage=self._stage)
+
+    @property
+    def _stage(self) -> str | None:
+        return "loader" if self._client_stats else None  # librdkafka statistics -> metrics
+
+    def _consumer_extra(self) -> dict[str, Any]:
         s = self.settings
-        return client_config(s.connection, {
+        return {
             "group.id": s.group or "kafeed-loader",
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
@@ -129,12 +136,11 @@ class KafkaReader:
             **({"fetch.wait.max.ms": BOUNDED_FETCH_WAIT_MS} if s.bounded else {}),
             "error_cb": self._log_error,
             **s.consumer_config,
-        }, stage="loader" if self._client_stats else None)
+        }
 
     def open(self) -> None:
-        from confluent_kafka import Consumer
-
-        self._consumer = Consumer(self.consumer_config())
+        self._consumer = KafkaClients(self.settings.connection).consumer(
+            self._consumer_extra(), stage=self._stage)
         if self.settings.mode == "group":
             if self._starts:  # assignments come later, in a callback: check every saved partition now
                 self._check_starts(list_partitions(self._consumer, self.settings), set(self._starts))
@@ -216,7 +222,7 @@ class KafkaReader:
         return part
 
     def _assign_all(self) -> None:
-        from confluent_kafka import TopicPartition
+        from kafeed.kafka.types import TopicPartition
 
         tps = [TopicPartition(p.topic, p.partition, p.seek) for p in self.parts
                if not p.fetch_done and p.cold_until is None]
@@ -273,7 +279,7 @@ class KafkaReader:
     def _pull(self, timeout: float) -> tuple[int, bool]:
         """One consume() call sized to the room left: (records queued or restored, whether
         it brought all it asked for, so librdkafka may hold more)."""
-        from confluent_kafka import KafkaError
+        from kafeed.kafka.types import KafkaError
 
         if self._parent is not None:
             self._parent.check()
@@ -388,7 +394,7 @@ class KafkaReader:
         resumed. Pausing a partition only filters what librdkafka hands out *after* the call,
         and moves its fetch position past everything handed out before, so without the seek
         the dropped records would be skipped."""
-        from confluent_kafka import TopicPartition
+        from kafeed.kafka.types import TopicPartition
 
         self._pause_many([part for part, _ in dropped if not part.paused], True)
         for part, offset in dropped:
@@ -457,7 +463,7 @@ class KafkaReader:
 
     def _out_of_range(self, topic: str, partition: int) -> None:
         """Retention deleted a partition's records before the consumer fetched them."""
-        from confluent_kafka import TopicPartition
+        from kafeed.kafka.types import TopicPartition
 
         part = self._by_tp.get((topic, partition))
         if part is None or part.cold_until is not None:
@@ -481,7 +487,7 @@ class KafkaReader:
         self._pause_many([part], pause)
 
     def _pause_many(self, parts: list[Partition], pause: bool) -> None:
-        from confluent_kafka import TopicPartition
+        from kafeed.kafka.types import TopicPartition
 
         if not parts:
             return
@@ -501,7 +507,7 @@ class KafkaReader:
         later; with every partition of a consumer paused, each resume cost 0.2-0.5 s
         (benchmarks/bench_mixture.py: a third of the mixture's time). A partition still
         re-reading in-flight records of a resume is left alone: it fetches from below."""
-        from confluent_kafka import TopicPartition
+        from kafeed.kafka.types import TopicPartition
 
         for part in resumed:
             if not part.restore:
