@@ -82,67 +82,74 @@ def _drain(command: list[str], env: dict[str, str]) -> tuple[subprocess.Complete
     return done, time.monotonic() - started
 
 
-def _archive_kills(kafka: ConnectionSettings, topic: str, tmp_path: Path, kills: int, per_round: int) -> None:
-    warehouse, env = tmp_path / "wh", prepare_env(str(tmp_path / "home"))
-    command = _archive_command(kafka, topic, warehouse)
-    produced = 0
-    for _ in range(kills):
-        produce_docs(kafka.bootstrap, topic, per_round, first=produced, seed=produced)
-        produced += per_round
-        before = _archived(warehouse)
-        _start_and_kill(command, env, lambda: _archived(warehouse) > before)  # noqa: B023
-    # Records the dead sink's partitions get after it died: only a drain that takes those
-    # partitions over archives them.
-    produce_docs(kafka.bootstrap, topic, per_round, first=produced, seed=produced)
+def _kill_then_drain(stage: str, command: list[str], env: dict[str, str], kills: int,
+                     produce_round: Callable[[int], None], progress: Callable[[], int],
+                     check: Callable[[subprocess.CompletedProcess[str]], None]) -> None:
+    """Produce a round and SIGKILL ``command`` once ``progress()`` grew, ``kills`` times; then
+    produce a last round, drain, ``check`` what the drain did and that it was quick."""
+    for k in range(kills):
+        produce_round(k)
+        before = progress()
+        _start_and_kill(command, env, lambda: progress() > before)  # noqa: B023
+    # Records the dead member's partitions get after it died: only a drain that takes those
+    # partitions over processes them.
+    produce_round(kills)
     done, took = _drain(command, env)
     assert done.returncode == 0, done.stderr
-    keys = table_keys(warehouse)
-    assert len(keys) == len(set(keys)), "a record was archived twice"
-    assert set(keys) == set(topic_records(kafka, topic)), "a record was not archived"
-    assert len(keys) == produced + per_round
+    check(done)
     assert took < DRAIN_AFTER_KILL_S, f"the drain took {took:.1f} s"
-    print(f"archive drain after {kills} kill(s): {took:.1f} s")
+    print(f"{stage} drain after {kills} kill(s): {took:.1f} s")
 
 
-def test_archive_drain_right_after_a_kill_takes_every_partition(
-        kafka: ConnectionSettings, make_topic: TopicFactory, tmp_path: Path) -> None:
-    _archive_kills(kafka, make_topic(partitions=3), tmp_path, kills=1, per_round=1500)
+def _archive_kills(kafka: ConnectionSettings, topic: str, tmp_path: Path, kills: int, per_round: int) -> None:
+    warehouse = tmp_path / "wh"
 
+    def produce_round(k: int) -> None:
+        produce_docs(kafka.bootstrap, topic, per_round, first=k * per_round, seed=k * per_round)
 
-@pytest.mark.slow
-def test_archive_drain_after_many_kills(kafka: ConnectionSettings, make_topic: TopicFactory,
-                                        tmp_path: Path) -> None:
-    _archive_kills(kafka, make_topic(partitions=3), tmp_path, kills=5, per_round=2000)
+    def check(_: subprocess.CompletedProcess[str]) -> None:
+        keys = table_keys(warehouse)
+        assert len(keys) == len(set(keys)), "a record was archived twice"
+        assert set(keys) == set(topic_records(kafka, topic)), "a record was not archived"
+        assert len(keys) == (kills + 1) * per_round
+
+    command = _archive_command(kafka, topic, warehouse)
+    _kill_then_drain("archive", command, prepare_env(str(tmp_path / "home")), kills, produce_round,
+                     lambda: _archived(warehouse), check)
 
 
 def _prepare_kills(kafka: ConnectionSettings, raw: str, tmp_path: Path, kills: int, per_round: int) -> None:
-    output, env = f"{raw}.tokens", prepare_env(str(tmp_path))
-    command = prepare_command(kafka.bootstrap, raw, output, f"g-{raw}", "--batch-size", "20")
+    output = f"{raw}.tokens"
     texts = paragraphs(per_round * (kills + 1))
-    for k in range(kills):
+
+    def produce_round(k: int) -> None:
         produce(kafka, raw, [sample_record(t) for t in texts[k * per_round:(k + 1) * per_round]])
-        before = high_watermarks(kafka, output)
-        _start_and_kill(command, env, lambda: high_watermarks(kafka, output) > before)  # noqa: B023
-    produce(kafka, raw, [sample_record(t) for t in texts[kills * per_round:]])
-    done, took = _drain(command, env)
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["balanced"]
-    ids = document_ids(read_topic(kafka, output))
-    assert len(ids) == len(set(ids)), "a document was prepared twice"
-    assert len(ids) == len(texts), "a document was not prepared"
-    assert took < DRAIN_AFTER_KILL_S, f"the drain took {took:.1f} s"
-    print(f"prepare drain after {kills} kill(s): {took:.1f} s")
+
+    def check(done: subprocess.CompletedProcess[str]) -> None:
+        assert json.loads(done.stdout)["balanced"]
+        ids = document_ids(read_topic(kafka, output))
+        assert len(ids) == len(set(ids)), "a document was prepared twice"
+        assert len(ids) == len(texts), "a document was not prepared"
+
+    command = prepare_command(kafka.bootstrap, raw, output, f"g-{raw}", "--batch-size", "20")
+    _kill_then_drain("prepare", command, prepare_env(str(tmp_path)), kills, produce_round,
+                     lambda: high_watermarks(kafka, output), check)
 
 
-def test_prepare_drain_right_after_a_kill_takes_every_partition(
-        kafka: ConnectionSettings, make_topic: TopicFactory, tmp_path: Path) -> None:
-    _prepare_kills(kafka, make_topic(partitions=3), tmp_path, kills=1, per_round=600)
+_KILLS = {"archive": _archive_kills, "prepare": _prepare_kills}
+
+
+@pytest.mark.parametrize(("stage", "per_round"), [("archive", 1500), ("prepare", 600)])
+def test_drain_right_after_a_kill_takes_every_partition(stage: str, per_round: int, kafka: ConnectionSettings,
+                                                        make_topic: TopicFactory, tmp_path: Path) -> None:
+    _KILLS[stage](kafka, make_topic(partitions=3), tmp_path, kills=1, per_round=per_round)
 
 
 @pytest.mark.slow
-def test_prepare_drain_after_many_kills(kafka: ConnectionSettings, make_topic: TopicFactory,
-                                        tmp_path: Path) -> None:
-    _prepare_kills(kafka, make_topic(partitions=3), tmp_path, kills=4, per_round=600)
+@pytest.mark.parametrize(("stage", "kills", "per_round"), [("archive", 5, 2000), ("prepare", 4, 600)])
+def test_drain_after_many_kills(stage: str, kills: int, per_round: int, kafka: ConnectionSettings,
+                                make_topic: TopicFactory, tmp_path: Path) -> None:
+    _KILLS[stage](kafka, make_topic(partitions=3), tmp_path, kills=kills, per_round=per_round)
 
 
 def _committed_to_end(kafka: ConnectionSettings, topic: str, group: str, partitions: set[int]) -> bool:
