@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import subprocess
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -17,15 +15,18 @@ from transformers import GPT2Config, GPT2LMHeadModel, TrainerCallback, TrainingA
 import kafeed
 from kafeed.config import ConnectionSettings
 from kafeed.integrations.hf import STATE_FILE, KafeedTrainer
-from tests.integration.loader_data import produce_docs, produce_samples
+from tests.integration.loader_data import produce_docs
+from tests.integration.recipe_support import (
+    SEQ_LEN,
+    Crash,
+    assert_distinct_batches,
+    assert_import_names_the_extra,
+    assert_samples_topic_refused,
+    recipe_dataset,
+)
 from tests.kafka_fixtures import TopicFactory
 
-SEQ_LEN = 15
 STEPS = 6  # optimizer steps, of two batches each (gradient accumulation)
-
-
-class Crash(Exception):
-    pass
 
 
 class CrashAt(TrainerCallback):
@@ -51,8 +52,7 @@ def trainer(kafka: ConnectionSettings, topic: str, out: Path, seen: list[list[li
         seen.append(kwargs["input_ids"].tolist())
 
     model.register_forward_pre_hook(record, with_kwargs=True)
-    dataset = dataset or kafeed.KafkaTokenDataset(topic, seq_len=SEQ_LEN, eos_id=0, connection=kafka,
-                                                  shuffle_buffer=32, seed=3)
+    dataset = dataset or recipe_dataset(kafka, topic)
     args = TrainingArguments(output_dir=str(out), max_steps=STEPS, save_steps=2,
                              per_device_train_batch_size=4, gradient_accumulation_steps=2,
                              learning_rate=1e-3, logging_strategy="no",
@@ -68,8 +68,7 @@ def test_a_resumed_trainer_trains_on_exactly_the_batches_of_an_uninterrupted_run
     produce_docs(kafka.bootstrap, topic, 300)
     whole: list[list[list[int]]] = []
     trainer(kafka, topic, tmp_path / "whole", whole).train()
-    assert len(whole) == 2 * STEPS
-    assert len({json.dumps(batch) for batch in whole}) == len(whole)  # no batch twice
+    assert_distinct_batches(whole, 2 * STEPS)
 
     cut = tmp_path / "cut"
     first: list[list[list[int]]] = []
@@ -91,12 +90,7 @@ def test_a_resumed_trainer_trains_on_exactly_the_batches_of_an_uninterrupted_run
 
 def test_a_topic_of_samples_stops_the_trainer_with_a_schema_error(
         kafka: ConnectionSettings, make_topic: TopicFactory, tmp_path: Path) -> None:
-    topic = make_topic(partitions=1)
-    produce_samples(kafka.bootstrap, topic, 200)
-    with pytest.raises(kafeed.SchemaError) as err:
-        trainer(kafka, topic, tmp_path, []).train()
-    assert err.value.message.startswith(f"Topic {topic!r} does not hold TokenizedDocument records")
-    assert "\n" not in err.value.message
+    assert_samples_topic_refused(kafka, make_topic, lambda topic: trainer(kafka, topic, tmp_path, []).train())
 
 
 def test_a_sample_loader_is_refused_before_training(kafka: ConnectionSettings, tmp_path: Path) -> None:
@@ -121,11 +115,4 @@ def test_a_trainer_without_max_steps_or_with_a_dataset_is_refused(kafka: Connect
 
 
 def test_without_transformers_the_import_names_the_extra() -> None:
-    code = ("import sys\nsys.modules['transformers'] = None\n"
-            "from kafeed.extras import MissingExtra\n"
-            "try:\n    import kafeed.integrations.hf\n"
-            "except MissingExtra as exc:\n    print(exc)\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert "This needs transformers, which is not installed." in out.stdout
-    assert "pip install 'kafeed[hf]'" in out.stdout
+    assert_import_names_the_extra("kafeed.integrations.hf", "transformers", "hf")

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +13,14 @@ from pytorch_lightning.callbacks import ModelCheckpoint
 import kafeed
 from kafeed.config import ConnectionSettings
 from kafeed.integrations.lightning import KafeedDataModule
-from tests.integration.loader_data import produce_docs, produce_samples
+from tests.integration.loader_data import produce_docs
+from tests.integration.recipe_support import (
+    Crash,
+    assert_distinct_batches,
+    assert_import_names_the_extra,
+    assert_samples_topic_refused,
+    recipe_dataset,
+)
 from tests.kafka_fixtures import TopicFactory
 
 STEPS = 12
@@ -25,10 +29,6 @@ STEPS = 12
 # warning comes from inside every fit(), whatever the data.
 pytestmark = pytest.mark.filterwarnings(
     r"ignore:`isinstance\(treespec, LeafSpec\)` is deprecated:FutureWarning")
-
-
-class Crash(Exception):
-    pass
 
 
 class CrashAt(pl.Callback):
@@ -62,8 +62,7 @@ def fit(kafka: ConnectionSettings, topic: str, ckpt_dir: Path, seen: list[list[l
     """A fresh Lightning Trainer, module and datamodule, as a restarted job builds them;
     ``seen`` gets the input_ids of every batch trained on."""
     torch.manual_seed(0)
-    dataset = kafeed.KafkaTokenDataset(topic, seq_len=15, eos_id=0, connection=kafka, shuffle_buffer=32,
-                                       seed=3)
+    dataset = recipe_dataset(kafka, topic)
     callbacks: list[pl.Callback] = [ModelCheckpoint(dirpath=ckpt_dir, every_n_train_steps=4, save_top_k=-1)]
     if crash_at is not None:
         callbacks.append(CrashAt(crash_at))
@@ -81,8 +80,7 @@ def test_a_resumed_fit_trains_on_exactly_the_batches_of_an_uninterrupted_run(
     produce_docs(kafka.bootstrap, topic, 300)
     whole: list[list[list[int]]] = []
     fit(kafka, topic, tmp_path / "whole", whole)
-    assert len(whole) == STEPS
-    assert len({json.dumps(batch) for batch in whole}) == len(whole)  # no batch twice
+    assert_distinct_batches(whole, STEPS)
 
     first: list[list[list[int]]] = []
     with pytest.raises(Crash):
@@ -99,19 +97,8 @@ def test_a_resumed_fit_trains_on_exactly_the_batches_of_an_uninterrupted_run(
 
 def test_a_topic_of_samples_stops_fit_with_a_schema_error(
         kafka: ConnectionSettings, make_topic: TopicFactory, tmp_path: Path) -> None:
-    topic = make_topic(partitions=1)
-    produce_samples(kafka.bootstrap, topic, 200)
-    with pytest.raises(kafeed.SchemaError) as err:
-        fit(kafka, topic, tmp_path, [])
-    assert err.value.message.startswith(f"Topic {topic!r} does not hold TokenizedDocument records")
+    assert_samples_topic_refused(kafka, make_topic, lambda topic: fit(kafka, topic, tmp_path, []))
 
 
 def test_without_lightning_the_import_names_the_extra() -> None:
-    code = ("import sys\nsys.modules['pytorch_lightning'] = None\n"
-            "from kafeed.extras import MissingExtra\n"
-            "try:\n    import kafeed.integrations.lightning\n"
-            "except MissingExtra as exc:\n    print(exc)\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert "This needs pytorch_lightning, which is not installed." in out.stdout
-    assert "pip install 'kafeed[lightning]'" in out.stdout
+    assert_import_names_the_extra("kafeed.integrations.lightning", "pytorch_lightning", "lightning")
