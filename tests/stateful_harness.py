@@ -4,6 +4,11 @@ Run N steps, take the state (through JSON, as a checkpoint would), run M more st
 is the reference. A fresh object loaded with the state must produce the same M steps and
 then have the same state as the reference (counts included), unless ``same_state`` is off
 for an object whose state holds things of its own (torchdata's StatefulDataLoader).
+
+It runs against every stateful piece and every source: Kafka (integration/test_loader_resume.py),
+the archive's cold tier (integration/test_archive_tiered.py), local files resumed in the middle
+of a file (unit/test_loader_files.py) and a mixture of a topic and files
+(integration/test_loader_mixture.py).
 """
 
 from __future__ import annotations

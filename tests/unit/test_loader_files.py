@@ -104,12 +104,13 @@ def test_save_resume_in_the_middle_of_a_file(tmp_path: Path, shuffle: int, first
     check_save_resume(_stream_case(_settings(tmp_path, shuffle_buffer=shuffle, seed=3)), first, 25)
 
 
-def test_dataset_and_stream_loader_save_resume(tmp_path: Path) -> None:
+@pytest.mark.parametrize("workers", [0, 2])
+def test_dataset_and_stream_loader_save_resume(tmp_path: Path, workers: int) -> None:
     expected = _write(tmp_path)
 
     def make() -> Any:
         dataset = kafeed.FileTokenDataset(tmp_path, seq_len=15, eos_id=EOS, shuffle_buffer=10)
-        return kafeed.StreamLoader(dataset, batch_size=4)
+        return kafeed.StreamLoader(dataset, batch_size=4, num_workers=workers)
 
     class Node:
         def __init__(self) -> None:

@@ -324,7 +324,7 @@ def test_a_check_between_two_takes_fetches_no_record_twice(monkeypatch: pytest.M
     # their fetching goes on) right as records are taken. Looked at after a record left its
     # queue but before the reader counted it read, an emptied partition was sought back to
     # that record, fetched it again, and the copy took a turn: another order under load.
-    monkeypatch.setattr("kafeed.loader.reader.CHECK_S", 0.0)
+    monkeypatch.setattr("kafeed.loader.kafka_fetch.CHECK_S", 0.0)
     consumer = Consumer({("t", p): [_doc(p, o) for o in range(RECORDS)] for p in (0, 1)})
     reader = _reader(consumer, end=RECORDS, cap=1)  # each take empties its partition's queue
     taken = _take_all(reader)
@@ -348,7 +348,7 @@ def test_a_refill_stops_once_every_partition_is_at_its_cap(monkeypatch: pytest.M
     # A refill pulls until the queues hold the target in bytes (here about 3 MiB). Caps of
     # about 2 MiB together stop it first: every partition paused at its cap, and a pull
     # after that waited out the refill's deadline (50 ms) for records none could bring.
-    monkeypatch.setattr("kafeed.loader.reader.CHECK_S", 0.0)
+    monkeypatch.setattr("kafeed.loader.kafka_fetch.CHECK_S", 0.0)
     records = 2000
     consumer = PausedWaits({("t", p): [_doc(p, o, tokens=400) for o in range(records)] for p in (0, 1)})
     cap = 2 * 1024 * 1024 // (2 * len(consumer.logs[("t", 0)][0]))
@@ -363,7 +363,7 @@ def test_a_reader_held_by_its_caps_is_resumed_without_a_wait(monkeypatch: pytest
     # Caps of a few hundred bytes under a target of megabytes: the reader never leaves the
     # refill half of the target, so its partitions stay resumed whatever a refill brings,
     # and waiting for one only idled the caller (a mixture's batches, one reader per source).
-    monkeypatch.setattr("kafeed.loader.reader.CHECK_S", 0.0)
+    monkeypatch.setattr("kafeed.loader.kafka_fetch.CHECK_S", 0.0)
     consumer = Consumer({("t", p): [_doc(p, o) for o in range(RECORDS)] for p in (0, 1)})
     reader = _reader(consumer, end=RECORDS)
     hold, pull = reader._hold, reader._pull

@@ -12,7 +12,6 @@ what was delivered beyond the next; ``rr`` is the shard being read.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kafeed.errors import ResumeMismatch
@@ -20,22 +19,21 @@ from kafeed.loader.assignment import assign, partition_key, warn_if_idle
 from kafeed.loader.parent import ParentWatch
 from kafeed.loader.partition import Partition
 from kafeed.loader.prefetch import Stopped
-from kafeed.loader.readers import STATE_KEYS, STATE_VERSION, Item, Ref
+from kafeed.loader.reader_state import ReaderState
+from kafeed.loader.readers import Item, Ref
 from kafeed.loader.record_kinds import KINDS
 from kafeed.loader.resume import (
     PartitionStart,
     check_known_partitions,
     check_saved_partitions,
     done_at_open,
-    exact_starts,
-    plan_starts,
 )
 from kafeed.loader.settings import LoaderSettings
 from kafeed.loader.source import Source
-from kafeed.loader.state import RECREATED_HINT, check_positions, check_version, require_keys
+from kafeed.loader.state import RECREATED_HINT, check_positions
 
 
-class PositionReader:
+class PositionReader(ReaderState):
     """Reader ``index`` of ``count`` of ``source``. Resume it with :meth:`load_state_dict`
     (exact) or :meth:`load_plan` (elastic) before :meth:`open`."""
 
@@ -55,7 +53,7 @@ class PositionReader:
         self._count = KINDS[settings.kind].count
         self._parent = parent
         self._stop: threading.Event | None = None
-        self._opened = False
+        self._open_done = False
         self._handed = 0  # records delivered since the last drain
         # The chunk being handed out: its shard, first position, payloads and the next index.
         self._part: Any = None  # a Partition once a chunk was read
@@ -67,7 +65,7 @@ class PositionReader:
     def open(self) -> None:
         name = self.source.name
         every = [(name, shard) for shard in self.source.open()]
-        self._opened = True
+        self._open_done = True
         if self.settings.mode == "replicated":
             owned = every
         else:
@@ -115,15 +113,10 @@ class PositionReader:
                     at += 1
             part.restore.clear()
 
-    def restored(self) -> dict[Ref, Any]:
-        """The in-flight records of an exact resume, re-read by :meth:`open`."""
-        restored, self._restored = self._restored, {}
-        return restored
-
     # -- taking records --------------------------------------------------------------------
     @property
     def exhausted(self) -> bool:
-        return self._opened and self._i >= len(self._payloads) and all(p.fetch_done for p in self.parts)
+        return self._open_done and self._i >= len(self._payloads) and all(p.fetch_done for p in self.parts)
 
     def check_decoded(self) -> None:
         """Files are checked when their columns are read (kafeed.loader.file_source)."""
@@ -180,30 +173,10 @@ class PositionReader:
         if len(part.delivered) > 4096 + 4 * len(part.in_flight):
             part.prune()
 
-    def delivered_many(self, refs: list[Ref]) -> None:
-        for ref in refs:
-            self.delivered(ref)
-
     def drain_delivered(self) -> tuple[dict[str, int], list[int]]:
         """Records delivered since the last drain (files carry no timestamps)."""
         handed, self._handed = self._handed, 0
         return ({self.source.name: handed} if handed else {}), []
 
-    # -- state -----------------------------------------------------------------------------
-    def state_dict(self) -> dict[str, Any]:
-        return {"version": STATE_VERSION, "partitions": {p.key: p.entry() for p in self.parts},
-                "rr": self.rr, "stats": dict(self.stats)}
-
-    def load_state_dict(self, state: Mapping[str, Any], *, in_flight: Iterable[Ref] = ()) -> None:
-        if self._opened:
-            raise RuntimeError("load_state_dict() must come before open()")
-        require_keys(state, STATE_KEYS, "reader state")
-        check_version(state["version"], STATE_VERSION, "Reader state")
-        self._starts = exact_starts(state["partitions"], in_flight)
-        self.rr = int(state["rr"])
-        self.stats.update(state["stats"])
-
-    def load_plan(self, plan: Mapping[str, Mapping[str, Any]]) -> None:
-        if self._opened:
-            raise RuntimeError("load_plan() must come before open()")
-        self._starts = plan_starts(plan)
+    def _opened(self) -> bool:
+        return self._open_done

@@ -1,0 +1,340 @@
+"""How a Kafka reader fetches: librdkafka's records into its partition queues, paused and
+resumed as the read-ahead policy says (kafeed.loader.read_ahead).
+
+Records are fetched in batches (``consume(num_messages=...)``) into one small queue per
+partition. A partition's queue never holds more than ``queue_records``: a ``consume()`` asks
+for no more records than the least room below that cap, and a partition at the cap is
+paused; should a call still bring records of it beyond the cap, they are dropped and fetched
+again after it resumes (:meth:`KafkaFetch._refetch`). A record the consumer hands out again
+(its fetch position went back, as a seek to the log start does when retention overtook a
+partition) is dropped as it comes, so it takes no turn. The cold tier's partitions are filled
+from their archive tables first (kafeed.loader.cold_tier).
+
+:class:`KafkaFetch` is the fetching half of :class:`kafeed.loader.reader.KafkaReader`.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from kafeed.kafka import translate_kafka_error
+from kafeed.loader.cold_tier import ColdTier
+from kafeed.loader.decode import RecordDecoder
+from kafeed.loader.parent import ParentWatch
+from kafeed.loader.partition import Partition
+from kafeed.loader.prefetch import Stopped
+from kafeed.loader.read_ahead import (
+    CHECK_S,
+    REFILL_S,
+    ReadAhead,
+    pausing,
+    pull_size,
+    refill_after_wake,
+    waking,
+    woken_with,
+)
+from kafeed.loader.readers import Ref
+from kafeed.loader.settings import LoaderSettings
+
+log = logging.getLogger("kafeed")
+
+STOP_CHECK_S = 0.1  # with a stop hook, a wait for records looks at it this often
+
+
+class KafkaFetch:
+    """Fetching for a Kafka reader (the attributes below are the reader's)."""
+
+    settings: LoaderSettings
+    index: int
+    parts: list[Partition]
+    stats: dict[str, int]
+    read_ahead: ReadAhead
+    _by_tp: dict[tuple[str, int], Partition]
+    _consumer: Any
+    _cold_tier: ColdTier
+    _decoder: RecordDecoder
+    _parent: ParentWatch | None
+    _stop: threading.Event | None
+    _restored: dict[Ref, Any]
+    _check_at: float
+    _last_error_log: float
+
+    def _fetch(self, timeout: float) -> int:
+        """Records from librdkafka into the queues: one ``consume()`` waiting up to
+        ``timeout``, more at once while librdkafka has them and the queues are below the
+        target; then pause or resume. Returns how many records were queued or restored."""
+        queued, more = self._pull(timeout)
+        ahead = self.read_ahead
+        while more and ahead.want_more:
+            got, more = self._pull(0)
+            queued += got
+        self._hold()
+        return queued
+
+    def _pull(self, timeout: float) -> tuple[int, bool]:
+        """One consume() call sized to the room left: (records queued or restored, whether
+        it brought all it asked for, so librdkafka may hold more)."""
+        from kafeed.kafka.types import KafkaError
+
+        if self._parent is not None:
+            self._parent.check()
+        if self._stop is not None and self._stop.is_set():
+            raise Stopped(f"reader {self.index} was stopped")
+        if self.settings.bounded:
+            timeout = min(timeout, 0.05)
+        cold = self._cold_tier
+        queued = cold.fetch(self._by_tp, self._consumer, self._keep_restored) if cold.parts else 0
+        if queued:
+            timeout = 0  # records are waiting: take what Kafka has, do not wait for more
+        consume = self._consumer.consume
+        ahead = self.read_ahead
+        limit = self.settings.queue_records
+        # A partition caught up at the end of its log brings none, so its room does not count
+        # (should records arrive for it meanwhile, _refetch guards the cap).
+        batch = pull_size(ahead, [p for p in self.parts if not p.paused and not p.fetch_done
+                                  and not p.eof and p.cold_until is None],
+                          self.settings.consume_batch, limit)
+        if self.settings.bounded:
+            # A replay: waiting a little for a full batch makes fewer, fuller calls (and
+            # leaves the CPU to librdkafka's fetcher meanwhile).
+            msgs = consume(num_messages=batch, timeout=timeout)
+        else:
+            # consume() waits for a full batch or the timeout, so a reader that may be caught
+            # up takes what librdkafka has without waiting, or else waits for one record,
+            # woken by its arrival, and takes what came with it: a fresh record is handed on
+            # at once, never held for a batch to fill.
+            msgs = consume(num_messages=batch, timeout=0)
+            if not msgs and timeout > 0:
+                msgs = self._wait_for_one(timeout)
+                if msgs and batch > 1:
+                    msgs.extend(consume(num_messages=batch - 1, timeout=0))
+        by_tp = self._by_tp
+        last_tp: tuple[str, int] | None = None
+        part: Partition | None = None
+        queue: Any = None
+        floor = 0  # the least offset of the current run's partition not yet taken or queued
+        finished: list[Partition] = []
+        over: dict[str, tuple[Partition, int]] = {}  # at its cap: the first record dropped
+        for msg in msgs:
+            err = msg.error()
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF:
+                    eof_part = by_tp.get((msg.topic(), msg.partition()))
+                    if eof_part is not None and eof_part.key not in over:
+                        eof_part.eof = True
+                        if eof_part.end is not None and msg.offset() >= eof_part.end:
+                            eof_part.fetch_done = True
+                            finished.append(eof_part)
+                elif err.code() in (KafkaError.TOPIC_AUTHORIZATION_FAILED,
+                                    KafkaError.GROUP_AUTHORIZATION_FAILED):
+                    # Retrying cannot help: the cluster's ACLs refuse this principal.
+                    who = self.settings.connection.sasl_username or "this client"
+                    raise translate_kafka_error(err, action=f"read topic {msg.topic()!r} as {who}")
+                elif err.code() == KafkaError._AUTO_OFFSET_RESET:
+                    self._out_of_range(msg.topic(), msg.partition())
+                else:
+                    self._log_error(err)
+                continue
+            tp = (msg.topic(), msg.partition())
+            if tp != last_tp:  # records come in runs per partition: look up once per run
+                part = by_tp.get(tp)
+                last_tp = tp
+                if part is not None:
+                    queue = part.queue
+                    floor = queue[-1].offset() + 1 if queue else part.read
+            if part is None or part.cold_until is not None:
+                continue
+            offset = msg.offset()
+            if offset < floor:
+                # Taken or queued already: librdkafka hands records out again when its fetch
+                # position goes back (a seek below what was fetched). A copy queued and skipped
+                # at its turn would give that turn away and change the order.
+                if offset in part.restore:
+                    self._keep_restored(part, msg, self._decoder.decode)
+                    queued += 1
+                continue
+            if len(queue) >= limit and not part.fetch_done:
+                # Paused at its cap, but this call's records of it were fetched before the
+                # pause: dropped, and read again from the first of them (_refetch).
+                if part.key not in over:
+                    over[part.key] = (part, offset)
+                continue
+            end = part.end
+            if end is not None and offset >= end:
+                part.fetch_done = True
+                finished.append(part)
+                continue
+            queue.append(msg)
+            floor = offset + 1
+            ahead.added(len(msg))
+            part.eof = False
+            queued += 1
+            if end is not None and offset + 1 >= end:
+                part.fetch_done = True
+                finished.append(part)
+            if len(queue) >= limit and not part.paused:
+                self._pause(part, True)
+        if over:
+            self._refetch(list(over.values()))
+        if finished:
+            # Fetched to their end: paused, since a partition at the end of its log keeps its
+            # leader's fetch requests waiting (fetch.wait.max.ms, 500 ms), and a partition of
+            # the same leader that is resumed meanwhile waits behind them.
+            self._pause_many([p for p in {id(p): p for p in finished}.values() if not p.paused], True)
+        return queued, len(msgs) >= batch
+
+    def _refetch(self, dropped: list[tuple[Partition, int]]) -> None:
+        """Partitions at their cap whose records from ``offset`` on were dropped: paused (if
+        not yet) and sought back to ``offset``, where librdkafka fetches from once they are
+        resumed. Pausing a partition only filters what librdkafka hands out *after* the call,
+        and moves its fetch position past everything handed out before, so without the seek
+        the dropped records would be skipped."""
+        from kafeed.kafka.types import TopicPartition
+
+        self._pause_many([part for part, _ in dropped if not part.paused], True)
+        for part, offset in dropped:
+            self._consumer.seek(TopicPartition(part.topic, part.partition, offset))
+
+    def _wait_for_one(self, timeout: float) -> list[Any]:
+        """``consume(num_messages=1, timeout)``, in slices of ``STOP_CHECK_S`` that look at the
+        stop hook in between when there is one. librdkafka counts whole milliseconds and drops
+        the rest, so the wait is rounded up: ended early, it would leave a caller that waits
+        for a deadline (``max_wait_s``) spinning until then."""
+        timeout = math.ceil(timeout * 1000) / 1000
+        consume = self._consumer.consume
+        if self._stop is None:
+            msgs: list[Any] = consume(num_messages=1, timeout=timeout)
+            return msgs
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            msgs = consume(num_messages=1, timeout=max(0.0, min(left, STOP_CHECK_S)))
+            if msgs or left <= STOP_CHECK_S:
+                return msgs
+            if self._stop.is_set():
+                raise Stopped(f"reader {self.index} was stopped")
+
+    def _hold(self) -> None:
+        """Hold the queues near the target: resume, refill and pause partitions as the
+        read-ahead policy says (kafeed.loader.read_ahead explains why)."""
+        ahead = self.read_ahead
+        cap = self.settings.queue_records
+        # A cold partition is not assigned; one fetched to its end stays paused.
+        live = [p for p in self.parts if not p.fetch_done and p.cold_until is None]
+        woken = waking(ahead, live, cap)
+        if woken:
+            self._pause_many(woken, False)
+            if refill_after_wake(ahead, cap, len(live)):
+                # Refill to the target at once and pause again: left running until the next
+                # take (a whole training step later, maybe), the fetcher would bring in far more.
+                deadline = time.monotonic() + min(REFILL_S, self.settings.poll_timeout_s)
+                while ahead.want_more:
+                    left = deadline - time.monotonic()
+                    # Every partition paused (at its cap, below a target in bytes): nothing
+                    # more can come, and a pull would wait out the deadline for it.
+                    if left <= 0 or all(p.paused for p in live) or not self._pull(left)[0]:
+                        break
+        self._pause_many(pausing(ahead, live, cap), True)
+
+    def _wake(self, part: Partition) -> None:
+        """``part`` was found empty and paused at its turn: resume it, and the paused
+        partitions whose turn comes soon too (kafeed.loader.read_ahead.woken_with)."""
+        paused = [p for p in self.parts if p.paused and not p.fetch_done and p.cold_until is None]
+        self._pause_many(woken_with(part, paused, len(self.parts), self.read_ahead,
+                                    self.settings.queue_records), False)
+
+    def _top_up(self) -> None:
+        """Now and then while records are taken: update the rate, pause or resume, and move
+        what librdkafka has fetched into the queues while they hold less than the target
+        (never waiting), so its fetcher keeps going."""
+        now = time.monotonic()
+        self._check_at = now + CHECK_S
+        ahead = self.read_ahead
+        ahead.tick(now)
+        if ahead.want_more:
+            self._fetch(0)
+        else:
+            self._hold()
+
+    def _out_of_range(self, topic: str, partition: int) -> None:
+        """Retention deleted a partition's records before the consumer fetched them."""
+        from kafeed.kafka.types import TopicPartition
+
+        part = self._by_tp.get((topic, partition))
+        if part is None or part.cold_until is not None:
+            return
+        if topic in self._cold_tier.sources:
+            self._cold_tier.overtaken(part, self._consumer)
+            return
+        # Not archived: read on from the log start, as "earliest" always did.
+        log.warning("kafeed loader: records of %s were deleted before they were read; "
+                    "reading on from its log start", part.key)
+        self._consumer.seek(TopicPartition(topic, partition, -2))
+
+    def _keep_restored(self, part: Partition, msg: Any, decode: Callable[[Any], Any]) -> None:
+        """An in-flight record of an exact resume, re-read from Kafka or the table."""
+        offset = msg.offset()
+        part.restore.discard(offset)
+        self._restored[(part.key, offset)] = decode(msg)
+        part.stamps[offset] = msg.timestamp()[1]
+
+    def _pause(self, part: Partition, pause: bool) -> None:
+        self._pause_many([part], pause)
+
+    def _pause_many(self, parts: list[Partition], pause: bool) -> None:
+        from kafeed.kafka.types import TopicPartition
+
+        if not parts:
+            return
+        tps = [TopicPartition(part.topic, part.partition) for part in parts]
+        if pause:
+            self._consumer.pause(tps)
+        else:
+            self._consumer.resume(tps)
+            self._nudge(parts)
+        for part in parts:
+            part.paused = pause
+
+    def _nudge(self, resumed: list[Partition]) -> None:
+        """Seek ``resumed`` partitions to where their fetching goes on (just past the last
+        record fetched of each), which changes nothing but wakes librdkafka's fetcher. A
+        resume alone is seen only when that thread next wakes on its own, up to a second
+        later; with every partition of a consumer paused, each resume cost 0.2-0.5 s
+        (benchmarks/bench_mixture.py: a third of the mixture's time). A partition still
+        re-reading in-flight records of a resume is left alone: it fetches from below."""
+        from kafeed.kafka.types import TopicPartition
+
+        for part in resumed:
+            if not part.restore:
+                queue = part.queue
+                self._consumer.seek(TopicPartition(part.topic, part.partition,
+                                                   queue[-1].offset() + 1 if queue else part.read))
+
+    def _log_error(self, err: Any) -> None:
+        """One clear line per 30 s while the cluster misbehaves (librdkafka retries itself)."""
+        now = time.monotonic()
+        if now - self._last_error_log > 30:
+            self._last_error_log = now
+            log.warning("kafeed loader (reader %d): Kafka error (%s); retrying, records resume when "
+                        "the broker is back.", self.index, err.str())
+
+    def _restore(self) -> None:
+        """Re-read the in-flight records of an exact resume (shuffle buffer, packer carry)."""
+        counted = dict(self.stats)  # the saved counts include these records: not twice
+        waiting = [p for p in self.parts if p.restore]
+        while any(p.restore for p in waiting):
+            self._fetch(self.settings.poll_timeout_s)
+            for p in waiting:
+                if p.restore and (p.fetch_done or p.queue):
+                    lost = sorted(p.restore)
+                    p.in_flight -= p.restore
+                    log.warning("kafeed loader: %d in-flight record(s) of %s are gone (retention?): %s",
+                                len(lost), p.key, lost[:5])
+                    p.restore.clear()
+        self.stats.update(counted)
+
