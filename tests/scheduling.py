@@ -30,8 +30,9 @@ def known_durations(config: pytest.Config) -> dict[str, float]:
     table: dict[str, float] = {}
     if COMMITTED.exists():
         table.update(json.loads(COMMITTED.read_text()))
-    if config.cache is not None:
-        table.update(config.cache.get(CACHE_KEY, {}))
+    cache = getattr(config, "cache", None)  # absent under -p no:cacheprovider
+    if cache is not None:
+        table.update(cache.get(CACHE_KEY, {}))
     return table
 
 
@@ -56,11 +57,12 @@ class DurationLog:
         self.seconds[report.nodeid] += report.duration
 
     def store(self, config: pytest.Config) -> None:
-        if config.cache is None or not self.seconds or hasattr(config, "workerinput"):
+        cache = getattr(config, "cache", None)
+        if cache is None or not self.seconds or hasattr(config, "workerinput"):
             return
-        table = dict(config.cache.get(CACHE_KEY, {}))
+        table = dict(cache.get(CACHE_KEY, {}))
         table.update({k: round(v, 1) for k, v in self.seconds.items()})
-        config.cache.set(CACHE_KEY, table)
+        cache.set(CACHE_KEY, table)
 
 
 def write_committed(cache_dir: Path = Path(".pytest_cache")) -> None:
