@@ -34,17 +34,44 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, NoReturn
+from typing import Any
 
 from kafeed.errors import ResumeMismatch
-from kafeed.loader.record_kinds import KINDS
 from kafeed.loader.settings import LoaderSettings
+from kafeed.loader.state_fields import (
+    READER_KEYS,
+    RECREATED_HINT,
+    as_int,
+    check_reader,
+    check_version,
+    fail,
+    index_key,
+    plain_copy,
+    require_keys,
+    shown,
+)
+
+__all__ = [
+    "READER_KEYS",
+    "RECREATED_HINT",
+    "STATE_KEYS",
+    "STATE_VERSION",
+    "check_positions",
+    "check_reader",
+    "check_state",
+    "check_version",
+    "empty_state",
+    "fingerprint",
+    "merge_states",
+    "next_epoch",
+    "partition_plan",
+    "plain_copy",
+    "reader_entries",
+    "require_keys",
+]
 
 STATE_VERSION = 1
 STATE_KEYS = ("version", "fingerprint", "mode", "num_readers", "readers", "next_worker")
-READER_KEYS = ("index", "partitions", "rr", "buffer", "rng", "carry", "stats")
-PARTITION_KEYS = ("next", "read", "end", "delivered")
-STATS_KEYS = ("records", "bad", "tokens")
 
 
 def fingerprint(settings: LoaderSettings) -> dict[str, Any]:
@@ -71,164 +98,6 @@ def empty_state(settings: LoaderSettings, expected: dict[str, Any] | None = None
     }
 
 
-_HINT = "Pass a state taken from StreamLoader.state_dict() or a dataset's state_dict(), unchanged."
-RECREATED_HINT = (
-    "A state fits only the log it was taken from: if the topic was deleted and recreated (or "
-    "retention removed those records), start without the state, or at chosen offsets with start=.")
-
-
-def _fail(path: str, problem: str, hint: str = _HINT) -> NoReturn:
-    raise ResumeMismatch(f"The saved loader state's {path} {problem}.", hint=hint)
-
-
-def require_keys(mapping: Any, keys: Sequence[str], what: str) -> None:
-    """``mapping`` is a dict with exactly ``keys``."""
-    if not isinstance(mapping, dict):
-        _fail(what, f"is not a mapping (got {type(mapping).__name__})")
-    missing = [k for k in keys if k not in mapping]
-    if missing:
-        _fail(what, f"lacks {', '.join(map(repr, missing))}")
-    unknown = sorted(repr(k) for k in mapping if k not in keys)
-    if unknown:
-        _fail(what, f"has unknown key(s) {', '.join(unknown)}")
-
-
-def check_version(version: Any, expected: int, what: str) -> None:
-    """A piece's saved ``version`` is the one this code reads (a bool is not a version)."""
-    if not isinstance(version, int) or isinstance(version, bool) or version != expected:
-        raise ResumeMismatch(
-            f"{what} version {_shown(version)} is not supported (expected {expected}).",
-            hint="Resume with the kafeed version that saved it, or start fresh.")
-
-
-def _int(value: Any, path: str, low: int = 0) -> int:
-    """An int (a bool is not one here) of at least ``low``."""
-    if not isinstance(value, int) or isinstance(value, bool):
-        _fail(path, f"is not an integer (got {_shown(value)})")
-    if value < low:
-        _fail(path, f"is {value}, below {low}")
-    return value
-
-
-def _list(value: Any, path: str) -> list[Any]:
-    if not isinstance(value, list):
-        _fail(path, f"is not a list (got {type(value).__name__})")
-    return value
-
-
-def _shown(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
-def _decimal(text: str) -> bool:
-    """A plain non-negative decimal number as ``str(int)`` writes it."""
-    return 0 < len(text) <= 18 and text.isascii() and text.isdigit() and str(int(text)) == text
-
-
-def plain_copy(state: Any) -> Any:
-    """``state`` through JSON, as a checkpoint stores it; anything else is refused."""
-    try:
-        return json.loads(json.dumps(state, allow_nan=False))
-    except (TypeError, ValueError, RecursionError) as exc:
-        raise ResumeMismatch(f"The saved loader state is not JSON data ({_shown(str(exc))}).",
-                             hint=_HINT) from None
-
-
-def _index_key(key: Any, path: str) -> int:
-    """A JSON object key that stands for a non-negative integer ("0", "12")."""
-    if not isinstance(key, str) or not _decimal(key):
-        _fail(path, f"has key {_shown(key)}, not a reader/rank number")
-    return int(key)
-
-
-def _check_rng(rng: Any, path: str) -> None:
-    """numpy's PCG64 bit-generator state, as ShuffleBuffer saves it."""
-    require_keys(rng, ("bit_generator", "state", "has_uint32", "uinteger"), path)
-    if rng["bit_generator"] != "PCG64":
-        _fail(f"{path}.bit_generator", f"is {_shown(rng['bit_generator'])}, not 'PCG64'")
-    require_keys(rng["state"], ("state", "inc"), f"{path}.state")
-    for name in ("state", "inc"):
-        if _int(rng["state"][name], f"{path}.state.{name}") >= 2**128:
-            _fail(f"{path}.state.{name}", "does not fit in 128 bits")
-    if _int(rng["has_uint32"], f"{path}.has_uint32") > 1:
-        _fail(f"{path}.has_uint32", "is not 0 or 1")
-    if _int(rng["uinteger"], f"{path}.uinteger") >= 2**32:
-        _fail(f"{path}.uinteger", "does not fit in 32 bits")
-
-
-def _check_partition(entry: Any, path: str) -> tuple[int, int]:
-    """One partition's positions; returns (next, read)."""
-    require_keys(entry, PARTITION_KEYS, path)
-    nxt = _int(entry["next"], f"{path}.next")
-    read = _int(entry["read"], f"{path}.read")
-    if read < nxt:
-        _fail(f"{path}.read", f"({read}) is below next ({nxt})")
-    end = entry["end"]
-    if end is not None:
-        _int(end, f"{path}.end")
-        if read > nxt and read > end:
-            _fail(f"{path}.end", f"({end}) is below offsets already read (up to {read - 1})")
-    seen: set[int] = set()
-    for i, offset in enumerate(_list(entry["delivered"], f"{path}.delivered")):
-        _int(offset, f"{path}.delivered[{i}]")
-        if not nxt <= offset < read:
-            _fail(f"{path}.delivered[{i}]", f"({offset}) is outside [next, read) = [{nxt}, {read})")
-        if offset in seen:
-            _fail(f"{path}.delivered[{i}]", f"({offset}) is listed twice")
-        seen.add(offset)
-    return nxt, read
-
-
-def _check_ref(ref: Any, path: str, positions: dict[str, tuple[int, int]], width: int) -> None:
-    """A ``[key, offset, ...]`` reference to an in-flight record of this reader."""
-    if not isinstance(ref, list) or len(ref) != width:
-        _fail(path, f"is not a list of {width} items (got {_shown(ref)})")
-    key = ref[0]
-    if not isinstance(key, str) or key not in positions:
-        _fail(f"{path}[0]", f"({_shown(key)}) is not one of this reader's partitions")
-    offset = _int(ref[1], f"{path}[1]")
-    nxt, read = positions[key]
-    if not nxt <= offset < read:
-        _fail(f"{path}[1]", f"({offset}) is outside [next, read) = [{nxt}, {read}) of {key}")
-
-
-def check_reader(reader: Any, path: str, settings: LoaderSettings) -> None:
-    """One reader's entry (a token or sample loader's; a mixture's entry holds one per source)."""
-    require_keys(reader, READER_KEYS, path)
-    _int(reader["index"], f"{path}.index")
-    parts = reader["partitions"]
-    if not isinstance(parts, dict):
-        _fail(f"{path}.partitions", "is not a mapping")
-    positions: dict[str, tuple[int, int]] = {}
-    for key, entry in parts.items():
-        topic, sep, partition = str(key).rpartition(":")
-        if not sep or not _decimal(partition):
-            _fail(f"{path}.partitions", f"has key {_shown(key)}, not 'topic:partition'")
-        if topic not in settings.topics:
-            _fail(f"{path}.partitions", f"has partition {key!r} of a topic this loader does not read",
-                  hint="Resume with the same topics, or start fresh.")
-        positions[key] = _check_partition(entry, f"{path}.partitions[{key!r}]")
-    _int(reader["rr"], f"{path}.rr")
-    buffer = _list(reader["buffer"], f"{path}.buffer")
-    for i, ref in enumerate(buffer):
-        _check_ref(ref, f"{path}.buffer[{i}]", positions, 2)
-    if reader["rng"] is not None:
-        _check_rng(reader["rng"], f"{path}.rng")
-    elif buffer:
-        _fail(f"{path}.rng", "is null but the shuffle buffer holds records")
-    carry = _list(reader["carry"], f"{path}.carry")
-    if carry and not KINDS[settings.kind].packs:
-        _fail(f"{path}.carry", "holds packer carry-over, which a sample loader never has")
-    for i, ref in enumerate(carry):
-        _check_ref(ref, f"{path}.carry[{i}]", positions, 3)
-        _int(ref[2], f"{path}.carry[{i}][2]")
-    stats = reader["stats"]
-    require_keys(stats, STATS_KEYS, f"{path}.stats")
-    for name in STATS_KEYS:
-        _int(stats[name], f"{path}.stats.{name}")
-
-
 ReaderCheck = Callable[[Any, str, LoaderSettings], None]
 
 
@@ -244,39 +113,39 @@ def check_state(state: Any, settings: LoaderSettings, *, expected: dict[str, Any
         expected = fingerprint(settings)
     saved = state["fingerprint"]
     if not isinstance(saved, dict):
-        _fail("fingerprint", f"is not a mapping (got {type(saved).__name__})")
+        fail("fingerprint", f"is not a mapping (got {type(saved).__name__})")
     if saved != expected:
         diff = sorted(str(k) for k in set(expected) | set(saved) if expected.get(k) != saved.get(k))
-        details = "; ".join(f"{k}: saved {_shown(saved.get(k))}, now {expected.get(k)!r}" for k in diff)
+        details = "; ".join(f"{k}: saved {shown(saved.get(k))}, now {expected.get(k)!r}" for k in diff)
         raise ResumeMismatch(
             f"The saved loader state was taken with different settings ({details}).",
             hint="Resume with the same topics, seq_len, eos_id and tokenizer, or start fresh.",
         )
     if state["mode"] != settings.mode:
         raise ResumeMismatch(
-            f"The saved loader state is for mode {_shown(state['mode'])}, not {settings.mode!r}.")
+            f"The saved loader state is for mode {shown(state['mode'])}, not {settings.mode!r}.")
     count = state["num_readers"]
     if count is not None:
-        _int(count, "num_readers", low=1)
+        as_int(count, "num_readers", low=1)
     readers = state["readers"]
     if not isinstance(readers, dict):
-        _fail("readers", f"is not a mapping (got {type(readers).__name__})")
+        fail("readers", f"is not a mapping (got {type(readers).__name__})")
     if readers and count is None:
-        _fail("num_readers", "is null but the state has readers")
+        fail("num_readers", "is null but the state has readers")
     for key, reader in readers.items():
-        index = _index_key(key, "readers")
+        index = index_key(key, "readers")
         if count is not None and index >= count:
-            _fail("readers", f"has reader {index}, but num_readers is {count}")
+            fail("readers", f"has reader {index}, but num_readers is {count}")
         reader_check(reader, f"readers[{key!r}]", settings)
         if reader["index"] != index:
-            _fail(f"readers[{key!r}].index", f"is {reader['index']}, not {index}")
+            fail(f"readers[{key!r}].index", f"is {reader['index']}, not {index}")
     workers = state["next_worker"]
     if not isinstance(workers, dict):
-        _fail("next_worker", f"is not a mapping (got {type(workers).__name__})")
+        fail("next_worker", f"is not a mapping (got {type(workers).__name__})")
     for key, worker in workers.items():
-        _index_key(key, "next_worker")
-        if _int(worker, f"next_worker[{key!r}]") >= (count or 1):
-            _fail(f"next_worker[{key!r}]", f"is {worker}, not below num_readers ({count})")
+        index_key(key, "next_worker")
+        if as_int(worker, f"next_worker[{key!r}]") >= (count or 1):
+            fail(f"next_worker[{key!r}]", f"is {worker}, not below num_readers ({count})")
     return state  # type: ignore[no-any-return]
 
 
