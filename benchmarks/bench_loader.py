@@ -1,20 +1,28 @@
-"""Loader throughput: kafeed vs the anchors, on one topic, in one run (a script, not a test).
+"""Loader throughput: kafeed vs a bare consume loop, litdata and Mosaic, in one run (a script, not a test).
 
 Starts a LocalCluster on free ports in a temp dir, produces ``--tokens`` token ids as
-TokenizedDocument records (plus a JSON copy of a slice for the tutorial loader), then
-measures, each on the same data:
+TokenizedDocument records, writes the same token stream (each document followed by EOS)
+as local shards for litdata (``TokensLoader`` chunks) and MosaicML streaming (MDS shards of
+2,049-token windows), then measures, each read in a process of its own:
 
-- bare:      a confluent-kafka consume(num_messages=...) loop that only touches each message
-             (the Python ceiling);
-- kafeed:    StreamLoader(KafkaTokenDataset) yielding (B, seq_len+1) int64 batches
-             (num_workers=0, and --workers);
-- tutorial:  kafka-python KafkaConsumer, one record per iteration, json.loads of
-             {"tokens": [...]}, Python-list packing, one sample at a time (on the JSON slice);
-- java:      Kafka's own ConsumerPerformance (MB/s);
-- memmap:    a local np.memmap token file cut into the same batches;
-- peak RSS of the kafeed loader over 1x and 10x the data (separate processes).
+- bare:          a confluent-kafka consume(num_messages=...) loop with the loader's fetch
+                 settings that only touches each message (the Python ceiling);
+- kafeed w0/wN:  StreamLoader(KafkaTokenDataset) yielding (B, seq_len+1) int64 batches,
+                 num_workers=0 and ``--workers``;
+- baseline w0/wN: the same with the kafeed of ``--baseline-src`` (another commit's ``src/``,
+                 e.g. ``git worktree add /tmp/base <rev>``), so before/after are one run;
+- litdata:       ``StreamingDataset(item_loader=TokensLoader(block_size=seq_len+1))`` in a
+                 DataLoader (batch ``--batch``, num_workers=0), batches made int64;
+- mosaic:        ``streaming.StreamingDataset`` over the MDS shards, the same way;
+- memmap:        ``np.memmap`` of the token file cut into the same batches (the ceiling).
 
-    PYTHONPATH=src python benchmarks/bench_loader.py --tokens 200_000_000
+Each row is the best of ``--repeat`` interleaved runs (the machine may be shared): tokens/s
+over the whole read, and CPU ns per token: the CPU time of the reading process (every
+thread, librdkafka's included) and of its DataLoader workers, per token handed out. The
+CPU figure moves less with the machine's load than the wall-clock one. Prints one table
+of rates and ratios; ``--json FILE`` writes the same as JSON.
+
+    PYTHONPATH=src python benchmarks/bench_loader.py --tokens 20_000_000 --baseline-src /tmp/base/src
 """
 
 from __future__ import annotations
@@ -23,34 +31,33 @@ import argparse
 import json
 import logging
 import os
-import resource
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from kafeed.broker import LocalCluster, free_port_block, resolve_libs
-from kafeed.config import ConnectionSettings
-from kafeed.schema import make_document
-from kafeed.topics import TopicAdmin, plan_topic
-
 QUIET = logging.getLogger("kafeed.librdkafka")
+EOS = 0
+TICK = os.sysconf("SC_CLK_TCK")
 
 
-def produce(bootstrap: str, topic: str, json_topic: str, tokens: int, doc_tokens: int, json_tokens: int,
-            token_file: Path, eos: int) -> dict[str, Any]:
+# -- data -------------------------------------------------------------------------------------
+def produce(bootstrap: str, topic: str, tokens: int, doc_tokens: int, token_file: Path) -> dict[str, Any]:
     from confluent_kafka import Producer
+
+    from kafeed.schema import make_document
 
     rng = np.random.default_rng(0)
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50, "batch.size": 1_000_000,
                   "queue.buffering.max.kbytes": 1_048_576, "logger": QUIET})
-    made = docs = json_docs = 0
-    payload = 0
+    made = docs = payload = 0
     pool = rng.integers(1, 50000, size=doc_tokens * 4, dtype=np.uint16)
+    eos = np.array([EOS], dtype=np.uint16).tobytes()
     with token_file.open("wb") as out:
         while made < tokens:
             n = int(rng.integers(doc_tokens // 2, doc_tokens * 3 // 2))
@@ -63,147 +70,237 @@ def produce(bootstrap: str, topic: str, json_topic: str, tokens: int, doc_tokens
                     break
                 except BufferError:
                     p.poll(0.1)
-            if made < json_tokens:
-                body = json.dumps({"tokens": ids.tolist()}).encode()
-                while True:
-                    try:
-                        p.produce(json_topic, key=f"d{docs}".encode(), value=body)
-                        break
-                    except BufferError:
-                        p.poll(0.1)
-                json_docs += 1
             out.write(ids.tobytes())
-            out.write(np.array([eos], dtype=np.uint16).tobytes())
+            out.write(eos)
             payload += len(value)
             made += n
             docs += 1
             if docs % 500 == 0:
                 p.poll(0)
     p.flush(120)
-    return {"tokens": made, "docs": docs, "bytes": payload, "json_docs": json_docs}
+    return {"tokens": made, "docs": docs, "bytes": payload}
 
 
-def bare_loop(bootstrap: str, topic: str, partitions: int, docs: int) -> tuple[float, int]:
+def write_litdata(token_file: Path, out: Path, piece: int = 1 << 20) -> None:
+    """The token stream as litdata chunks (what ``litdata.optimize(item_loader=TokensLoader())``
+    writes), in pieces of ``piece`` ids: TokensLoader reads blocks across items."""
+    import torch
+    from litdata.streaming.item_loader import TokensLoader
+    from litdata.streaming.writer import BinaryWriter
+
+    ids = np.fromfile(token_file, dtype=np.uint16)
+    writer = BinaryWriter(str(out), chunk_bytes="64MB", item_loader=TokensLoader())
+    for i, start in enumerate(range(0, len(ids), piece)):
+        writer.add_item(i, torch.from_numpy(ids[start : start + piece].copy()))
+    writer.done()
+    writer.merge()
+
+
+def write_mosaic(token_file: Path, out: Path, window: int) -> None:
+    """The token stream as MDS shards of ``window``-id samples (a trailing part window dropped)."""
+    from streaming import MDSWriter
+
+    ids = np.fromfile(token_file, dtype=np.uint16)
+    rows = ids[: len(ids) // window * window].reshape(-1, window)
+    with MDSWriter(out=str(out), columns={"tokens": f"ndarray:uint16:{window}"}, size_limit=1 << 26) as w:
+        for row in rows:
+            w.write({"tokens": row})
+
+
+# -- the reads, each in a process of its own ---------------------------------------------------
+class CpuClock:
+    """CPU seconds of this process (every thread) and of its descendants (DataLoader
+    workers are children of a forkserver, so their time is read from /proc): the
+    descendants are found once, at the start, and read again at most every ``every``
+    seconds and at the end."""
+
+    def __init__(self, every: float = 0.25) -> None:
+        self.every = every
+        self.pids = list(self._descendants())
+        self.seen: dict[int, float] = {}
+        self.last = 0.0
+        self.sample(force=True)
+        self.before = dict(self.seen)
+        self.start = time.process_time()
+
+    @staticmethod
+    def _descendants() -> Iterator[int]:
+        children: dict[int, list[int]] = {}
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    stat = Path(f"/proc/{entry}/stat").read_text()
+                except OSError:
+                    continue
+                ppid = int(stat.rsplit(")", 1)[1].split()[1])
+                children.setdefault(ppid, []).append(int(entry))
+        todo = list(children.get(os.getpid(), []))
+        while todo:
+            pid = todo.pop()
+            yield pid
+            todo.extend(children.get(pid, []))
+
+    def sample(self, force: bool = False) -> None:
+        now = time.perf_counter()
+        if not self.pids or (not force and now - self.last < self.every):
+            return
+        self.last = now
+        for pid in self.pids:
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            self.seen[pid] = (int(fields[11]) + int(fields[12])) / TICK  # utime + stime
+
+    def total(self) -> float:
+        self.sample(force=True)
+        spent = sum(cpu - self.before.get(pid, 0.0) for pid, cpu in self.seen.items())
+        return time.process_time() - self.start + spent
+
+
+def timed(batches: Iterable[Any], warm: int = 1) -> dict[str, float]:
+    """Read every batch (a (B, T) int64 tensor, or a dict with ``tokens``): the tokens, and
+    the seconds and CPU seconds, from the ``warm``-th batch on (with workers, one each:
+    starting processes and opening consumers are a fixed cost per run, not a rate)."""
+    clock: CpuClock | None = None
+    t0 = 0.0
+    tokens = 0
+    for seen, batch in enumerate(batches, start=1):
+        if clock is not None:
+            tokens += (batch["tokens"] if isinstance(batch, dict) else batch).numel()
+            clock.sample()
+        elif seen >= warm:
+            clock = CpuClock()
+            t0 = time.perf_counter()
+    took = time.perf_counter() - t0
+    assert clock is not None, "no batch was read"
+    return {"tokens": tokens, "s": took, "cpu_s": clock.total()}
+
+
+class _Count:
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def numel(self) -> int:
+        return self.n
+
+
+def read_bare(args: dict[str, Any]) -> dict[str, float]:
     from confluent_kafka import Consumer, TopicPartition
 
     # The loader's own fetch settings, so the ceiling is fair (kafeed/loader/reader.py).
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-bare", "enable.auto.commit": False,
-                  "queued.max.messages.kbytes": 131072, "fetch.max.bytes": 32 * 1024 * 1024,
+    c = Consumer({"bootstrap.servers": args["bootstrap"], "group.id": "bench-bare",
+                  "enable.auto.commit": False, "queued.max.messages.kbytes": 131072,
+                  "fetch.max.bytes": 32 * 1024 * 1024,
                   "max.partition.fetch.bytes": 8 * 1024 * 1024, "logger": QUIET})
-    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    seen = nbytes = 0
-    t0 = time.perf_counter()
-    while seen < docs:
-        for m in c.consume(num_messages=2000, timeout=1.0):
-            if m.error() is None:
-                nbytes += len(m.value())
-                seen += 1
-    dt = time.perf_counter() - t0
+    c.assign([TopicPartition(args["topic"], p, 0) for p in range(args["partitions"])])
+    docs = args["docs"]
+
+    def batches() -> Iterator[Any]:
+        seen = 0
+        while seen == 0:  # the clocks start at the first records
+            seen += sum(1 for m in c.consume(num_messages=2000, timeout=1.0) if m.error() is None)
+        yield _Count(0)
+        start = seen
+        while seen < docs:
+            # No more than is left: a call for more would wait out its timeout at the end.
+            for m in c.consume(num_messages=min(2000, docs - seen), timeout=1.0):
+                if m.error() is None:
+                    m.value()
+                    seen += 1
+        yield _Count(args["tokens"] * (docs - start) // docs)  # the tokens after the clock started
+
+    out = timed(batches())
     c.close()
-    return dt, nbytes
+    return out
 
 
-def kafeed_loader(bootstrap: str, topic: str, seq_len: int, batch: int, workers: int) -> tuple[float, int]:
+def read_kafeed(args: dict[str, Any]) -> dict[str, float]:
     import kafeed
 
-    ds = kafeed.KafkaTokenDataset(topic, seq_len=seq_len, bootstrap=bootstrap, eos_id=0)
-    loader = kafeed.StreamLoader(ds, batch_size=batch, num_workers=workers)
-    t0 = time.perf_counter()
-    tokens = 0
-    for b in loader:
-        tokens += b["tokens"].numel()
-    return time.perf_counter() - t0, tokens
+    ds = kafeed.KafkaTokenDataset(args["topic"], seq_len=args["seq_len"], bootstrap=args["bootstrap"],
+                                  eos_id=EOS)
+    loader = kafeed.StreamLoader(ds, batch_size=args["batch"], num_workers=args["workers"])
+    return timed(loader, warm=max(1, args["workers"]))
 
 
-def tutorial_loader(bootstrap: str, topic: str, docs: int, seq_len: int, batch: int) -> tuple[float, int]:
+def read_litdata(args: dict[str, Any]) -> dict[str, float]:
     import torch
-    from kafka import KafkaConsumer
+    from litdata import StreamingDataset
+    from litdata.streaming.item_loader import TokensLoader
 
-    consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
-                             enable_auto_commit=False, group_id=None, consumer_timeout_ms=10000)
-
-    def samples() -> Any:
-        buf: list[int] = []
-        for n, record in enumerate(consumer):
-            buf.extend(json.loads(record.value)["tokens"])
-            buf.append(0)
-            while len(buf) >= seq_len + 1:
-                yield torch.tensor(buf[: seq_len + 1], dtype=torch.long)
-                buf = buf[seq_len + 1 :]
-            if n + 1 >= docs:
-                return
-
-    t0 = time.perf_counter()
-    tokens = 0
-    pending = []
-    for s in samples():
-        pending.append(s)
-        if len(pending) == batch:
-            tokens += torch.stack(pending).numel()
-            pending = []
-    dt = time.perf_counter() - t0
-    consumer.close()
-    return dt, tokens
+    ds = StreamingDataset(args["dir"], item_loader=TokensLoader(block_size=args["seq_len"] + 1),
+                          shuffle=False)
+    loader = torch.utils.data.DataLoader(ds, batch_size=args["batch"], num_workers=0)
+    return timed(b.to(torch.int64) for b in loader)
 
 
-def java_perf(bootstrap: str, topic: str, docs: int) -> dict[str, float]:
-    libs = resolve_libs()
-    out = subprocess.run(
-        [libs.java, "-Xmx512m", "-cp", libs.classpath, "org.apache.kafka.tools.ConsumerPerformance",
-         "--bootstrap-server", bootstrap, "--topic", topic, "--messages", str(docs), "--timeout", "60000"],
-        capture_output=True, text=True, check=True, timeout=600)
-    lines = [ln for ln in out.stdout.splitlines() if ln.strip()]
-    header = [h.strip() for h in lines[-2].split(",")]
-    values = [v.strip() for v in lines[-1].split(",")]
-    row = dict(zip(header, values, strict=False))
-    return {"MB.sec": float(row["MB.sec"]), "fetch.MB.sec": float(row["fetch.MB.sec"]),
-            "MB": float(row["data.consumed.in.MB"])}
+def read_mosaic(args: dict[str, Any]) -> dict[str, float]:
+    import torch
+    from streaming import StreamingDataset
+
+    ds = StreamingDataset(local=args["dir"], batch_size=args["batch"], shuffle=False)
+    loader = torch.utils.data.DataLoader(ds, batch_size=args["batch"], num_workers=0)
+    return timed(b["tokens"].to(torch.int64) for b in loader)
 
 
-def memmap_loader(path: Path, seq_len: int, batch: int) -> tuple[float, int]:
+def read_memmap(args: dict[str, Any]) -> dict[str, float]:
     import torch
 
-    mm = np.memmap(path, dtype=np.uint16, mode="r")
-    step = batch * (seq_len + 1)
-    t0 = time.perf_counter()
-    tokens = 0
-    for i in range(len(mm) // step):
-        t = torch.from_numpy(mm[i * step : (i + 1) * step].astype(np.int64).reshape(batch, seq_len + 1))
-        tokens += t.numel()
-    return time.perf_counter() - t0, tokens
+    mm = np.memmap(args["file"], dtype=np.uint16, mode="r")
+    step = args["batch"] * (args["seq_len"] + 1)
+    return timed(torch.from_numpy(mm[i * step : (i + 1) * step].astype(np.int64).reshape(args["batch"], -1))
+                 for i in range(len(mm) // step))
 
 
-def rss_child(bootstrap: str, topic: str, seq_len: int, batch: int, fraction: float) -> None:
-    """Read ``fraction`` of every partition with kafeed; print peak RSS (KiB) and tokens."""
-    from confluent_kafka import Consumer, TopicPartition
-
-    import kafeed
-
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-rss", "logger": QUIET})
-    parts = c.list_topics(topic, timeout=10).topics[topic].partitions
-    end = {p: int(c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] * fraction) for p in parts}
-    c.close()
-    ds = kafeed.KafkaTokenDataset(topic, seq_len=seq_len, eos_id=0, bootstrap=bootstrap, end=end)
-    tokens = sum(b["tokens"].numel() for b in kafeed.StreamLoader(ds, batch_size=batch))
-    # VmHWM, not ru_maxrss: Linux keeps ru_maxrss across fork+exec, so it would report the
-    # (large) parent's peak; VmHWM belongs to this process's own address space.
-    hwm = next(int(line.split()[1]) for line in Path("/proc/self/status").read_text().splitlines()
-               if line.startswith("VmHWM:"))
-    print(json.dumps({"maxrss_kib": hwm, "ru_maxrss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
-                      "tokens": tokens}))
+READS = {"bare": read_bare, "kafeed": read_kafeed, "litdata": read_litdata, "mosaic": read_mosaic,
+         "memmap": read_memmap}
 
 
-def rss(bootstrap: str, topic: str, seq_len: int, batch: int, fraction: float) -> dict[str, int]:
-    out = subprocess.run([sys.executable, __file__, "--rss-child", bootstrap, topic, str(seq_len), str(batch),
-                          str(fraction)], capture_output=True, text=True, check=True, env=dict(os.environ))
-    result: dict[str, int] = json.loads(out.stdout.strip().splitlines()[-1])
+def read_apart(kind: str, args: dict[str, Any], src: str | None = None) -> dict[str, float]:
+    """One read in a process of its own, with the kafeed of ``src`` (default: this one)."""
+    path = [src] if src else []
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path + sys.path)}
+    out = subprocess.run([sys.executable, __file__, "--child", kind, json.dumps(args)],
+                         capture_output=True, text=True, env=env, timeout=900)
+    if out.returncode != 0:
+        raise RuntimeError(f"{kind} read failed:\n{out.stderr[-3000:]}")
+    result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
     return result
 
 
+# -- the table -------------------------------------------------------------------------------
+RATIOS = [
+    ("kafeed/bare", "kafeed w0", "bare"),
+    ("kafeed/litdata", "kafeed w0", "litdata"),
+    ("kafeed/mosaic", "kafeed w0", "mosaic"),
+    ("kafeed/memmap", "kafeed w0", "memmap"),
+    ("workers/w0", "kafeed wN", "kafeed w0"),
+    ("kafeed/baseline", "kafeed w0", "baseline w0"),
+    ("kafeed/baseline, workers", "kafeed wN", "baseline wN"),
+    ("baseline workers/w0", "baseline wN", "baseline w0"),
+]
+
+
+def table(rows: dict[str, dict[str, float]], workers: int) -> tuple[str, dict[str, dict[str, float]]]:
+    lines = [f"{'read':<14} {'M tokens/s':>11} {'CPU ns/token':>13}"]
+    for name, row in rows.items():
+        lines.append(f"{name.replace('wN', f'w{workers}'):<14} {row['tokens_s'] / 1e6:>11.1f} "
+                     f"{row['cpu_ns_token']:>13.2f}")
+    lines.append(f"{'ratio':<26} {'tokens/s':>9} {'CPU/token':>10}")
+    ratios: dict[str, dict[str, float]] = {}
+    for label, a, b in RATIOS:
+        if a in rows and b in rows:
+            ratios[label] = {"tokens_s": rows[a]["tokens_s"] / rows[b]["tokens_s"],
+                             "cpu_ns_token": rows[a]["cpu_ns_token"] / rows[b]["cpu_ns_token"]}
+            lines.append(f"{label.replace('workers', f'w{workers}'):<26} {ratios[label]['tokens_s']:>8.2f}x "
+                         f"{ratios[label]['cpu_ns_token']:>9.2f}x")
+    return "\n".join(lines), ratios
+
+
 def main() -> int:
-    if len(sys.argv) > 1 and sys.argv[1] == "--rss-child":
-        b, t, s, n, f = sys.argv[2:7]
-        rss_child(b, t, int(s), int(n), float(f))
+    if sys.argv[1:2] == ["--child"]:
+        print(json.dumps(READS[sys.argv[2]](json.loads(sys.argv[3]))))
         return 0
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tokens", type=float, default=50e6, help="token ids in the topic (default 50M)")
@@ -211,75 +308,82 @@ def main() -> int:
     ap.add_argument("--seq-len", type=int, default=2048)
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--partitions", type=int, default=4)
-    ap.add_argument("--workers", type=int, default=2, help="DataLoader workers for the second kafeed run")
-    ap.add_argument("--repeat", type=int, default=2, help="runs of bare and kafeed (best is kept)")
-    ap.add_argument("--json-tokens", type=float, default=5e6, help="tokens in the JSON copy")
+    ap.add_argument("--workers", type=int, default=2, help="DataLoader workers for the wN rows (0: none)")
+    ap.add_argument("--repeat", type=int, default=2, help="interleaved runs of every read (best is kept)")
+    ap.add_argument("--baseline-src", default=None,
+                    help="also read with the kafeed of this source tree (another commit's src/)")
+    ap.add_argument("--skip", default="",
+                    help="reads to leave out, comma-separated (bare, litdata, mosaic, memmap)")
+    ap.add_argument("--json", default=None, help="also write the results to this file")
     args = ap.parse_args()
+    skip = {s for s in args.skip.split(",") if s}
+
+    from kafeed.broker import LocalCluster, free_port_block
+    from kafeed.config import ConnectionSettings
+    from kafeed.topics import TopicAdmin, plan_topic
+
     results: dict[str, Any] = {"args": vars(args)}
-    with tempfile.TemporaryDirectory(prefix="kafeed-bench-") as tmp:
-        cluster = LocalCluster(Path(tmp) / "kafka", nodes=1, port=free_port_block(2), heap_mb=1024)
+    with tempfile.TemporaryDirectory(prefix="kafeed-bench-") as tmp_name:
+        tmp = Path(tmp_name)
+        cluster = LocalCluster(tmp / "kafka", nodes=1, port=free_port_block(2), heap_mb=1024)
         cluster.start()
         try:
             bootstrap = cluster.bootstrap
-            admin = TopicAdmin(ConnectionSettings(bootstrap=bootstrap))
-            # Uncompressed: random token ids do not compress, and kafka-python lacks zstd here.
-            for name in ("bench-tokens", "bench-json"):
-                admin.create(plan_topic(name, brokers=1, partitions=args.partitions, compression="none"))
+            # Uncompressed: random token ids do not compress.
+            TopicAdmin(ConnectionSettings(bootstrap=bootstrap)).create(
+                plan_topic("bench-tokens", brokers=1, partitions=args.partitions, compression="none"))
             t0 = time.perf_counter()
-            data = produce(bootstrap, "bench-tokens", "bench-json", int(args.tokens), args.doc_tokens,
-                           int(args.json_tokens), Path(tmp) / "tokens.bin", eos=0)
+            data = produce(bootstrap, "bench-tokens", int(args.tokens), args.doc_tokens, tmp / "tokens.bin")
             data["produce_s"] = round(time.perf_counter() - t0, 1)
+            window = args.seq_len + 1
+            if "litdata" not in skip:
+                write_litdata(tmp / "tokens.bin", tmp / "litdata")
+            if "mosaic" not in skip:
+                write_mosaic(tmp / "tokens.bin", tmp / "mds", window)
+            data["shards_s"] = round(time.perf_counter() - t0 - data["produce_s"], 1)
             results["data"] = data
-            mb = data["bytes"] / 1e6
-            print(f"topic: {data['tokens'] / 1e6:.1f}M tokens, {data['docs']} docs, {mb:.0f} MB", flush=True)
-
-            bare_loop(bootstrap, "bench-tokens", args.partitions, data["docs"])  # warm the page cache
-            import kafeed.loader.stream_loader  # noqa: F401 - import torch outside the timings
-            # Best of --repeat, bare and kafeed interleaved: the machine may be shared. CPU
-            # seconds (all threads of the process) show the work done, whatever the load.
-            for _ in range(args.repeat):
-                for name in ("bare", "kafeed_w0"):
-                    c0 = time.process_time()
-                    if name == "bare":
-                        dt, _ = bare_loop(bootstrap, "bench-tokens", args.partitions, data["docs"])
-                    else:
-                        dt, _ = kafeed_loader(bootstrap, "bench-tokens", args.seq_len, args.batch, 0)
-                    cpu = time.process_time() - c0
-                    row = {"s": dt, "cpu_s": cpu, "MB_s": mb / dt, "Mtok_s": data["tokens"] / 1e6 / dt}
-                    if name not in results or dt < results[name]["s"]:
-                        results[name] = row
-                    print(name, row, flush=True)
-            if args.workers:
-                dt, tokens = kafeed_loader(bootstrap, "bench-tokens", args.seq_len, args.batch, args.workers)
-                results[f"kafeed_w{args.workers}"] = {"s": dt, "MB_s": mb / dt, "Mtok_s": tokens / 1e6 / dt}
-                print(f"kafeed workers={args.workers}", results[f"kafeed_w{args.workers}"], flush=True)
-            dt, tokens = tutorial_loader(bootstrap, "bench-json", data["json_docs"], args.seq_len, args.batch)
-            results["tutorial"] = {"s": dt, "Mtok_s": tokens / 1e6 / dt}
-            print("tutorial", results["tutorial"], flush=True)
-            results["java"] = java_perf(bootstrap, "bench-tokens", data["docs"])
-            print("java ConsumerPerformance", results["java"], flush=True)
-            dt, tokens = memmap_loader(Path(tmp) / "tokens.bin", args.seq_len, args.batch)
-            results["memmap"] = {"s": dt, "Mtok_s": tokens / 1e6 / dt}
-            print("memmap", results["memmap"], flush=True)
-            results["rss_1x"] = rss(bootstrap, "bench-tokens", args.seq_len, args.batch, 0.1)
-            results["rss_5x"] = rss(bootstrap, "bench-tokens", args.seq_len, args.batch, 0.5)
-            results["rss_10x"] = rss(bootstrap, "bench-tokens", args.seq_len, args.batch, 1.0)
-            print("rss", results["rss_1x"], results["rss_5x"], results["rss_10x"], flush=True)
+            print(f"topic: {data['tokens'] / 1e6:.1f}M tokens, {data['docs']} docs, "
+                  f"{data['bytes'] / 1e6:.0f} MB (produced in {data['produce_s']} s, "
+                  f"shards in {data['shards_s']} s)", flush=True)
+            common = {"bootstrap": bootstrap, "topic": "bench-tokens", "partitions": args.partitions,
+                      "docs": data["docs"], "tokens": data["tokens"], "seq_len": args.seq_len,
+                      "batch": args.batch, "file": str(tmp / "tokens.bin")}
+            runs: dict[str, tuple[str, dict[str, Any], str | None]] = {
+                "bare": ("bare", common, None),
+                "kafeed w0": ("kafeed", {**common, "workers": 0}, None),
+                "kafeed wN": ("kafeed", {**common, "workers": args.workers}, None),
+                "litdata": ("litdata", {**common, "dir": str(tmp / "litdata")}, None),
+                "mosaic": ("mosaic", {**common, "dir": str(tmp / "mds")}, None),
+                "memmap": ("memmap", common, None),
+            }
+            if args.baseline_src:
+                runs["baseline w0"] = ("kafeed", {**common, "workers": 0}, args.baseline_src)
+                runs["baseline wN"] = ("kafeed", {**common, "workers": args.workers}, args.baseline_src)
+            runs = {k: v for k, v in runs.items() if k.split()[0] not in skip and not (k.endswith("wN") and
+                                                                                        not args.workers)}
+            rows: dict[str, dict[str, float]] = {}
+            read_apart("bare", common)  # warm the page cache
+            for attempt in range(args.repeat):
+                for name, (kind, params, src) in runs.items():
+                    got = read_apart(kind, params, src)
+                    row = {"tokens": got["tokens"], "s": got["s"], "cpu_s": got["cpu_s"],
+                           "tokens_s": got["tokens"] / got["s"],
+                           "cpu_ns_token": got["cpu_s"] / got["tokens"] * 1e9}
+                    best = rows.get(name)
+                    rows[name] = row if best is None else {
+                        **row, "tokens_s": max(best["tokens_s"], row["tokens_s"]),
+                        "cpu_ns_token": min(best["cpu_ns_token"], row["cpu_ns_token"])}
+                    print(f"run {attempt + 1} {name}: {row['tokens_s'] / 1e6:.1f}M tokens/s, "
+                          f"{row['cpu_ns_token']:.2f} CPU ns/token, load {os.getloadavg()[0]:.1f}",
+                          flush=True)
         finally:
             cluster.stop(timeout=30, purge=True)
-    k = results["kafeed_w0"]
-    summary = {
-        "kafeed/bare (MB/s)": k["MB_s"] / results["bare"]["MB_s"],
-        "kafeed/tutorial (tokens/s)": k["Mtok_s"] / results["tutorial"]["Mtok_s"],
-        "kafeed/bare (CPU s)": k["cpu_s"] / results["bare"]["cpu_s"],
-        "kafeed/java ConsumerPerformance (MB/s)": k["MB_s"] / results["java"]["MB.sec"],
-        "kafeed/java ConsumerPerformance fetch-only (MB/s)": k["MB_s"] / results["java"]["fetch.MB.sec"],
-        "kafeed/memmap (tokens/s)": k["Mtok_s"] / results["memmap"]["Mtok_s"],
-        "peak RSS 1x, 5x, 10x (MiB)": [results[key]["maxrss_kib"] // 1024
-                                       for key in ("rss_1x", "rss_5x", "rss_10x")],
-    }
-    results["summary"] = summary
-    print(json.dumps(results, indent=2, default=str))
+    text, ratios = table(rows, args.workers)
+    print(text)
+    results["rows"] = rows
+    results["ratios"] = ratios
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2, default=str))
     return 0
 
 
