@@ -14,22 +14,33 @@ import copy
 import json
 import logging
 import threading
-import traceback
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-import numpy as np
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
 from kafeed.config import ConnectionSettings
-from kafeed.errors import ConfigError, KafeedError, invalid_settings
+from kafeed.errors import KafeedError
+from kafeed.loader.collate import Collate, collate_samples, token_batch
 from kafeed.loader.opening import MAIN_PROCESS, Stream, Topology, open_stream, state_key
 from kafeed.loader.parent import ParentWatch, watch_parent
-from kafeed.loader.settings import Kind, LoaderSettings
+from kafeed.loader.settings import Kind, LoaderSettings, loader_settings
 from kafeed.loader.state import check_state, empty_state, next_epoch, plain_copy
 from kafeed.loader.stream import Delivered
+from kafeed.loader.worker_error import WorkerError
+
+__all__ = [
+    "Collate",
+    "KafkaDatasetBase",
+    "KafkaSampleDataset",
+    "KafkaTokenDataset",
+    "WorkerError",
+    "collate_samples",
+    "loader_settings",
+    "rank_and_world",
+    "token_batch",
+]
 
 
 def rank_and_world(settings: LoaderSettings) -> tuple[int, int]:
@@ -42,67 +53,12 @@ def rank_and_world(settings: LoaderSettings) -> tuple[int, int]:
     return 0, 1
 
 
-Collate = Callable[[list[dict[str, Any]]], Any]
-
-
-def token_batch(tokens: torch.Tensor, doc_start: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
-    """A token batch (or one window): ``tokens``, ``input_ids`` = tokens[..., :-1] and
-    ``labels`` = tokens[..., 1:] (views, no copy), and ``doc_start`` when given."""
-    out = {"tokens": tokens, "input_ids": tokens[..., :-1], "labels": tokens[..., 1:]}
-    if doc_start is not None:
-        out["doc_start"] = doc_start
-    return out
-
-
-def collate_samples(samples: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Batch TrainingSample dicts: ``targets`` is a (B, T) float32 tensor (ragged rows padded
-    with NaN); ``input`` (bytes), ``text`` (UTF-8, errors replaced), ``id``, ``metadata``,
-    ``topic``, ``partition`` and ``offset`` are lists."""
-    width = max((len(s["targets"]) for s in samples), default=0)
-    targets = np.full((len(samples), width), np.nan, dtype=np.float32)
-    for row, s in enumerate(samples):
-        targets[row, : len(s["targets"])] = s["targets"]
-    return {
-        "targets": torch.from_numpy(targets),
-        "input": [s["input"] for s in samples],
-        "text": [bytes(s["input"]).decode("utf-8", errors="replace") for s in samples],
-        "id": [s["id"] for s in samples],
-        "metadata": [s["metadata"] for s in samples],
-        "topic": [s["topic"] for s in samples],
-        "partition": [s["partition"] for s in samples],
-        "offset": [s["offset"] for s in samples],
-    }
-
-
 log = logging.getLogger("kafeed")
 
 
 def _same(state: dict[str, Any]) -> dict[str, Any]:
     return state
 
-
-@dataclass(frozen=True)
-class WorkerError:
-    """A :class:`KafeedError` raised in a DataLoader worker, sent to the main process as data.
-
-    DataLoader re-raises a worker's exception as ``type(exc)(traceback text)``, which loses
-    the message's shape, the hint and the code; this carries them so the caller gets the
-    error exactly as it was raised.
-    """
-
-    kind: type[KafeedError]
-    message: str
-    hint: str | None
-    code: int | None
-    worker: int
-    trace: str
-
-    @classmethod
-    def of(cls, exc: KafeedError, worker: int) -> WorkerError:
-        return cls(type(exc), exc.message, exc.hint, exc.code, worker, traceback.format_exc())
-
-    def error(self) -> KafeedError:
-        return self.kind(self.message, hint=self.hint, code=self.code)
 
 
 class KafkaDatasetBase(IterableDataset[Any]):
@@ -274,38 +230,6 @@ class KafkaDatasetBase(IterableDataset[Any]):
         """Records taken, bad records skipped and tokens decoded by the live reader."""
         return self._stream.stats() if self._stream is not None else {}
 
-
-def loader_settings(kind: Kind, topics: str | Sequence[str] | None, settings: LoaderSettings | None,
-                    bootstrap: str | None, connection: ConnectionSettings | None,
-                    options: Mapping[str, Any]) -> LoaderSettings:
-    """One validated :class:`LoaderSettings` from a dataset's arguments: ``settings`` (if
-    given) with ``topics``, ``bootstrap``/``connection`` and any other field in ``options``
-    replacing its values."""
-    if bootstrap is not None and connection is not None:
-        raise ConfigError("Pass bootstrap= or connection=, not both.")
-    if "kind" in options:
-        raise ConfigError(f"kind= is not an argument: this dataset reads {kind}.")
-    if settings is not None:
-        if settings.kind != kind:
-            raise ConfigError(f"These loader settings are for kind={settings.kind!r}, not {kind!r}.",
-                              hint="Use KafkaTokenDataset for tokens, KafkaSampleDataset for samples.")
-        fields: dict[str, Any] = {name: getattr(settings, name) for name in LoaderSettings.model_fields}
-    elif topics is None:
-        raise ConfigError("Name the topics to read (or pass settings=LoaderSettings(...)).")
-    else:
-        fields = {"kind": kind}
-    if topics is not None:
-        fields["topics"] = (topics,) if isinstance(topics, str) else tuple(topics)
-    if connection is not None:
-        fields["connection"] = connection
-    elif bootstrap is not None:
-        fields["connection"] = ConnectionSettings(bootstrap=bootstrap)
-    if options.get("consumer_config", {}) is None:
-        options = {**options, "consumer_config": {}}
-    try:
-        return LoaderSettings.model_validate({**fields, **options})
-    except ValueError as exc:
-        raise invalid_settings(exc, what="loader settings") from None
 
 
 class KafkaTokenDataset(KafkaDatasetBase):

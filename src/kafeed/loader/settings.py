@@ -24,14 +24,15 @@ offset, and an explicit start offset below the log start is kept.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, Strict, model_validator
 
 from kafeed.archive.settings import CatalogSettings
 from kafeed.config import ConnectionSettings
+from kafeed.errors import ConfigError, invalid_settings
 from kafeed.loader.read_ahead import MIB, MIN_READ_AHEAD
 from kafeed.loader.record_kinds import KINDS, MAX_TOKEN_ID
 
@@ -186,3 +187,36 @@ class LoaderSettings(BaseModel):
     def window(self) -> int:
         """Tokens per yielded window: ``seq_len + 1`` (inputs and shifted labels)."""
         return self.seq_len + 1
+
+
+def loader_settings(kind: Kind, topics: str | Sequence[str] | None, settings: LoaderSettings | None,
+                    bootstrap: str | None, connection: ConnectionSettings | None,
+                    options: Mapping[str, Any]) -> LoaderSettings:
+    """One validated :class:`LoaderSettings` from a dataset's arguments: ``settings`` (if
+    given) with ``topics``, ``bootstrap``/``connection`` and any other field in ``options``
+    replacing its values."""
+    if bootstrap is not None and connection is not None:
+        raise ConfigError("Pass bootstrap= or connection=, not both.")
+    if "kind" in options:
+        raise ConfigError(f"kind= is not an argument: this dataset reads {kind}.")
+    if settings is not None:
+        if settings.kind != kind:
+            raise ConfigError(f"These loader settings are for kind={settings.kind!r}, not {kind!r}.",
+                              hint="Use KafkaTokenDataset for tokens, KafkaSampleDataset for samples.")
+        fields: dict[str, Any] = {name: getattr(settings, name) for name in LoaderSettings.model_fields}
+    elif topics is None:
+        raise ConfigError("Name the topics to read (or pass settings=LoaderSettings(...)).")
+    else:
+        fields = {"kind": kind}
+    if topics is not None:
+        fields["topics"] = (topics,) if isinstance(topics, str) else tuple(topics)
+    if connection is not None:
+        fields["connection"] = connection
+    elif bootstrap is not None:
+        fields["connection"] = ConnectionSettings(bootstrap=bootstrap)
+    if options.get("consumer_config", {}) is None:
+        options = {**options, "consumer_config": {}}
+    try:
+        return LoaderSettings.model_validate({**fields, **options})
+    except ValueError as exc:
+        raise invalid_settings(exc, what="loader settings") from None
