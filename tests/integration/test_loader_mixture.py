@@ -13,9 +13,9 @@ import pytest
 import kafeed
 from kafeed.config import ConnectionSettings
 from kafeed.loader.deferred_entry import DeferredEntry
+from kafeed.loader.delivered import Delivered
 from kafeed.loader.mixing import tokens_delivered
 from kafeed.loader.mixture_stream import AHEAD
-from kafeed.loader.stream import Delivered
 from kafeed.topics import TopicAdmin, plan_topic
 from tests.integration.loader_data import EOS, counts, produce_docs
 from tests.stateful_harness import Stateful, check_save_resume

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from kafeed.loader.delivered import Delivered
 from kafeed.loader.metrics import LoaderMetrics, batch_tokens
 from kafeed.loader.reader import KafkaReader
 from kafeed.loader.settings import LoaderSettings
-from kafeed.loader.stream import Delivered
 from kafeed.telemetry import metrics as m
 from kafeed.telemetry.stats import StatsCallback
 

@@ -23,11 +23,11 @@ from torch.utils.data import IterableDataset, get_worker_info
 from kafeed.config import ConnectionSettings
 from kafeed.errors import KafeedError
 from kafeed.loader.collate import Collate, collate_samples, token_batch
+from kafeed.loader.delivered import Delivered
 from kafeed.loader.opening import MAIN_PROCESS, Stream, Topology, open_stream, state_key
 from kafeed.loader.parent import ParentWatch, watch_parent
 from kafeed.loader.settings import Kind, LoaderSettings, loader_settings
 from kafeed.loader.state import check_state, empty_state, next_epoch, plain_copy
-from kafeed.loader.stream import Delivered
 from kafeed.loader.worker_error import WorkerError
 
 __all__ = [

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from kafeed.loader.assignment import parse_key
-from kafeed.loader.stream import Delivered
+from kafeed.loader.delivered import Delivered
 from kafeed.telemetry import metrics as m
 
 STAGE = "loader"

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from kafeed.errors import ResumeMismatch
+from kafeed.loader.delivered import Delivered
 from kafeed.loader.packing import STATE_VERSION as PACKER_VERSION
 from kafeed.loader.packing import Span, TokenPacker, Window
 from kafeed.loader.readers import STATE_VERSION as READER_VERSION
@@ -27,34 +26,9 @@ from kafeed.loader.shuffle import STATE_VERSION as SHUFFLE_VERSION
 from kafeed.loader.shuffle import ShuffleBuffer
 from kafeed.loader.state import RECREATED_HINT, require_keys
 
+__all__ = ["Batch", "Delivered", "SampleStream", "TokenStream"]  # Delivered: its old home
+
 Batch = dict[str, Any]
-
-
-@dataclass(frozen=True)
-class Delivered:
-    """What a batch handed out, for the loader metrics (travels beside the batch, not in it):
-    records finished per topic, their Kafka timestamps (ms), and the reader's next offset
-    per partition key as of the batch."""
-
-    per_topic: dict[str, int] = field(default_factory=dict)
-    timestamps: npt.NDArray[np.int64] = field(default_factory=lambda: np.empty(0, dtype=np.int64))
-    positions: dict[str, int] = field(default_factory=dict)
-    sources: dict[str, int] = field(default_factory=dict)  # a mixture's tokens per source
-
-    @classmethod
-    def of(cls, drained: tuple[dict[str, int], list[int]], state: dict[str, Any],
-           sources: dict[str, int] | None = None) -> Delivered:
-        """From a reader entry (a mixture's: the positions of all its sources)."""
-        entries = [state["sources"][n] for n in sorted(state["sources"])] if "sources" in state else [state]
-        positions = {key: int(p["next"]) for e in entries for key, p in e["partitions"].items()}
-        return cls.at(drained, positions, sources)
-
-    @classmethod
-    def at(cls, drained: tuple[dict[str, int], list[int]], positions: dict[str, int],
-           sources: dict[str, int] | None = None) -> Delivered:
-        per_topic, stamps = drained
-        return cls(per_topic=per_topic, timestamps=np.array(stamps, dtype=np.int64),
-                   positions=positions, sources=sources or {})
 
 
 READER_KEYS = ("index", "partitions", "rr", "buffer", "rng", "carry", "stats")
