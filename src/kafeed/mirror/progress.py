@@ -103,6 +103,31 @@ def latest_by_key(connection: ConnectionSettings, topic: str, *,
     return latest
 
 
+#: A gap this small between what was mirrored and a partition's end may be only transaction
+#: markers (one commit marker after a transactional producer's last record); it is read to see.
+MARKER_GAP = 100
+
+
+def caught_up_positions(source: ConnectionSettings, ends: dict[TopicPartitionKey, int],
+                        mirrored: dict[TopicPartitionKey, int]) -> dict[TopicPartitionKey, int]:
+    """``mirrored``, with each partition whose only offsets left at the site are transaction
+    markers (or aborted records: nothing a read_committed reader sees) moved to its end.
+
+    MirrorMaker commits the offset after the last record it copied; a transactional
+    producer's partition ends one marker later, so without this it never looks caught up.
+    """
+    positions = dict(mirrored)
+    near = {tp: (positions.get(tp, 0), end) for tp, end in ends.items()
+            if 0 < end - positions.get(tp, 0) <= MARKER_GAP}
+    if not near:
+        return positions
+    with KafkaClients(source).reader(what="mirror marker check") as reader:
+        for (topic, partition), (at, end) in near.items():
+            if not reader.read(topic, {partition: (at, end)}, timeout_s=15.0):
+                positions[(topic, partition)] = end
+    return positions
+
+
 def mirrored_positions(target: ConnectionSettings, site: str) -> dict[TopicPartitionKey, int]:
     """Per source (topic, partition) of ``site``: the next offset the target has committed."""
     positions: dict[TopicPartitionKey, int] = {}
@@ -145,6 +170,7 @@ def site_progress(alias: str, source: ConnectionSettings, patterns: str,
         return SiteProgress(alias, reachable=False, last_error=f"target: {exc.message}")
     try:
         ends = end_offsets(source, matching_topics(source, patterns))
+        mirrored = caught_up_positions(source, ends, mirrored)
     except KafeedError as exc:
         return SiteProgress(alias, reachable=False, state=state, last_error=exc.message)
     parts = tuple(PartitionProgress(t, p, end, mirrored.get((t, p), 0))

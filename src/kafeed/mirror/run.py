@@ -3,7 +3,9 @@
 A drain (``until_caught_up``) takes every mirrored partition's end at the site when it
 starts (ARCHITECTURE.md, "Drains": the whole input as of the call) and returns once the
 target has committed records up to each, whichever node of the mirror cluster copied
-them. A drain that sees nothing move for ``stall_s`` fails naming the partitions left.
+them; a partition whose only offsets left at the site are transaction markers (a
+transactional producer's, such as ``kafeed ingest``) counts as caught up. A drain that
+sees nothing move for ``stall_s`` fails naming the partitions left.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from kafeed.errors import DrainIncomplete, KafeedError
 from kafeed.mirror.checks import Checked, check
 from kafeed.mirror.config import MirrorSettings
 from kafeed.mirror.process import MirrorNode
-from kafeed.mirror.progress import TopicPartitionKey, end_offsets, mirrored_positions
+from kafeed.mirror.progress import TopicPartitionKey, caught_up_positions, end_offsets, mirrored_positions
 from kafeed.telemetry.metrics import MIRROR_BEHIND
 
 log = logging.getLogger("kafeed")
@@ -46,12 +48,12 @@ class MirrorRun:
         return sum(sum(e.values()) for e in self.ends.values())
 
 
-def _left(target: ConnectionSettings, ends: dict[str, dict[TopicPartitionKey, int]],
+def _left(checked: Checked, target: ConnectionSettings, ends: dict[str, dict[TopicPartitionKey, int]],
           ) -> dict[str, dict[TopicPartitionKey, tuple[int, int]]]:
     """Per site, the partitions the target has not committed up to ``ends``: (at, end)."""
     left: dict[str, dict[TopicPartitionKey, tuple[int, int]]] = {}
     for alias, site_ends in ends.items():
-        at = mirrored_positions(target, alias)
+        at = caught_up_positions(checked.connections[alias], site_ends, mirrored_positions(target, alias))
         behind = {tp: (at.get(tp, 0), end) for tp, end in site_ends.items() if at.get(tp, 0) < end}
         if behind:
             left[alias] = behind
@@ -64,7 +66,8 @@ def _measure(settings: MirrorSettings, checked: Checked) -> None:
     for site in settings.sites:
         try:
             ends = end_offsets(checked.connections[site.alias], checked.topics[site.alias])
-            at = mirrored_positions(target, site.alias)
+            at = caught_up_positions(checked.connections[site.alias], ends,
+                                     mirrored_positions(target, site.alias))
         except KafeedError as exc:
             log.warning("could not measure how far site %s is behind: %s", site.alias, exc.message)
             continue
@@ -99,7 +102,7 @@ def run_mirror(settings: MirrorSettings, *, until_caught_up: bool = False,
                     measured_at = time.monotonic()
                 continue
             try:
-                left = _left(target, ends)
+                left = _left(checked, target, ends)
             except KafeedError as exc:
                 # A just-created internal topic without leaders yet, a target broker restarting:
                 # read again next time; only a stall as long as stall_s fails the drain.
