@@ -32,6 +32,7 @@ LAYERS: list[set[str]] = [
     {"ingest", "prepare", "loader", "tasks"},
     {"train", "monitor"},
     {"demo", "infer", "scale", "integrations"},  # integrations: recipes on loader + train
+    {"demo_sites"},  # the two-site demo: the demo's corpus and topics, plus the mirror
     {"cli", "__init__"},
 ]
 LEAVES = {"telemetry"}

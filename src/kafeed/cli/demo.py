@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -17,6 +17,9 @@ from kafeed.cli.common import (
     print_json,
 )
 
+if TYPE_CHECKING:
+    from kafeed.demo import DemoOptions
+
 
 def demo(
     data_dir: DataDirOpt = None,
@@ -29,6 +32,9 @@ def demo(
     runs_dir: Annotated[Path, typer.Option(help="Where each run's checkpoints and metrics go.",
                                            callback=directory_to_write)] = Path(
         "runs/demo"),
+    sites: Annotated[bool, typer.Option(
+        "--sites", help="Two site clusters mirrored into the training cluster (MirrorMaker 2), a "
+        "mixture weighting the sites, lineage back to the site records (docs/federation.md).")] = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Start (or reuse) a local broker; ingest, prepare and train on a corpus; summarize."""
@@ -43,6 +49,9 @@ def demo(
                               runs_dir=runs_dir)
     except ValidationError as exc:
         raise invalid_settings(exc, what="demo options") from None
+    if sites:
+        _sites_demo(options, json_out)
+        return
     summary = run_demo(options, say=lambda line: console.print(line, highlight=False, markup=False))
     if json_out:
         print_json(summary)
@@ -73,3 +82,28 @@ def demo(
     ]
     for line in lines:
         out.print(line, highlight=False, soft_wrap=True)
+
+
+def _sites_demo(options: DemoOptions, json_out: bool) -> None:
+    from kafeed.demo_sites import run_sites_demo
+
+    summary = run_sites_demo(options, say=lambda line: console.print(line, highlight=False, markup=False))
+    if json_out:
+        print_json(summary)
+        return
+    s = summary
+    for line in [
+        "kafeed demo --sites: summary",
+        f"  training cluster   {s['bootstrap']}",
+        *(f"  {name:<18} {bootstrap}: {s['ingested'][name]:,} records ingested, "
+          f"{s['documents_out'][name]:,} documents prepared" for name, bootstrap in s["sites"].items()),
+        f"  mirrored           up to {s['mirrored_offsets']:,} offsets, exactly once",
+        f"  training           {s['steps']} steps on "
+        + ", ".join(f"{t} {w:.0%}" for t, w in s["mix"].items()) + f", final loss {s['final_loss']}",
+        f"  lineage            {s['lineage_documents']:,} documents: "
+        + ", ".join(f"{site} {n:,}" for site, n in s["documents_per_site"].items()),
+        f"  took               {s['seconds']}s",
+        "",
+        f"Site records in full: kafeed lineage {s['checkpoint']} --sites -b {s['bootstrap']}",
+    ]:
+        out.print(line, highlight=False, markup=False, soft_wrap=True)
