@@ -168,3 +168,17 @@ def test_bad_inputs_are_one_sentence(tmp_path: Path) -> None:
         _stream(_settings(tmp_path, column="nope")).next_batch(1)
     with pytest.raises(ConfigError, match="end=None does not apply"):
         kafeed.FileTokenDataset(tmp_path, seq_len=15, eos_id=EOS, end=None)
+
+
+def test_the_parquet_files_kafeed_archive_writes_are_read_and_raw_rows_skipped(tmp_path: Path) -> None:
+    # The archive's columns (kafeed.archive.schema): a kind per row, token lists of longs.
+    rows = {"offset": [0, 1, 2, 3], "timestamp": pa.array([0] * 4, type=pa.timestamp("us")),
+            "kind": ["TokenizedDocument", "raw", "TokenizedDocument", "TokenizedDocument"],
+            "tokens": pa.array([[1, 1], None, [2, 2, 2], [3]], type=pa.list_(pa.int64())),
+            "tokenizer": ["gpt2", None, "gpt2", "other"]}
+    pq.write_table(pa.table(rows), tmp_path / "data.parquet")
+    stream = _stream(_settings(tmp_path, tokenizer="gpt2"))
+    batch = stream.next_batch(4)
+    tokens = batch["tokens"].reshape(-1).tolist()
+    assert tokens[:7] == [1, 1, EOS, 2, 2, 2, EOS]  # the raw row and the other tokenizer's skipped
+    assert stream.stats() == {"records": 2, "bad": 2, "tokens": 5}
