@@ -182,3 +182,11 @@ def test_the_parquet_files_kafeed_archive_writes_are_read_and_raw_rows_skipped(t
     tokens = batch["tokens"].reshape(-1).tolist()
     assert tokens[:7] == [1, 1, EOS, 2, 2, 2, EOS]  # the raw row and the other tokenizer's skipped
     assert stream.stats() == {"records": 2, "bad": 2, "tokens": 5}
+
+
+def test_positions_in_files_are_not_mirrored_to_a_consumer_group(tmp_path: Path) -> None:
+    _write(tmp_path, files=1)
+    loader = kafeed.StreamLoader(kafeed.FileTokenDataset(tmp_path, seq_len=15, eos_id=EOS), batch_size=2)
+    next(iter(loader))
+    with pytest.raises(ConfigError, match="no consumer group"):
+        loader.commit_offsets("trainer")

@@ -16,6 +16,10 @@ def commit_positions(settings: LoaderSettings, state: dict[str, Any], group: str
     settings' group). Returns what was committed."""
     from kafeed.kafka.types import TopicPartition
 
+    if settings.files:
+        raise ConfigError("Local files (files=) have no consumer group to mirror positions to.",
+                          hint="The checkpointed loader.state_dict() holds them; commit_offsets is for "
+                               "topics.")
     name = group or settings.group
     if not name:
         raise ConfigError("commit_offsets needs a consumer group.",
