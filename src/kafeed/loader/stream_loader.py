@@ -1,7 +1,8 @@
 """StreamLoader: a DataLoader over a Kafka dataset whose state is exactly what it handed out.
 
 Workers build whole batches (one tensor per batch) and send each with their reader's
-state *as of that batch*. The main process keeps, per worker, the state attached to the
+state *as of that batch*; token batches travel through reused shared-memory slots
+(kafeed.loader.shared_slots). The main process keeps, per worker, the state attached to the
 last batch it yielded, and which worker comes next in DataLoader's round-robin. That is
 the whole state: batches the workers prefetched but the caller never saw are not in it,
 so a resume reads them again. Without workers the main process is the one reader, and
@@ -34,6 +35,7 @@ from kafeed.loader.loader_options import LoaderOptions
 from kafeed.loader.metrics import LoaderMetrics, batch_tokens
 from kafeed.loader.parent import watch_worker
 from kafeed.loader.prefetch import JOIN_S, Prefetch
+from kafeed.loader.rank_sync import agree, should_sync
 from kafeed.loader.shared_slots import SharedSlots
 from kafeed.loader.state import next_epoch, plain_copy
 from kafeed.loader.stream import Delivered
@@ -128,22 +130,6 @@ class StreamLoader:
     def workers(self) -> int:
         return max(self.num_workers, 1)
 
-    def _should_sync(self) -> bool:
-        dist = torch.distributed
-        live = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
-        if self.sync_ranks is None:
-            return bool(live and self.dataset.settings.bounded)
-        return bool(self.sync_ranks and live)
-
-    def _agree(self, have: bool) -> bool:
-        dist = torch.distributed
-        device = torch.device("cpu")
-        if dist.get_backend() == "nccl":
-            device = torch.device("cuda", torch.cuda.current_device())
-        flag = torch.tensor([1 if have else 0], dtype=torch.int32, device=device)
-        dist.all_reduce(flag, op=dist.ReduceOp.MIN)
-        return bool(flag.item())
-
     def __iter__(self) -> Iterator[Any]:
         self._cut = False
         yield from self._handed_out()
@@ -198,7 +184,7 @@ class StreamLoader:
         self._entries = {}
         tokens_kind = self.dataset.settings.kind == "tokens"
         items, prefetch = self._items(next_worker)
-        sync = self._should_sync()
+        sync = should_sync(self.sync_ranks, self.dataset.settings.bounded)
         stopped = False
         metrics = self._metrics
         try:
@@ -213,7 +199,7 @@ class StreamLoader:
                     if prefetch is not None:
                         prefetch.release()
                     continue
-                if sync and not self._agree(True):
+                if sync and not agree(True):
                     stopped = True
                     break
                 yield batch, self._marker(worker, state, delivered, batch_tokens(batch) if tokens_kind else 0,
@@ -227,7 +213,7 @@ class StreamLoader:
                     self._prefetch = None
         self._cut = cut
         if sync and not stopped and not cut:
-            self._agree(False)
+            agree(False)
 
     def _items(self, next_worker: int) -> tuple[Iterable[Item], Prefetch[Item] | None]:
         """The items of this iteration: from the prefetch thread (no workers, with a
