@@ -1,26 +1,32 @@
-"""The core's loop on FakeKafka (the boundary in memory): finish() and the purge."""
+"""The core's loop on FakeKafka (the boundary in memory, given as its clients): finish() and the purge."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Mapping, Sequence
 
+import pytest
+
 from kafeed.kafka import FakeKafka
-from kafeed.kafka.types import KafkaError, TopicPartition
+from kafeed.kafka.types import KafkaError
 from kafeed.stream import BatchResult, Output, Record, Stage, StreamProcessor, StreamSettings, StreamStats
 from kafeed.topics import TopicAdmin
 
 TOPIC = "in"
 
 
-class RecordingAdmin(TopicAdmin):
-    """The fake's admin, noting each delete_records call's ``wait``."""
+@pytest.fixture
+def purge_waits(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Each ``TopicAdmin.delete_records`` call's ``wait``, in order (the call itself still runs)."""
+    waits: list[bool] = []
+    delete_records = TopicAdmin.delete_records
 
-    waits: list[bool]
+    def recording(self: TopicAdmin, name: str, before: Mapping[int, int], *, wait: bool = True) -> None:
+        waits.append(wait)
+        delete_records(self, name, before, wait=wait)
 
-    def delete_records(self, name: str, before: Mapping[int, int], *, wait: bool = True) -> None:
-        self.waits.append(wait)
-        super().delete_records(name, before, wait=wait)
+    monkeypatch.setattr(TopicAdmin, "delete_records", recording)
+    return waits
 
 
 class Recording(Stage[None]):
@@ -63,7 +69,7 @@ class Recording(Stage[None]):
 
 def _processor(stage: Recording, *, fail: Sequence[int] = (), overlap: bool = True,
                purge_s: float | None = None, partitions: int = 1, size: int = 30,
-               per_call: int = 10) -> tuple[StreamProcessor[None], FakeKafka, RecordingAdmin]:
+               per_call: int = 10) -> tuple[StreamProcessor[None], FakeKafka]:
     """A processor whose clients are FakeKafka's, its input ``partitions`` x ``size`` records,
     stopping once everything is committed; transactions numbered in ``fail`` fail to commit."""
     fake = FakeKafka()
@@ -76,27 +82,19 @@ def _processor(stage: Recording, *, fail: Sequence[int] = (), overlap: bool = Tr
     for n in fail:
         fake.fail("commit_transaction", KafkaError._STATE, nth=n, txn_requires_abort=True)
     settings = StreamSettings(input=TOPIC, outputs=("out",), group="g", dlq_topic="in.dlq",
-                              purge_input_every_s=purge_s,
+                              purge_input_every_s=purge_s, instance="test",
                               kafka={"batch_size": per_call, "poll_records": per_call,  # type: ignore[arg-type]
                                      "overlap_commit": overlap, "consume_timeout_s": 0.2})
     stage.fake, stage.ends = fake, dict.fromkeys(range(partitions), size)
-    proc: StreamProcessor[None] = StreamProcessor(stage, settings, fake.connection, stop_event=stage.done)
-    admin = RecordingAdmin(fake.connection, clients=fake)
-    admin.waits = []
-    consumer = fake.consumer({"group.id": "g"})
-    consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(partitions)])
-    transactional = fake.transactional_producer(transactional_id="t", stage="test")
-    transactional.init()
-    # StreamProcessor builds its clients in run() (no clients argument yet): set them as run() would.
-    proc.producer, proc._admin, proc._consumer = transactional, admin, consumer
-    proc._assigned = set(range(partitions))
-    return proc, fake, admin
+    proc: StreamProcessor[None] = StreamProcessor(stage, settings, fake.connection, stop_event=stage.done,
+                                                  clients=fake)
+    return proc, fake
 
 
 def test_finish_runs_on_the_commit_thread_while_the_next_batch_is_processed() -> None:
     stage = Recording()
-    proc, fake, _ = _processor(stage)
-    proc._loop(False, None)
+    proc, fake = _processor(stage)
+    proc.run()
     assert stage.overlapped is True
     assert stage.finished_on and all(name.startswith("kafeed-commit") for name in stage.finished_on)
     assert stage.committed_outputs == [1, 1, 1]  # what finish() added was committed, for each batch
@@ -106,9 +104,9 @@ def test_finish_runs_on_the_commit_thread_while_the_next_batch_is_processed() ->
 
 def test_an_idle_consume_does_not_wait_for_the_commit_in_flight() -> None:
     stage = Recording()
-    proc, fake, _ = _processor(stage)
+    proc, fake = _processor(stage)
     fake.stall("consume", nth=(2, 3))  # after the first batch the input is idle for a while
-    proc._loop(False, None)
+    proc.run()
     assert stage.overlapped is True  # the second batch was processed while the first committed
     assert stage.committed_outputs == [1, 1, 1]
     assert fake.transactions == [{(TOPIC, 0): 10}, {(TOPIC, 0): 20}, {(TOPIC, 0): 30}]
@@ -117,8 +115,8 @@ def test_an_idle_consume_does_not_wait_for_the_commit_in_flight() -> None:
 def test_finish_runs_inline_without_overlap() -> None:
     stage = Recording()
     stage.overlapped = False  # nothing to wait for: the main thread runs the batches one by one
-    proc, fake, _ = _processor(stage, overlap=False)
-    proc._loop(False, None)
+    proc, fake = _processor(stage, overlap=False)
+    proc.run()
     assert set(stage.finished_on) == {threading.current_thread().name}
     assert stage.committed_outputs == [1, 1, 1]
     assert len(fake.transactions) == 3
@@ -127,8 +125,8 @@ def test_finish_runs_inline_without_overlap() -> None:
 def test_purge_deletes_only_committed_positions() -> None:
     stage = Recording()
     # The second transaction fails: its batch (and the third, processed meanwhile) is read again.
-    proc, fake, _ = _processor(stage, fail=[2], purge_s=0.001, partitions=2, size=20)
-    proc._loop(False, None)
+    proc, fake = _processor(stage, fail=[2], purge_s=0.001, partitions=2, size=20)
+    proc.run()
     assert proc.counters.aborted_batches == 1
     assert fake.transactions[-1] == {(TOPIC, 1): 20}
     assert fake.deletions, "nothing was purged"
@@ -145,15 +143,15 @@ def test_purge_deletes_only_committed_positions() -> None:
     assert purged == {0: 20, 1: 20}  # everything committed was purged in the end
 
 
-def test_a_long_purge_interval_purges_once_at_the_end() -> None:
-    proc, fake, admin = _processor(Recording(), purge_s=3600, partitions=2, size=20)
-    proc._loop(False, None)
+def test_a_long_purge_interval_purges_once_at_the_end(purge_waits: list[bool]) -> None:
+    proc, fake = _processor(Recording(), purge_s=3600, partitions=2, size=20)
+    proc.run()
     assert len(fake.transactions) == 4
     assert fake.deletions == [(TOPIC, {0: 20, 1: 20}, 4)]
-    assert admin.waits == [True]  # and it waits for the broker's answer
+    assert purge_waits == [True]  # and it waits for the broker's answer
 
 
 def test_no_purge_unless_asked() -> None:
-    proc, fake, _ = _processor(Recording())
-    proc._loop(False, None)
+    proc, fake = _processor(Recording())
+    proc.run()
     assert fake.deletions == []

@@ -38,10 +38,8 @@ from kafeed.config import ConnectionSettings
 from kafeed.errors import KafkaOperationError
 from kafeed.kafka import (
     Drain,
+    KafkaClients,
     TransactionalProducer,
-    close_consumer,
-    dead_letter_headers,
-    fit_value,
     group_positions,
     stall_seconds,
 )
@@ -50,32 +48,35 @@ from kafeed.stream.batch import RecordBatch
 from kafeed.stream.consume import consume_batch
 from kafeed.stream.identity import claim_instance
 from kafeed.stream.purge import InputPurge
-from kafeed.stream.records import BatchResult, DeadLetter, Record
+from kafeed.stream.records import BatchResult, Record
 from kafeed.stream.restore import restore_partitions
 from kafeed.stream.settings import StreamSettings
 from kafeed.stream.stage import ReportT, Stage
 from kafeed.stream.stats import StreamCounters
-from kafeed.stream.step_clients import make_consumer, make_producer
+from kafeed.stream.step_clients import close_step_consumer, make_consumer, make_producer, produce_dead_letter
 from kafeed.stream.topics import ensure_topics
 from kafeed.topics import TopicAdmin
 
 log = logging.getLogger("kafeed")
 
-# Closing the consumer (leave the group, settle the transaction in the revoke callback) is
-# given this many session timeouts before the step goes on without it (close_consumer).
-CLOSE_TIMEOUT_FACTOR = 3
-
 
 class StreamProcessor(Generic[ReportT]):
-    """Owns the consumer, the transactional producer and the stage of one worker process."""
+    """Owns the consumer, the transactional producer and the stage of one worker process.
+
+    Every client comes from ``clients`` (default: ``KafkaClients(connection)``; a
+    :class:`~kafeed.kafka.FakeKafka` runs the loop in memory).
+    """
 
     def __init__(
         self, stage: Stage[ReportT], settings: StreamSettings, connection: ConnectionSettings, *,
         stop_event: threading.Event | None = None, on_progress: Callable[[ReportT], None] | None = None,
+        clients: KafkaClients | None = None,
     ) -> None:
         self.stage = stage
         self.settings = settings
         self.connection = connection
+        self.clients = clients or KafkaClients(connection)
+        self._given_clients = clients  # None: TopicAdmin probes the cluster before its first request
         self.stop_event = stop_event or threading.Event()
         self.on_progress = on_progress
         self.counters = StreamCounters(stage.name, settings.input, settings.outputs)
@@ -103,7 +104,7 @@ class StreamProcessor(Generic[ReportT]):
         self.counters.rebalances += 1
         changelog = self.settings.changelog_topic
         if changelog is not None and parts:
-            read = restore_partitions(self.connection, self.stage, changelog, parts,
+            read = restore_partitions(self.clients, self.stage, changelog, parts,
                                       timeout_s=self.settings.state_rebuild_timeout_s)
             self.counters.state_records_read += read
             log.info("assigned %s; state rebuilt from %d changelog records", parts, read)
@@ -121,14 +122,6 @@ class StreamProcessor(Generic[ReportT]):
 
     # -- one batch -------------------------------------------------------------------------------
 
-    def _dead_letter(self, producer: TransactionalProducer, bad: DeadLetter) -> None:
-        r = bad.record
-        headers = dead_letter_headers(kind=bad.kind, reason=bad.reason, stage=self.stage.name,
-                                      source=(r.topic, r.partition, r.offset), extra=r.headers)
-        # Headers push a near-limit record over the limit; the source offset still finds it.
-        value = fit_value(r.value, headers, self._dlq_limit)
-        producer.produce(self.settings.dlq_topic, value, r.key, headers=headers)
-
     def _send(self, records: RecordBatch, result: BatchResult, metadata: Any) -> float:
         """Produce one batch's outputs and commit them with its input positions (any thread).
 
@@ -142,7 +135,8 @@ class StreamProcessor(Generic[ReportT]):
         for topic, keys, values, headers in result.columns:
             p.produce_columns(topic, keys, values, headers)
         for bad in result.dead_letters:
-            self._dead_letter(p, bad)
+            produce_dead_letter(p, bad, topic=self.settings.dlq_topic, stage=self.stage.name,
+                                limit=self._dlq_limit)
         changelog = self.settings.changelog_topic
         if changelog is not None:
             for partition, key, value in result.changelog:
@@ -225,7 +219,8 @@ class StreamProcessor(Generic[ReportT]):
         s = self.settings
         if self._drain is None:
             self._drain = Drain(self.connection, s.input, what=f"kafeed {self.stage.name}", group=s.group,
-                                stall_s=stall_seconds(s.kafka.session_timeout_ms, s.drain_stall_s))
+                                stall_s=stall_seconds(s.kafka.session_timeout_ms, s.drain_stall_s),
+                                clients=self.clients)
         committed = group_positions(self._consumer, s.input, self._drain.partitions())
         return self._drain.done(committed, self._assigned)
 
@@ -240,7 +235,7 @@ class StreamProcessor(Generic[ReportT]):
         """
         s = self.settings
         self._started = time.monotonic()
-        admin = self._admin = TopicAdmin(self.connection)
+        admin = self._admin = TopicAdmin(self.connection, clients=self._given_clients)
         ensure_topics(admin, s)
         limits = {t: admin.max_message_bytes(t) for t in s.outputs}
         self._dlq_limit = admin.max_message_bytes(s.dlq_topic)
@@ -249,17 +244,16 @@ class StreamProcessor(Generic[ReportT]):
         transactional_id = f"kafeed-{self.stage.name}.{s.group}.{lock.name}"
         log.info("%s %s -> %s as %s", self.stage.name, s.input, ", ".join(s.outputs), transactional_id)
         try:
-            self.producer = make_producer(self.connection, s, self.stage.name,
+            self.producer = make_producer(self.clients, s, self.stage.name,
                                           transactional_id=transactional_id,
                                           max_message_bytes=max(*limits.values(), self._dlq_limit))
-            self._consumer = make_consumer(self.connection, s, self.stage.name)
+            self._consumer = make_consumer(self.clients, s, self.stage.name)
             self._consumer.subscribe([s.input], on_assign=self._on_assign, on_revoke=self._on_revoke,
                                      on_lost=self._on_revoke)
             self._loop(until_caught_up, upstream)
         finally:
             if self._consumer is not None:
-                close_consumer(self._consumer, CLOSE_TIMEOUT_FACTOR * s.kafka.session_timeout_ms / 1000,
-                               what=f"{self.stage.name} consumer", failure_level=logging.WARNING)
+                close_step_consumer(self._consumer, s, self.stage.name)
             if self.producer is not None:
                 self.producer.flush(5)
             if self._drain is not None:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable
 
-from kafeed.config import ConnectionSettings
 from kafeed.kafka import KafkaClients, TopicReader
 from kafeed.stream.topics import REBUILD_HINT
 
@@ -46,7 +45,7 @@ def _read_range(reader: TopicReader, topic: str, partition: int, start: int, end
 
 
 def read_from_snapshot(
-    connection: ConnectionSettings, topic: str, partitions: Iterable[int], *, timeout_s: float,
+    clients: KafkaClients, topic: str, partitions: Iterable[int], *, timeout_s: float,
     first_window: int = 256,
 ) -> tuple[dict[int, list[Entry]], int]:
     """Per partition the records from its newest snapshot on (all of them if none), and how many were read."""
@@ -55,7 +54,7 @@ def read_from_snapshot(
     if not wanted:
         return entries, 0
     read = 0
-    with KafkaClients(connection).reader(what="state rebuild") as reader:
+    with clients.reader(what="state rebuild") as reader:
         marks = reader.watermarks(topic, wanted, timeout_s=timeout_s)
         for p in wanted:
             low, high = marks[p]

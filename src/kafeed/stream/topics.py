@@ -11,7 +11,6 @@ import logging
 import time
 from collections.abc import Iterable
 
-from kafeed.config import ConnectionSettings
 from kafeed.errors import TopicError
 from kafeed.kafka import KafkaClients
 from kafeed.stream.settings import StreamSettings
@@ -71,14 +70,14 @@ def ensure_topics(admin: TopicAdmin, settings: StreamSettings) -> int:
 
 
 def read_changelog(
-    connection: ConnectionSettings, topic: str, partitions: Iterable[int], *, timeout_s: float,
+    clients: KafkaClients, topic: str, partitions: Iterable[int], *, timeout_s: float,
 ) -> ChangelogEntries:
     """Every (key, value) in changelog ``topic`` for ``partitions``, read_committed up to the end."""
     wanted = sorted(set(partitions))
     entries: ChangelogEntries = {p: [] for p in wanted}
     if not wanted:
         return entries
-    for msg in KafkaClients(connection).read_to_end(topic, wanted, timeout_s=timeout_s, hint=REBUILD_HINT):
+    for msg in clients.read_to_end(topic, wanted, timeout_s=timeout_s, hint=REBUILD_HINT):
         key = msg.key()
         if key is not None:
             entries[msg.partition()].append((key, msg.value()))

@@ -82,8 +82,9 @@ class FakeConsumer:
             self._pending_assign = None
             if on_assign is not None:
                 on_assign(self, tps)
-            else:
-                self.assign(tps)
+            # As confluent-kafka does: a callback that assigned nothing gets the partitions assigned.
+            if not any((tp.topic, tp.partition) in self._positions for tp in tps):
+                self.incremental_assign(tps)
         deadline = time.monotonic() + max(timeout, 0)
         with self._fake.changed:
             while True:
