@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 from kafeed.config import ConnectionSettings
 from kafeed.errors import KafkaOperationError
 from kafeed.kafka.clients import client_config
-from kafeed.kafka.translate import translate_kafka_error
+from kafeed.kafka.translate import kafka_error, translate_kafka_error
 from kafeed.telemetry import metrics as m
 
 log = logging.getLogger("kafeed")
@@ -42,13 +42,6 @@ MAX_ATTEMPTS = 5
 STUCK_AFTER_S = 5.0
 #: Bytes of a topic's max.message.bytes kept free for key, headers and record-batch framing.
 RECORD_OVERHEAD = 4096
-
-
-def kafka_error(exc: BaseException) -> Any:
-    """The ``KafkaError`` inside a ``KafkaException`` (None for anything else)."""
-    from confluent_kafka import KafkaException
-
-    return exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
 
 
 def error_text(exc: BaseException) -> str:

@@ -15,7 +15,7 @@ from kafeed.errors import BrokerUnavailable, KafeedError, KafkaOperationError
 _TRANSPORT = frozenset({"_TRANSPORT", "_ALL_BROKERS_DOWN", "_TIMED_OUT", "_RESOLVE"})
 
 
-def _kafka_error(exc: BaseException) -> Any:
+def kafka_error(exc: BaseException | Any) -> Any:
     """The ``KafkaError`` a ``KafkaException`` carries, ``exc`` itself when it is one, else None."""
     from confluent_kafka import KafkaError, KafkaException
 
@@ -33,7 +33,7 @@ def translate_kafka_error(exc: BaseException | Any, *, action: str,
     ``action`` completes the sentence "could not ..." (e.g. ``"create topic 'raw'"``);
     errors that are not about reaching the cluster become ``kind``.
     """
-    err = _kafka_error(exc)
+    err = kafka_error(exc)
     if err is None:
         return kind(f"Could not {action}: {exc}.")
     code = err.code()
@@ -49,7 +49,7 @@ def translate_kafka_error(exc: BaseException | Any, *, action: str,
 
 def error_code(exc: BaseException | Any) -> int | None:
     """librdkafka's code of a ``KafkaException`` (or ``KafkaError``), None for anything else."""
-    err = _kafka_error(exc)
+    err = kafka_error(exc)
     return None if err is None else int(err.code())
 
 
@@ -58,7 +58,7 @@ def is_transient(exc: BaseException) -> bool:
     (as right after a topic is created or a broker is lost)."""
     from confluent_kafka import KafkaError
 
-    err = _kafka_error(exc)
+    err = kafka_error(exc)
     if err is None:
         return False
     return bool(err.retriable()) or err.code() in (
@@ -70,5 +70,5 @@ def is_transient(exc: BaseException) -> bool:
 
 def is_no_answer(exc: BaseException) -> bool:
     """A request that failed only because no broker answered in time (transport, timeout)."""
-    err = _kafka_error(exc)
+    err = kafka_error(exc)
     return err is not None and err.name() in ("_TRANSPORT", "_TIMED_OUT")
