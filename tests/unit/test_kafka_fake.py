@@ -122,16 +122,28 @@ def test_read_to_end_reads_every_partition_to_the_end_it_had() -> None:
     assert sorted(m.value() for m in got) == sorted(b"%d-%d" % (p, i) for p in (0, 2) for i in range(4))
 
 
-def test_read_to_end_fails_naming_what_is_left_and_never_returns_part() -> None:
+def test_read_to_end_stops_below_an_open_transaction() -> None:
     fake = _fake(2)
-    plain = fake.producer()
-    plain.produce("t", b"done", partition=0)
+    fake.producer().produce("t", b"done", partition=0)
+    producer = fake.transactional_producer(transactional_id="tx", stage="test")
+    producer.init()
+    producer.begin()
+    producer.produce("t", b"open", partition=1)
+    # A read_committed consumer's end is the last stable offset, as on the broker.
+    assert [m.value() for m in fake.read_to_end("t", timeout_s=0.3)] == [b"done"]
+    producer.commit()
+    assert sorted(m.value() for m in fake.read_to_end("t")) == [b"done", b"open"]
+
+
+def test_a_read_fails_naming_what_is_left_and_never_returns_part() -> None:
+    fake = _fake(2)
+    fake.producer().produce("t", b"done", partition=0)
     producer = fake.transactional_producer(transactional_id="tx", stage="test")
     producer.init()
     producer.begin()
     producer.produce("t", b"open", partition=1)  # an open transaction holds partition 1 back
-    with pytest.raises(ReadIncomplete) as caught:
-        fake.read_to_end("t", timeout_s=0.3)
+    with fake.reader() as reader, pytest.raises(ReadIncomplete) as caught:
+        reader.read("t", {0: (0, 1), 1: (0, 1)}, timeout_s=0.3)
     assert "partition 1 (at 0 of 1)" in caught.value.message
     assert caught.value.hint
 
@@ -242,3 +254,23 @@ def test_group_positions_asks_again_while_the_coordinator_moves() -> None:
     fake.fail("committed", KafkaError.GROUP_AUTHORIZATION_FAILED, "denied")
     with pytest.raises(KafkaOperationError, match="denied"):
         group_positions(consumer, "t", [0], timeout=5)
+
+
+def test_deleted_records_move_the_log_start_and_list_offsets_follows_the_isolation_level() -> None:
+    from kafeed.kafka.types import IsolationLevel, OffsetSpec
+
+    fake = _fake(1)
+    for i in range(4):
+        fake.producer().produce("t", b"%d" % i, partition=0)
+    admin = fake.admin()
+    admin.delete_records([TopicPartition("t", 0, 3)])
+    tp = TopicPartition("t", 0)
+    assert fake.consumer({"group.id": "g"}).get_watermark_offsets(tp) == (3, 4)
+    assert admin.list_offsets({tp: OffsetSpec.earliest()})[tp].result().offset == 3
+    producer = fake.transactional_producer(transactional_id="tx", stage="test")
+    producer.init()
+    producer.begin()
+    producer.produce("t", b"open", partition=0)
+    assert admin.list_offsets({tp: OffsetSpec.latest()})[tp].result().offset == 5
+    committed = admin.list_offsets({tp: OffsetSpec.latest()}, isolation_level=IsolationLevel.READ_COMMITTED)
+    assert committed[tp].result().offset == 4

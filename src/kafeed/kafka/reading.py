@@ -1,9 +1,10 @@
 """Reading a topic to its end: the one implementation, with one error behaviour.
 
-A read takes each partition's end (its high watermark) when it begins, assigns the
-partitions from their start (or from given offsets) and returns every committed record
-below those ends. End-of-partition events count too, so a tail of aborted records or
-transaction markers ends a partition. It never returns part of what was asked: when no
+A read takes each partition's end when it begins (the read_committed consumer's watermark:
+the last stable offset, below any transaction still open), assigns the partitions from
+their start (or from given offsets) and returns every committed record below those ends.
+End-of-partition events count too, so a tail of aborted records or transaction markers
+ends a partition. It never returns part of what was asked: when no
 partition moves for ``timeout_s`` it raises :class:`~kafeed.errors.ReadIncomplete`
 naming each partition left and where it stood. Authorization and fatal consumer errors
 end it at once; other consumer errors are librdkafka's to retry.

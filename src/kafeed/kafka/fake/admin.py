@@ -64,6 +64,8 @@ class FakeAdmin:
                                                      if tp.topic == topic}, len(self._fake.transactions)))
             for tp in partitions:
                 log = self._fake.log(tp.topic, tp.partition)
+                start = self._fake.log_start
+                start[(tp.topic, tp.partition)] = max(start.get((tp.topic, tp.partition), 0), tp.offset)
                 for r in log[:tp.offset]:
                     r.key = r.value = None
                     r.marker = True
@@ -98,9 +100,17 @@ class FakeAdmin:
                     {e.name: e.value for e in res.incremental_configs})
         return {res: _done(None) for res in resources}
 
-    def list_offsets(self, requests: dict[Any, Any], **_: Any) -> dict[Any, Any]:
-        """Latest (last stable) offsets; any other spec gets the earliest."""
+    def list_offsets(self, requests: dict[Any, Any], isolation_level: Any = None,
+                     **_: Any) -> dict[Any, Any]:
+        """Latest offsets (the high watermark; the last stable offset under READ_COMMITTED); any
+        other spec gets the log start."""
+        committed = getattr(isolation_level, "name", "") == "READ_COMMITTED"
         with self._fake.changed:
-            return {tp: _done(_Offset(self._fake.stable(tp.topic, tp.partition)
-                                      if "latest" in repr(spec).lower() else 0))
-                    for tp, spec in requests.items()}
+            out: dict[Any, Any] = {}
+            for tp, spec in requests.items():
+                low, high = self._fake.watermarks(tp.topic, tp.partition)
+                if "latest" in repr(spec).lower():
+                    out[tp] = _done(_Offset(self._fake.stable(tp.topic, tp.partition) if committed else high))
+                else:
+                    out[tp] = _done(_Offset(low))
+            return out

@@ -39,6 +39,7 @@ class FakeKafka(KafkaClients):
         self.share_locked: dict[str, dict[tuple[str, int, int], object]] = {}
         self.transactions: list[dict[tuple[str, int], int]] = []
         self.deletions: list[tuple[str, dict[int, int], int]] = []
+        self.log_start: dict[tuple[str, int], int] = {}  # raised by delete_records
         self.changed = threading.Condition()
         self._faults: dict[str, list[Any]] = {}
         self._stalls: dict[str, list[bool]] = {}
@@ -96,7 +97,8 @@ class FakeKafka(KafkaClients):
         return self.topics[topic][partition]
 
     def watermarks(self, topic: str, partition: int) -> tuple[int, int]:
-        return 0, len(self.log(topic, partition))
+        """(log start, high watermark): the first offset kept and the next one to write."""
+        return self.log_start.get((topic, partition), 0), len(self.log(topic, partition))
 
     def stable(self, topic: str, partition: int) -> int:
         """The last stable offset: below the first record of a transaction still open."""

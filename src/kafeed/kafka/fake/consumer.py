@@ -150,8 +150,10 @@ class FakeConsumer:
 
     def get_watermark_offsets(self, partition: Any, timeout: float = -1,
                               cached: bool = False) -> tuple[int, int]:
+        """(log start, high watermark); read_committed, as librdkafka asks: the last stable offset."""
         self._fake.check("get_watermark_offsets")
-        return self._fake.watermarks(partition.topic, partition.partition)
+        low, high = self._fake.watermarks(partition.topic, partition.partition)
+        return low, self._fake.stable(partition.topic, partition.partition) if self._committed_only else high
 
     def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any:
         self._fake.check("list_topics")
