@@ -36,6 +36,7 @@ from kafeed.loader.metrics import LoaderMetrics, batch_tokens
 from kafeed.loader.parent import watch_worker
 from kafeed.loader.prefetch import JOIN_S, Prefetch
 from kafeed.loader.rank_sync import agree, should_sync
+from kafeed.loader.record_kinds import KINDS
 from kafeed.loader.shared_slots import SharedSlots
 from kafeed.loader.state import next_epoch, plain_copy
 from kafeed.loader.stream import Delivered
@@ -101,7 +102,7 @@ class StreamLoader:
         if not isinstance(dataset, KafkaDatasetBase):
             raise ConfigError(f"StreamLoader needs a KafkaTokenDataset or KafkaSampleDataset, "
                               f"not {type(dataset).__name__}.")
-        if collate_fn is not None and dataset.kind == "tokens":
+        if collate_fn is not None and KINDS[dataset.kind].packs:
             raise ConfigError(
                 "A token loader takes no collate_fn: its batches are packed as one array in the "
                 "workers, not collated from items.",
@@ -156,7 +157,7 @@ class StreamLoader:
         out just before the caller gets it."""
         host = self._host_batches()
         if self._feed is not None:
-            tokens_kind = self.dataset.settings.kind == "tokens"
+            tokens_kind = KINDS[self.dataset.settings.kind].packs
             for batch in self._feed.ahead(host):
                 yield token_views(batch) if tokens_kind else batch
             return
@@ -182,7 +183,7 @@ class StreamLoader:
             next_worker = int(self._loaded["next_worker"].get(str(rank), 0))
         self._next_worker = next_worker
         self._entries = {}
-        tokens_kind = self.dataset.settings.kind == "tokens"
+        tokens_kind = KINDS[self.dataset.settings.kind].packs
         items, prefetch = self._items(next_worker)
         sync = should_sync(self.sync_ranks, self.dataset.settings.bounded)
         stopped = False
@@ -220,7 +221,7 @@ class StreamLoader:
         prefetch depth), from the workers, or built when asked; and the prefetch, if any."""
         pin = self.pin_memory and self._feed is None
         depth = self.dataset.settings.prefetch_batches if self.num_workers == 0 else 0
-        tokens_kind = self.dataset.settings.kind == "tokens"
+        tokens_kind = KINDS[self.dataset.settings.kind].packs
         views = tokens_kind and self._feed is None  # the feed copies the tokens, then views them
         if depth:
             view = BatchView(self.dataset, self.batch_size, next_worker, self.collate_fn)
