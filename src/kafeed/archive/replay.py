@@ -28,8 +28,9 @@ from kafeed.archive.catalog import check_table, load_table, open_catalog
 from kafeed.archive.rows import record_headers, record_value
 from kafeed.archive.schema import PROP_CLUSTER, PROP_TOPIC
 from kafeed.archive.settings import CatalogSettings
+from kafeed.archive.topic_identity import existing_topic_metadata
 from kafeed.config import ConnectionSettings
-from kafeed.errors import ConfigError, KafeedError, TopicError
+from kafeed.errors import ConfigError, KafeedError
 from kafeed.kafka import KafkaClients, TransactionalProducer, translate_kafka_error
 
 # One transaction for the whole replay, however long it takes to produce.
@@ -81,14 +82,8 @@ def replay(table_name: str, catalog: CatalogSettings, connection: ConnectionSett
     table = load_table(open_catalog(catalog), table_name)
     source_topic = table.properties.get(PROP_TOPIC, "")
     check_table(table, table_name, topic=source_topic, cluster_id=None, kind=None)
-    try:
-        meta = KafkaClients(connection).admin().list_topics(topic, timeout=15)
-    except Exception as exc:
-        raise translate_kafka_error(exc, action=f"read the metadata of topic {topic!r}") from exc
-    info = meta.topics.get(topic)
-    if info is None or info.error is not None or not info.partitions:
-        raise TopicError(f"Topic {topic!r} does not exist.",
-                         hint="Create it first with `kafeed topic create`.")
+    meta = existing_topic_metadata(KafkaClients(connection).admin(), topic,
+                                   hint="Create it first with `kafeed topic create`.")
     source_cluster = table.properties.get(PROP_CLUSTER, "")
     if topic == source_topic and meta.cluster_id == source_cluster:
         raise ConfigError(f"Table {table_name!r} is the archive of topic {topic!r} on this cluster: its "
@@ -96,7 +91,7 @@ def replay(table_name: str, catalog: CatalogSettings, connection: ConnectionSett
                           hint="Replay into a new topic: `kafeed topic create NAME ...`, then "
                           "`kafeed replay --topic NAME`.")
     origin = f"{source_cluster}/{source_topic}"
-    target_partitions = len(info.partitions)
+    target_partitions = len(meta.topics[topic].partitions)
     terms = _filter(since, until, source)
     parts = table.scan(row_filter=" AND ".join(terms) or "partition >= 0",
                        selected_fields=("partition",)).to_arrow()["partition"].unique()

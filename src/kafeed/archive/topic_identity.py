@@ -14,16 +14,22 @@ from kafeed.kafka import translate_kafka_error
 from kafeed.kafka.drain import topic_ends
 
 
-def cluster_id_of(consumer: Any, topic: str) -> str:
-    """The Kafka cluster's id, checking on the way that ``topic`` exists."""
+def existing_topic_metadata(client: Any, topic: str, *, hint: str) -> Any:
+    """The cluster metadata for ``topic`` (a consumer's or admin's ``list_topics``), refusing a
+    topic that does not exist with ``hint``."""
     try:
-        meta = consumer.list_topics(topic, timeout=15)
+        meta = client.list_topics(topic, timeout=15)
     except Exception as exc:
         raise translate_kafka_error(exc, action=f"read the metadata of topic {topic!r}") from exc
     info = meta.topics.get(topic)
     if info is None or info.error is not None or not info.partitions:
-        raise TopicError(f"Topic {topic!r} does not exist.",
-                         hint="Create it, or check --topic and --bootstrap.")
+        raise TopicError(f"Topic {topic!r} does not exist.", hint=hint)
+    return meta
+
+
+def cluster_id_of(consumer: Any, topic: str) -> str:
+    """The Kafka cluster's id, checking on the way that ``topic`` exists."""
+    meta = existing_topic_metadata(consumer, topic, hint="Create it, or check --topic and --bootstrap.")
     return str(meta.cluster_id)
 
 
