@@ -10,6 +10,7 @@ import ast
 import subprocess
 import sys
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -44,21 +45,23 @@ def _package(path: Path) -> str:
     return path.relative_to(ROOT).with_suffix("").parts[0]
 
 
+def _imported_names(path: Path) -> Iterator[str]:
+    """Every absolute module name ``path`` imports, at any depth of its code."""
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            yield node.module
+
+
 def _imports() -> dict[str, set[str]]:
     edges: dict[str, set[str]] = defaultdict(set)
     for path in ROOT.rglob("*.py"):
         here = _package(path)
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.Import):
-                names = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                names = [node.module]
-            else:
-                continue
-            for name in names:
-                parts = name.split(".")
-                if parts[0] == "kafeed" and len(parts) > 1 and parts[1] != here:
-                    edges[here].add(parts[1])
+        for name in _imported_names(path):
+            parts = name.split(".")
+            if parts[0] == "kafeed" and len(parts) > 1 and parts[1] != here:
+                edges[here].add(parts[1])
     return edges
 
 
@@ -115,16 +118,7 @@ CONFLUENT_OUTSIDE_KAFKA: set[str] = set()
 
 
 def _imports_confluent(path: Path) -> bool:
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names = [node.module]
-        else:
-            continue
-        if any(name.split(".")[0] == "confluent_kafka" for name in names):
-            return True
-    return False
+    return any(name.split(".")[0] == "confluent_kafka" for name in _imported_names(path))
 
 
 def test_confluent_kafka_is_imported_only_by_kafeed_kafka() -> None:
