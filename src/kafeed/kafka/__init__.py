@@ -25,6 +25,8 @@ producer, dead-letter headers, and drains. ``admin_client(connection)`` and
 their last callers move.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from kafeed.kafka.clients import (
     admin_client,
     client_config,
@@ -35,7 +37,6 @@ from kafeed.kafka.clients import (
 from kafeed.kafka.consumer_errors import final_consumer_error
 from kafeed.kafka.deadletters import dead_letter_headers, fit_value
 from kafeed.kafka.drain import SESSION_TIMEOUT_MS, Drain, group_positions, stall_seconds, topic_id
-from kafeed.kafka.fake import FakeKafka
 from kafeed.kafka.kafka_clients import KafkaClients
 from kafeed.kafka.producer import (
     RECORD_OVERHEAD,
@@ -47,6 +48,18 @@ from kafeed.kafka.producer import (
 )
 from kafeed.kafka.reading import TopicReader
 from kafeed.kafka.translate import translate_kafka_error
+
+if TYPE_CHECKING:
+    from kafeed.kafka.fake import FakeKafka
+
+
+def __getattr__(name: str) -> Any:
+    # The in-memory fake is for tests: a program that never asks for it never loads it.
+    if name == "FakeKafka":
+        from kafeed.kafka.fake import FakeKafka
+
+        return FakeKafka
+    raise AttributeError(f"module 'kafeed.kafka' has no attribute {name!r}")
 
 __all__ = [
     "RECORD_OVERHEAD",
