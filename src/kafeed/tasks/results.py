@@ -14,7 +14,7 @@ import uuid
 from typing import Any
 
 from kafeed.config import ConnectionSettings
-from kafeed.kafka import KafkaClients, translate_kafka_error
+from kafeed.kafka import KafkaClients, close_consumer, translate_kafka_error
 from kafeed.tasks.model import TaskResult, decode_result
 
 
@@ -38,6 +38,29 @@ class ResultsView:
 
     def start(self, *, timeout: float = 60.0) -> ResultsView:
         """Assign every partition from the beginning, read up to the end, then follow."""
+        ends = self._follow(timeout)
+        self.wait_for(ends, timeout=timeout)
+        return self
+
+    def renew(self, *, timeout: float = 60.0) -> None:
+        """Go on reading with a new consumer from where this one got to.
+
+        For a record this process wrote, was acknowledged, and did not read back in time:
+        after the only broker restarted, librdkafka (2.16) can keep a consumer's fetches on
+        the connection it discarded when it bootstrapped again, and it never reads again
+        (docs/faults.md). A new client starts from fresh connections.
+        """
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        if self._consumer is not None:
+            close_consumer(self._consumer, 5.0, what="results view")
+        self._stop = threading.Event()
+        self._follow(timeout)
+
+    def _follow(self, timeout: float) -> dict[int, int]:
+        """A consumer over every partition from the positions read so far (the beginning at
+        first), read on a thread of its own; the partitions' ends as of now."""
         from kafeed.kafka.types import OFFSET_BEGINNING, TopicPartition
 
         consumer = self._clients.read_committed_consumer({
@@ -46,21 +69,23 @@ class ResultsView:
         try:
             meta = consumer.list_topics(self.topic, timeout=timeout).topics[self.topic]
             parts = sorted(meta.partitions)
-            consumer.assign([TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in parts])
+            with self._lock:
+                consumer.assign([TopicPartition(self.topic, p, self._positions.get(p, OFFSET_BEGINNING))
+                                 for p in parts])
             ends = {p: consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=timeout)[1]
                     for p in parts}
         except Exception as exc:
             consumer.close()
             raise translate_kafka_error(exc, action=f"read the results topic {self.topic!r}") from exc
         self._consumer = consumer
-        self._thread = threading.Thread(target=self._run, name="kafeed-results", daemon=True)
+        self._thread = threading.Thread(target=self._run, args=(consumer, self._stop),
+                                        name="kafeed-results", daemon=True)
         self._thread.start()
-        self.wait_for(ends, timeout=timeout)
-        return self
+        return ends
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            msgs = self._consumer.consume(num_messages=1000, timeout=0.1)
+    def _run(self, consumer: Any, stop: threading.Event) -> None:
+        while not stop.is_set():
+            msgs = consumer.consume(num_messages=1000, timeout=0.1)
             if not msgs:
                 continue
             with self._lock:

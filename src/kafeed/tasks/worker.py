@@ -214,7 +214,8 @@ class Worker:
         lease = self._result(task, "running", lease_id=uuid.uuid4().hex, started_at=now,
                              lease_until=now + self.lease_s)
         partition, offset = self._writer.result(lease)
-        self._view.wait_for({partition: offset + 1}, timeout=self.lease_s)
+        if not self._view.wait_for({partition: offset + 1}, timeout=self.lease_s):
+            self._view.renew()  # written and acknowledged, yet not read back
         holder = self._view.holder(task.key)
         if holder is None or holder.lease_id != lease.lease_id:
             return self._defer(task, holder.lease_until if holder else time.time())
