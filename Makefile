@@ -7,7 +7,7 @@ UV := $(VENV)/bin/uv
 KAFEED := $(VENV)/bin/kafeed
 EXTRAS ?= dev
 
-.PHONY: setup system-deps fetch test pytest test-all demo demo-sites lint clean
+.PHONY: setup system-deps fetch test pytest test-all durations demo demo-sites lint clean
 
 setup: $(VENV)/.installed-$(EXTRAS)
 
