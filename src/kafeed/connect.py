@@ -25,6 +25,7 @@ from kafeed.errors import BrokerUnavailable
 #: Seconds the probe may take in all; a broker that needs longer to accept a TCP
 #: connection is, for a command-line user, not there.
 PROBE_TIMEOUT_S = 3.0
+LAST_TRY_S = 0.2  # the first address's connect, when the probe itself started late
 
 _NOT_FOUND = {socket.EAI_NONAME, getattr(socket, "EAI_NODATA", socket.EAI_NONAME)}
 
@@ -42,13 +43,15 @@ def _probe(host: str, port: int, deadline: float, timeout: float) -> str | None:
             return "host name does not resolve"
         return f"host name could not be resolved: {str(exc.strerror).lower()}"
     cause = "no address to connect to"
-    for family, kind, proto, _, addr in infos:
+    for index, (family, kind, proto, _, addr) in enumerate(infos):
         remaining = deadline - time.monotonic()
-        if remaining <= 0:
+        if remaining <= 0 and index > 0:
             break
         try:
             with socket.socket(family, kind, proto) as sock:
-                sock.settimeout(remaining)
+                # The first address is tried even past the deadline: on a busy machine this
+                # thread may first run then, and a local broker answers in microseconds.
+                sock.settimeout(max(remaining, LAST_TRY_S))
                 sock.connect(addr)
             return None
         except ConnectionRefusedError:
@@ -78,7 +81,7 @@ def check_reachable(settings: ConnectionSettings, *, timeout: float = PROBE_TIME
     causes: dict[str, str] = {}
     for _ in servers:
         try:
-            address, cause = answers.get(timeout=max(0.0, deadline - time.monotonic()) + 0.2)
+            address, cause = answers.get(timeout=max(0.0, deadline - time.monotonic()) + LAST_TRY_S + 0.2)
         except queue.Empty:
             break
         if cause is None:
