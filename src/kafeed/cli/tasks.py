@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -23,6 +23,9 @@ from kafeed.cli.common import (
 )
 from kafeed.errors import ConfigError
 from kafeed.signals import install
+
+if TYPE_CHECKING:
+    from kafeed.config import ConnectionSettings
 
 app = typer.Typer(help="A task queue on Kafka share groups: submit, worker, status, retry, cancel.",
                   no_args_is_help=True)
@@ -168,7 +171,7 @@ def status_command(
 
     from kafeed.tasks.status import queue_status
 
-    kinds = queue_status(connection(bootstrap, config), _settings(prefix))
+    kinds = queue_status(_reachable(bootstrap, config), _settings(prefix))
     if json_out:
         print_json([asdict(k) for k in kinds])
         return
@@ -190,6 +193,16 @@ def status_command(
                       highlight=False, markup=False)
 
 
+def _reachable(bootstrap: str | None, config: Path | None) -> ConnectionSettings:
+    """The connection, once a broker answers: else an unreachable cluster shows only when
+    reading the results topic times out."""
+    from kafeed.connect import check_reachable
+
+    conn = connection(bootstrap, config)
+    check_reachable(conn)
+    return conn
+
+
 @app.command("retry")
 def retry_command(
     keys: Annotated[list[str] | None, typer.Argument(help="Keys to retry [default: every parked task].",
@@ -200,12 +213,9 @@ def retry_command(
     json_out: JsonOpt = False,
 ) -> None:
     """Put parked tasks back on their queues with fresh attempts."""
-    from kafeed.connect import check_reachable
     from kafeed.tasks.status import retry_parked
 
-    conn = connection(bootstrap, config)
-    check_reachable(conn)  # else an unreachable cluster shows only after the results view's 60 s
-    again = retry_parked(conn, _settings(prefix), keys=keys or None)
+    again = retry_parked(_reachable(bootstrap, config), _settings(prefix), keys=keys or None)
     if json_out:
         print_json({"retried": [t.key for t in again]})
     else:
@@ -227,7 +237,7 @@ def cancel_command(
     """
     from kafeed.tasks.cancel import cancel
 
-    result = cancel(connection(bootstrap, config), _settings(prefix), kind, keys)
+    result = cancel(_reachable(bootstrap, config), _settings(prefix), kind, keys)
     if json_out:
         print_json({"cancelled": result.cancelled, "already_finished": result.already_finished})
         return
