@@ -62,6 +62,12 @@ def client_config(connection: ConnectionSettings, extra: Mapping[str, Any] | Non
     """
     conf = connection.client_config()
     conf["error_cb"] = _note_security_errors(connection.bootstrap)
+    # With every known broker down at once (a one-node cluster restarted), librdkafka 2.16
+    # bootstraps again by default and drops its broker handles, but consumers' fetches, share
+    # consumers and the group coordinator can stay on a dropped handle and never read or commit
+    # again (librdkafka issues 5456, 5511; docs/faults.md). Without that, the client reconnects
+    # to the brokers it knows once they are back.
+    conf["metadata.recovery.strategy"] = "none"
     if stage is not None:
         conf |= client_stats_config(stage)
     if extra:
