@@ -3,6 +3,7 @@ that integration and fault tests share one session cluster (started only when a 
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import socket
 from collections.abc import Iterator
@@ -69,6 +70,16 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     log = session.config.pluginmanager.get_plugin("kafeed-durations")
     if isinstance(log, DurationLog):
         log.store(session.config)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """A test process still alive EXIT_GRACE_S after its last hook prints every thread's stack
+    and exits: a client or thread a test left behind must fail the run loudly, not hang it."""
+    faulthandler.dump_traceback_later(EXIT_GRACE_S, exit=True)
+
+
+EXIT_GRACE_S = 120
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
