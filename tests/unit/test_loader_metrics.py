@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 
 from kafeed.loader.delivered import Delivered
@@ -57,3 +58,39 @@ def test_only_main_process_readers_report_client_statistics() -> None:
     assert isinstance(main["stats_cb"], StatsCallback) and main["stats_cb"].stage == "loader"
     assert main["statistics.interval.ms"] > 0
     assert "stats_cb" not in worker and "statistics.interval.ms" not in worker
+
+
+def test_latency_is_taken_when_a_batch_is_handed_out_not_when_it_is_folded(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import kafeed.loader.metrics as lm_module
+
+    handed_out = 1_900_000_000.0
+    lm = LoaderMetrics()
+    lm.fold()  # a fresh fold clock: the batches below wait for a collection
+    count0 = value("kafeed_end_to_end_latency_seconds_count", stage="loader")
+    sum0 = value("kafeed_end_to_end_latency_seconds_sum", stage="loader")
+    slow0 = value("kafeed_end_to_end_latency_seconds_bucket", stage="loader", le="2.5")
+    monkeypatch.setattr(lm_module.time, "time", lambda: handed_out)
+    two_s_old = np.array([handed_out * 1000 - 2000, -1], dtype=np.int64)  # -1: no broker timestamp
+    lm.batch(Delivered(per_topic={"lm-c": 2}, timestamps=two_s_old), tokens=0)
+    monkeypatch.setattr(lm_module.time, "time", lambda: handed_out + 100)  # folded long after
+    lm.batch(Delivered(per_topic={"lm-c": 1}, timestamps=np.array([handed_out * 1000], dtype=np.int64)),
+             tokens=0)
+    assert lm._pending  # set aside, not yet counted
+    assert value("kafeed_records_in_total", stage="loader", topic="lm-c") == 3  # collecting folds
+    assert not lm._pending
+    assert value("kafeed_end_to_end_latency_seconds_count", stage="loader") - count0 == 2
+    assert value("kafeed_end_to_end_latency_seconds_sum", stage="loader") - sum0 == pytest.approx(2.0 + 100.0)
+    assert value("kafeed_end_to_end_latency_seconds_bucket", stage="loader", le="2.5") - slow0 == 1
+
+
+def test_batches_are_folded_without_a_collection_after_fold_s(monkeypatch: pytest.MonkeyPatch) -> None:
+    import kafeed.loader.metrics as lm_module
+
+    lm = LoaderMetrics()
+    lm.batch(Delivered(positions={"lm-d:0": 1}), tokens=0)
+    assert lm._pending
+    clock = lm_module.time.monotonic() + lm_module.FOLD_S
+    monkeypatch.setattr(lm_module.time, "monotonic", lambda: clock)
+    lm.batch(Delivered(positions={"lm-d:0": 2}), tokens=0)
+    assert not lm._pending

@@ -9,8 +9,9 @@ so a resume reads them again. Without workers the main process is the one reader
 a prefetch thread (kafeed.loader.prefetch) builds its next batches while the caller
 steps; they carry their states the same way, and count once handed out.
 
-The loader's Prometheus metrics (kafeed.loader.metrics) are updated here, in the main
-process, as each batch is yielded: worker processes' registries are never scraped.
+The loader's Prometheus metrics (kafeed.loader.metrics) are counted here, in the main
+process, as each batch is yielded (folded in at a scrape, every 0.5 s, and when an
+iteration ends): worker processes' registries are never scraped.
 """
 
 from __future__ import annotations
@@ -207,6 +208,7 @@ class StreamLoader:
                                           prefetch)
             cut = prefetch is not None and prefetch.stopped  # close() ended it, not the data
         finally:
+            metrics.fold()  # a loader dropped after its loop is never collected again
             if prefetch is not None:
                 # Breaking off, an error, the end or close(): the thread and its consumer end here.
                 prefetch.close()

@@ -14,20 +14,45 @@ import bisect
 import logging
 import threading
 import time
-from collections.abc import Iterator, Sequence
+import weakref
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.metrics_core import Metric
 
 if TYPE_CHECKING:
     import numpy as np
 
 log = logging.getLogger("kafeed")
 
+
+class Folding(Protocol):
+    """A hot path that keeps its figures aside and hands them to the metrics in :meth:`fold`."""
+
+    def fold(self) -> None: ...
+
+
+_folding: weakref.WeakSet[Folding] = weakref.WeakSet()
+
+
+def fold_before_collect(source: Folding) -> None:
+    """Have ``source.fold()`` called before every collection of :data:`REGISTRY` (a scrape,
+    ``get_sample_value``), so figures it keeps aside are never seen stale; held weakly."""
+    _folding.add(source)
+
+
+class _FoldingRegistry(CollectorRegistry):
+    def collect(self) -> Iterable[Metric]:
+        for source in list(_folding):
+            source.fold()
+        return super().collect()
+
+
 #: The registry every kafeed metric lives in (not prometheus_client's global one,
 #: so a host application's metrics and ours never collide).
-REGISTRY = CollectorRegistry(auto_describe=True)
+REGISTRY = _FoldingRegistry(auto_describe=True)
 
 STAGES = ("ingest", "prepare", "route", "infer", "loader", "train", "monitor")
 
@@ -193,8 +218,7 @@ def observe_latencies(stage: str, timestamps_ms: Sequence[int] | np.ndarray, *,
     total = getattr(child, "_sum", None)
     if len(timestamps_ms) <= SMALL_BATCH and buckets is not None and bounds is not None \
             and total is not None:
-        # A loader batch holds a few records: plain Python is several times cheaper than
-        # numpy's per-call overhead, which the trainer paid inside next() (docs/loader.md).
+        # A few records: plain Python is several times cheaper than numpy's per-call overhead.
         stamps = timestamps_ms.tolist() if isinstance(timestamps_ms, np.ndarray) else timestamps_ms
         latencies = [max(0.0, at - t / 1000.0) for t in stamps]
         per_bucket: dict[int, int] = {}
@@ -206,16 +230,26 @@ def observe_latencies(stage: str, timestamps_ms: Sequence[int] | np.ndarray, *,
         total.inc(sum(latencies))
         return
     ts = np.asarray(timestamps_ms, dtype=np.float64)
-    latency = np.maximum(0.0, at - ts / 1000.0)
+    observe_seconds(child, np.maximum(0.0, at - ts / 1000.0))
+
+
+def observe_seconds(child: Any, seconds: np.ndarray) -> None:
+    """Observe every value of ``seconds`` in the histogram child ``child``, one update per
+    bucket (the result is the same as observing each value)."""
+    import numpy as np
+
+    buckets = getattr(child, "_buckets", None)
+    bounds = getattr(child, "_upper_bounds", None)
+    total = getattr(child, "_sum", None)
     if buckets is None or bounds is None or total is None:  # another prometheus_client layout
-        for value in latency.tolist():
+        for value in seconds.tolist():
             child.observe(value)
         return
     # prometheus_client counts a value in the first bucket whose bound is >= it
-    counts = np.bincount(np.searchsorted(np.asarray(bounds), latency, side="left"), minlength=len(bounds))
+    counts = np.bincount(np.searchsorted(np.asarray(bounds), seconds, side="left"), minlength=len(bounds))
     for index in np.flatnonzero(counts).tolist():
         buckets[index].inc(int(counts[index]))
-    total.inc(float(latency.sum()))
+    total.inc(float(seconds.sum()))
 
 
 @contextmanager
