@@ -6,9 +6,11 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from kafeed.kafka import FakeKafka
 from kafeed.tasks import QueueSettings
-from kafeed.tasks.model import decode_result, decode_task, make_task
+from kafeed.tasks.model import TaskResult, decode_result, decode_task, make_task
 from kafeed.tasks.worker import Worker, WorkerStats
 from kafeed.tasks.writer import TaskWriter
 
@@ -85,3 +87,34 @@ def test_a_finished_key_is_skipped_not_run_again() -> None:
     _run(fake, lambda params: runs.append(1), ["d"], until=lambda s: s.succeeded == 1)
     _run(fake, lambda params: runs.append(1), ["d"], until=lambda s: s.skipped == 1)
     assert len(runs) == 1
+
+
+def test_no_lease_renewal_is_written_after_the_success(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The compacted results topic keeps a key's last record: a renewal written after the success
+    # would leave the finished task "running" for every later reader. Here the heartbeat is held
+    # inside a renewal while the handler returns, the interleaving a loaded machine makes.
+    fake = FakeKafka()
+    renewing, succeeded = threading.Event(), threading.Event()
+    write = TaskWriter.result_async
+
+    def result_async(self: TaskWriter, result: TaskResult) -> None:
+        if threading.current_thread().name == "kafeed-lease":
+            renewing.set()
+            succeeded.wait(1.0)  # time for the success to be written inside this renewal, if it can
+        write(self, result)
+        if result.status == "succeeded":
+            succeeded.set()
+
+    monkeypatch.setattr(TaskWriter, "result_async", result_async)
+    worker = Worker(fake.connection, kind="k", handler=lambda params: renewing.wait(10),
+                    settings=SETTINGS, lease_s=1.0, worker_id="w", stop=threading.Event(), clients=fake)
+    worker.prepare()
+    TaskWriter(fake.connection, SETTINGS, clients=fake).tasks([make_task(key="a", kind="k")])
+    ran = threading.Thread(target=worker.run, daemon=True)
+    ran.start()
+    with fake.changed:
+        assert fake.changed.wait_for(lambda: worker.stats.succeeded == 1, timeout=30), worker.stats
+    worker.stop.set()
+    ran.join(timeout=30)
+    statuses = _results(fake)["a"]
+    assert statuses.count("running") >= 2 and statuses[-1] == "succeeded", statuses

@@ -242,22 +242,26 @@ class Worker:
         m.TASKS_QUEUE_WAIT.labels(kind=self.kind).observe(max(0.0, started - max(task.submitted_at,
                                                                            task.not_before)))
         m.TASKS_RUNNING.labels(kind=self.kind).inc()
+        error: str | None = None
         try:
             output = json_output(self._call(task))
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
             log.debug("task %s attempt %d failed:\n%s", task.key, task.attempt, traceback.format_exc())
-        else:
+        finally:
+            # Released before any outcome is written, so no renewal follows it: the compacted
+            # results topic keeps a key's last record, and a renewal written after the outcome
+            # would leave the task "running" for every later reader.
+            self._leases.release(task.key)
+            m.TASKS_RUNNING.labels(kind=self.kind).dec()
+            m.TASKS_HANDLER_SECONDS.labels(kind=self.kind).observe(time.time() - started)
+        if error is None:
             self._writer.result_async(self._result(
                 task, "succeeded", lease_id=lease.lease_id, output=output, started_at=started,
                 finished_at=time.time()))
             self._count("succeeded")
             m.TASKS_SUCCEEDED.labels(kind=self.kind).inc()
             return ACCEPT
-        finally:
-            self._leases.release(task.key)  # no heartbeat after this: the outcome below ends the lease
-            m.TASKS_RUNNING.labels(kind=self.kind).dec()
-            m.TASKS_HANDLER_SECONDS.labels(kind=self.kind).observe(time.time() - started)
         finished = time.time()
         self._count("failed")
         m.TASKS_FAILED.labels(kind=self.kind).inc()
