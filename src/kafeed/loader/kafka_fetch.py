@@ -1,5 +1,6 @@
 """How a Kafka reader fetches: librdkafka's records into its partition queues, paused and
-resumed as the read-ahead policy says (kafeed.loader.read_ahead).
+resumed as the read-ahead policy says (kafeed.loader.read_ahead; applied by
+kafeed.loader.kafka_flow).
 
 Records are fetched in batches (``consume(num_messages=...)``) into one small queue per
 partition. A partition's queue never holds more than ``queue_records``: a ``consume()`` asks
@@ -25,19 +26,11 @@ from typing import Any
 from kafeed.kafka import translate_kafka_error
 from kafeed.loader.cold_tier import ColdTier
 from kafeed.loader.decode import RecordDecoder
+from kafeed.loader.kafka_flow import KafkaFlow
 from kafeed.loader.parent import ParentWatch
 from kafeed.loader.partition import Partition
 from kafeed.loader.prefetch import Stopped
-from kafeed.loader.read_ahead import (
-    CHECK_S,
-    REFILL_S,
-    ReadAhead,
-    pausing,
-    pull_size,
-    refill_after_wake,
-    waking,
-    woken_with,
-)
+from kafeed.loader.read_ahead import CHECK_S, ReadAhead, pull_size
 from kafeed.loader.readers import Ref
 from kafeed.loader.settings import LoaderSettings
 
@@ -46,8 +39,9 @@ log = logging.getLogger("kafeed")
 STOP_CHECK_S = 0.1  # with a stop hook, a wait for records looks at it this often
 
 
-class KafkaFetch:
-    """Fetching for a Kafka reader (the attributes below are the reader's)."""
+class KafkaFetch(KafkaFlow):
+    """Fetching for a Kafka reader (the attributes below are the reader's); pausing and
+    resuming partitions is :class:`KafkaFlow`'s."""
 
     settings: LoaderSettings
     index: int
@@ -219,35 +213,6 @@ class KafkaFetch:
             if self._stop.is_set():
                 raise Stopped(f"reader {self.index} was stopped")
 
-    def _hold(self) -> None:
-        """Hold the queues near the target: resume, refill and pause partitions as the
-        read-ahead policy says (kafeed.loader.read_ahead explains why)."""
-        ahead = self.read_ahead
-        cap = self.settings.queue_records
-        # A cold partition is not assigned; one fetched to its end stays paused.
-        live = [p for p in self.parts if not p.fetch_done and p.cold_until is None]
-        woken = waking(ahead, live, cap)
-        if woken:
-            self._pause_many(woken, False)
-            if refill_after_wake(ahead, cap, len(live)):
-                # Refill to the target at once and pause again: left running until the next
-                # take (a whole training step later, maybe), the fetcher would bring in far more.
-                deadline = time.monotonic() + min(REFILL_S, self.settings.poll_timeout_s)
-                while ahead.want_more:
-                    left = deadline - time.monotonic()
-                    # Every partition paused (at its cap, below a target in bytes): nothing
-                    # more can come, and a pull would wait out the deadline for it.
-                    if left <= 0 or all(p.paused for p in live) or not self._pull(left)[0]:
-                        break
-        self._pause_many(pausing(ahead, live, cap), True)
-
-    def _wake(self, part: Partition) -> None:
-        """``part`` was found empty and paused at its turn: resume it, and the paused
-        partitions whose turn comes soon too (kafeed.loader.read_ahead.woken_with)."""
-        paused = [p for p in self.parts if p.paused and not p.fetch_done and p.cold_until is None]
-        self._pause_many(woken_with(part, paused, len(self.parts), self.read_ahead,
-                                    self.settings.queue_records), False)
-
     def _top_up(self) -> None:
         """Now and then while records are taken: update the rate, pause or resume, and move
         what librdkafka has fetched into the queues while they hold less than the target
@@ -282,38 +247,6 @@ class KafkaFetch:
         part.restore.discard(offset)
         self._restored[(part.key, offset)] = decode(msg)
         part.stamps[offset] = msg.timestamp()[1]
-
-    def _pause(self, part: Partition, pause: bool) -> None:
-        self._pause_many([part], pause)
-
-    def _pause_many(self, parts: list[Partition], pause: bool) -> None:
-        from kafeed.kafka.types import TopicPartition
-
-        if not parts:
-            return
-        tps = [TopicPartition(part.topic, part.partition) for part in parts]
-        if pause:
-            self._consumer.pause(tps)
-        else:
-            self._consumer.resume(tps)
-            self._nudge(parts)
-        for part in parts:
-            part.paused = pause
-
-    def _nudge(self, resumed: list[Partition]) -> None:
-        """Seek ``resumed`` partitions to where their fetching goes on (just past the last
-        record fetched of each), which changes nothing but wakes librdkafka's fetcher. A
-        resume alone is seen only when that thread next wakes on its own, up to a second
-        later; with every partition of a consumer paused, each resume cost 0.2-0.5 s
-        (benchmarks/bench_mixture.py: a third of the mixture's time). A partition still
-        re-reading in-flight records of a resume is left alone: it fetches from below."""
-        from kafeed.kafka.types import TopicPartition
-
-        for part in resumed:
-            if not part.restore:
-                queue = part.queue
-                self._consumer.seek(TopicPartition(part.topic, part.partition,
-                                                   queue[-1].offset() + 1 if queue else part.read))
 
     def _log_error(self, err: Any) -> None:
         """One clear line per 30 s while the cluster misbehaves (librdkafka retries itself)."""

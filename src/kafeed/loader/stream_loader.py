@@ -16,7 +16,6 @@ iteration ends): worker processes' registries are never scraped.
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 from collections.abc import Iterable, Iterator
@@ -24,32 +23,25 @@ from typing import Any
 
 import torch
 from pydantic import ValidationError
-from torch.utils.data import DataLoader
 
 from kafeed.errors import ConfigError, invalid_settings
-from kafeed.loader.batch_view import BatchView, Item, entry_data, from_slots, taken, token_views, with_views
+from kafeed.loader.batch_view import BatchView, Item, entry_data, taken, token_views, with_views
 from kafeed.loader.dataset import Collate, KafkaDatasetBase, WorkerError, rank_and_world
 from kafeed.loader.deferred_entry import DeferredEntry
 from kafeed.loader.device_feed import DeviceFeed, resolve_device
 from kafeed.loader.group_mirror import commit_positions
 from kafeed.loader.loader_options import LoaderOptions
 from kafeed.loader.metrics import LoaderMetrics, batch_tokens
-from kafeed.loader.parent import watch_worker
 from kafeed.loader.prefetch import JOIN_S, Prefetch
 from kafeed.loader.rank_sync import agree, should_sync
 from kafeed.loader.record_kinds import KINDS
-from kafeed.loader.shared_slots import SharedSlots
 from kafeed.loader.state import next_epoch, plain_copy
 from kafeed.loader.stream import Delivered
-from kafeed.loader.worker_start import worker_context
+from kafeed.loader.worker_start import worker_items
 
 __all__ = ["LoaderOptions", "StreamLoader", "entry_data"]
 
 log = logging.getLogger("kafeed")
-
-
-def _identity(item: Any) -> Any:
-    return item
 
 
 class StreamLoader:
@@ -240,23 +232,10 @@ class StreamLoader:
             # hooks and fetcher, 1.5 ns of CPU per token (py-spy, batches of 8 x 2,049).
             view = BatchView(self.dataset, self.batch_size, next_worker, self.collate_fn)
             return with_views(view.batches(pin=pin and torch.cuda.is_available()), views), None
-        factor = self.prefetch_factor or 2
-        slots = None
-        if tokens_kind:
-            # Token batches come back through reused shared slots (kafeed.loader.shared_slots).
-            settings = self.dataset.settings
-            slots = SharedSlots(workers=self.num_workers, depth=factor, batch_size=self.batch_size,
-                                window=settings.window, boundaries=settings.return_boundaries)
         view = BatchView(self.dataset, self.batch_size, next_worker, self.collate_fn)
-        # Whether the view pickles is asked without the slots: pickle would copy them.
-        context = worker_context(self.multiprocessing_context, view)
-        view.slots = slots
-        loader: Iterable[Item] = DataLoader(
-            view, batch_size=None, num_workers=self.num_workers, collate_fn=_identity,
-            pin_memory=pin, timeout=self.timeout, prefetch_factor=factor, multiprocessing_context=context,
-            worker_init_fn=functools.partial(watch_worker, view.origin))
-        if slots is not None:
-            loader = from_slots(loader, slots, pin and torch.cuda.is_available())
+        loader = worker_items(view, workers=self.num_workers, depth=self.prefetch_factor or 2,
+                              slots=tokens_kind, pin=pin, timeout=self.timeout,
+                              context=self.multiprocessing_context)
         return with_views(loader, views), None
 
     def _marker(self, worker: int, state: str | dict[str, Any] | DeferredEntry, delivered: Delivered,

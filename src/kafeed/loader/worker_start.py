@@ -1,15 +1,50 @@
-"""How StreamLoader's worker processes start: the caller's choice, else from a forkserver."""
+"""How StreamLoader's worker processes start (the caller's choice, else from a forkserver),
+and how their batches come back (token batches through shared slots)."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import multiprocessing
 import pickle
+from collections.abc import Iterable
 from typing import Any
 
+import torch
+from torch.utils.data import DataLoader
+
+from kafeed.loader.batch_view import BatchView, Item, from_slots
 from kafeed.loader.main_guard import check_main_guard
+from kafeed.loader.parent import watch_worker
+from kafeed.loader.shared_slots import SharedSlots
 
 log = logging.getLogger("kafeed")
+
+
+def _identity(item: Any) -> Any:
+    return item
+
+
+def worker_items(view: BatchView, *, workers: int, depth: int, slots: bool, pin: bool, timeout: float,
+                 context: str | None) -> Iterable[Item]:
+    """The items of ``workers`` DataLoader workers over ``view``, each ``depth`` batches ahead;
+    with ``slots`` (token batches) they come back through reused shared slots
+    (kafeed.loader.shared_slots). ``context``: the caller's ``multiprocessing_context``."""
+    shared = None
+    if slots:
+        settings = view.dataset.settings
+        shared = SharedSlots(workers=workers, depth=depth, batch_size=view.batch_size,
+                             window=settings.window, boundaries=settings.return_boundaries)
+    # Whether the view pickles is asked without the slots: pickle would copy them.
+    start = worker_context(context, view)
+    view.slots = shared
+    loader: Iterable[Item] = DataLoader(
+        view, batch_size=None, num_workers=workers, collate_fn=_identity, pin_memory=pin, timeout=timeout,
+        prefetch_factor=depth, multiprocessing_context=start,
+        worker_init_fn=functools.partial(watch_worker, view.origin))
+    if shared is not None:
+        loader = from_slots(loader, shared, pin and torch.cuda.is_available())
+    return loader
 
 
 def worker_context(choice: str | None, view: Any) -> Any:
