@@ -128,8 +128,9 @@ def test_one_pull_brings_about_the_room_left() -> None:
     assert pull_count(1000, 0.0, 2000) == 16  # no record seen yet: a small first pull
     assert pull_count(8 * MIB, 8192, 2000) == 1024
     assert pull_count(8 * MIB, 100, 2000) == 2000
-    assert pull_count(-5, 8192, 2000) == 16  # over the target, a needed partition still gets some
-    assert pull_count(10**9, 1, 5) == 5 and pull_count(0, 1, 5) == 5
+    assert pull_count(-5, 8192, 2000) == 1  # over the target, a needed partition still gets one
+    assert pull_count(3 * 8192, 8192, 2000) == 3  # never more than the room: the bound holds
+    assert pull_count(10**9, 1, 5) == 5 and pull_count(0, 1, 5) == 1
     ahead = ReadAhead(64 * MIB)
     for _ in range(10):
         ahead.added(65536)

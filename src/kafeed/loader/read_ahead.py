@@ -117,15 +117,17 @@ def decay(boost: float, elapsed: float, half_life: float = HALF_LIFE_S) -> float
     return boost * math.pow(0.5, max(elapsed, 0.0) / half_life)
 
 
-def pull_count(room: int, record_bytes: float, most: int, least: int = 16) -> int:
+def pull_count(room: int, record_bytes: float, most: int, first: int = 16) -> int:
     """Records to take from librdkafka in one ``consume()``: about ``room`` bytes of records
-    of ``record_bytes`` each, within ``least`` .. ``most``; ``least`` before any record was
-    seen. librdkafka may hold far more than the room, and one call must not bring it all."""
-    least = min(least, most)
+    of ``record_bytes`` each, within 1 .. ``most``; ``first`` before any record was seen.
+    librdkafka may hold far more than the room, and one call must not bring it all. With no
+    room left (the queues at the target, a partition empty at its turn) it is one record:
+    a floor of 16 there let each such call add 16 records above the target, and a slow
+    caller's queues passed the ceiling plus librdkafka's share (4.27 MB under a 4 MiB bound)."""
     if not record_bytes > 0:
-        return least
+        return min(first, most)
     wanted = room / record_bytes
-    return most if wanted >= most else max(least, int(wanted))
+    return most if wanted >= most else max(1, int(wanted))
 
 
 class ReadAhead:
