@@ -64,7 +64,8 @@ def test_sigkill_at_random_steps_then_resume_consumes_every_record_once(
             os.kill(proc.pid, signal.SIGKILL)
             kills += 1
         proc.wait(30)
-        steps_at_kill.append(json.loads(ckpt.read_text())["steps"])
+        # A kill before the first checkpoint (a slow start under load) leaves none yet.
+        steps_at_kill.append(json.loads(ckpt.read_text())["steps"] if ckpt.exists() else 0)
     assert kills >= min_kills, steps_at_kill
     subprocess.run(cmd, env=_env(), check=True, timeout=240)
     final = json.loads(ckpt.read_text())

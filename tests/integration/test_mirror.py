@@ -148,6 +148,8 @@ def _wait_for(what: str, ready: Callable[[], bool], proc: subprocess.Popen[bytes
         if proc.poll() is not None:
             pytest.fail(f"kafeed mirror exited ({proc.returncode}) before {what}: {output.read_text()}")
         if time.monotonic() > deadline:
+            proc.kill()  # left running, it would go on creating topics under the next test
+            proc.wait(10)
             pytest.fail(f"no {what} within {timeout:.0f} s")
         time.sleep(0.3)
 
@@ -212,7 +214,7 @@ def test_killed_mirror_restarts_and_a_drain_leaves_every_record_once_in_order(
             before = _mirrored(clusters, topic)
             t0 = time.monotonic()
             proc = _start(config, output)
-            _wait_for("mirrored records", lambda n=before: _mirrored(clusters, topic) > n, proc, output, 90)
+            _wait_for("mirrored records", lambda n=before: _mirrored(clusters, topic) > n, proc, output, 240)
             print(f"mirrored records {time.monotonic() - t0:.1f} s after the start")
             time.sleep(rng.uniform(0.0, 1.5))  # a random moment in the flow, not a readiness wait
             properties = work / f"mm2-{proc.pid}.properties"
@@ -299,7 +301,7 @@ def test_a_site_stopped_and_restarted_mid_run_loses_and_repeats_nothing(
     proc = _start(config, output)
     try:
         before = _mirrored(clusters, topic)
-        _wait_for("mirrored records", lambda: _mirrored(clusters, topic) > before, proc, output, 90)
+        _wait_for("mirrored records", lambda: _mirrored(clusters, topic) > before, proc, output, 240)
         sent_b = producers.pop("site-b").finish()
         clusters["site-b"].stop(timeout=15)
         still = _mirrored(clusters, topic)
