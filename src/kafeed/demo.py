@@ -91,7 +91,7 @@ def run_demo(options: DemoOptions, *, say: Callable[[str], None]) -> dict[str, A
         f"{ing.dead_lettered:,} dead-lettered) in {ing.seconds:.1f}s")
 
     prep = run_prepare(
-        PrepareSettings(input=raw, output=tokens, group=f"demo-{run}-prepare",
+        PrepareSettings(input=(raw,), output=tokens, group=f"demo-{run}-prepare",
                         tokenizer=TokenizerSettings(name=options.tokenizer)),
         conn, until_caught_up=True)
     say(f"[4/5] Prepared {prep.records_in:,} records: {prep.documents_out:,} documents, "

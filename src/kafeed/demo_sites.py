@@ -97,7 +97,7 @@ def run_sites_demo(options: DemoOptions, *, say: Callable[[str], None]) -> dict[
     tokens = {name: f"demo-{run}.{name}.tokens" for name in SITES}
     prepared = {}
     for name in SITES:
-        prep = run_prepare(PrepareSettings(input=f"{name}.{raw}", output=tokens[name],
+        prep = run_prepare(PrepareSettings(input=(f"{name}.{raw}",), output=tokens[name],
                                            group=f"demo-{run}-{name}-prepare",
                                            tokenizer=TokenizerSettings(name=options.tokenizer)),
                            conn, until_caught_up=True)

@@ -29,7 +29,7 @@ def test_transient_errors_are_retried_and_fatal_ones_are_final() -> None:
 
 
 def test_the_stream_core_ends_its_run_on_a_group_authorization_error() -> None:
-    settings = StreamSettings(input="raw", outputs=("out",), group="g", dlq_topic="raw.dlq")
+    settings = StreamSettings(inputs=("raw",), outputs=("out",), group="g", dlq_topic="raw.dlq")
     assert consumer_error(KafkaError(KafkaError.NOT_LEADER_FOR_PARTITION), settings) is False
     with pytest.raises(KafkaOperationError, match=r"Could not consume 'raw' in group 'g': .*uthorization"):
         consumer_error(KafkaError(KafkaError.GROUP_AUTHORIZATION_FAILED), settings)

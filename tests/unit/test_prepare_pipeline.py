@@ -92,7 +92,7 @@ def test_settings_from_toml(tmp_path: Path) -> None:
                     '[prepare.kafka]\nbatch_size = 10\n')
     s = load_prepare_settings(path, env={}, output="out", kafka={"linger_ms": 7, "batch_size": None})
     assert (s.input, s.output, s.filters.min_words, s.kafka.batch_size, s.kafka.linger_ms) == (
-        "in", "out", 5, 10, 7)
+        ("in",), "out", 5, 10, 7)
     assert s.dlq_topic == "in.dlq" and s.changelog_topic == "__kafeed_dedup_kafeed-prepare"
     assert s.kafka.effective_message_timeout_ms() < s.kafka.transaction_timeout_ms
     with pytest.raises(ConfigError, match="message_timeout_ms"):

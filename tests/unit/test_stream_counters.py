@@ -18,7 +18,7 @@ def _record(offset: int, value: bytes | None) -> Record:
     [],
 ])
 def test_counts_records_and_bytes_per_topic(outputs: list[Output]) -> None:
-    counters = StreamCounters("test", "in", ["a", "b"])
+    counters = StreamCounters("test", ("in",), ["a", "b"])
     records = [_record(0, b"1234"), _record(1, None)]
     result = BatchResult(outputs=outputs, dead_letters=[DeadLetter(records[1], "decode", "no value")])
     counters.committed(records, result, now=1.0)
@@ -39,7 +39,7 @@ def test_bytes_out_per_topic_reach_the_metrics() -> None:
         return m.BYTES_OUT.labels(stage="test-bytes", topic=topic)._value.get()  # type: ignore[no-any-return]
 
     before = {t: sent(t) for t in ("a", "b", "c")}
-    counters = StreamCounters("test-bytes", "in", ["a", "b"])
+    counters = StreamCounters("test-bytes", ("in",), ["a", "b"])
     outputs = [Output("a", b"k", b"xx"), Output("b", None, b"yyy"), Output("a", b"k", b"z"),
                Output("c", b"k", None)]
     counters.committed([_record(0, b"v")], BatchResult(outputs=outputs), now=1.0)

@@ -81,7 +81,7 @@ def _processor(stage: Recording, *, fail: Sequence[int] = (), overlap: bool = Tr
             producer.produce(TOPIC, b"%d:%d" % (p, o), b"k", partition=p)
     for n in fail:
         fake.fail("commit_transaction", KafkaError._STATE, nth=n, txn_requires_abort=True)
-    settings = StreamSettings(input=TOPIC, outputs=("out",), group="g", dlq_topic="in.dlq",
+    settings = StreamSettings(inputs=(TOPIC,), outputs=("out",), group="g", dlq_topic="in.dlq",
                               purge_input_every_s=purge_s, instance="test",
                               kafka={"batch_size": per_call, "poll_records": per_call,  # type: ignore[arg-type]
                                      "overlap_commit": overlap, "consume_timeout_s": 0.2})

@@ -77,8 +77,10 @@ def _summary(stats: PrepareStats) -> Table:
 
 
 def prepare(
-    input: Annotated[str | None, typer.Option("--input", "-i", help="Raw topic (default: raw).",
-                                              show_default=False)] = None,
+    input: Annotated[str | None, typer.Option(
+        "--input", "-i", help="Raw topic, or a comma-separated list of topics and glob patterns "
+        "('site-*.raw'), matched against the cluster's topics at start (default: raw).",
+        show_default=False)] = None,
     output: Annotated[str | None, typer.Option("--output", "-o", help="Tokens topic (default: tokens).",
                                                show_default=False)] = None,
     rules: Annotated[Path | None, typer.Option(
@@ -91,8 +93,9 @@ def prepare(
     tokenizer: Annotated[str | None, typer.Option(
         "--tokenizer", help="'bytes' (offline fallback), 'minilm', or a tokenizer.json path "
         "[default: bytes].", show_default=False)] = None,
-    dlq: Annotated[str | None, typer.Option(help="Dead-letter topic (default: <input>.dlq).",
-                                            show_default=False)] = None,
+    dlq: Annotated[str | None, typer.Option(
+        help="Dead-letter topic (default: <input>.dlq for one input topic, <group>.dlq for a list "
+        "or a pattern).", show_default=False)] = None,
     instance: Annotated[str | None, typer.Option(
         help="Worker name for the transactional.id (default: <hostname>-<free local slot>).",
         show_default=False)] = None,
@@ -140,7 +143,7 @@ def prepare(
     from rich.live import Live
     from rich.text import Text
 
-    from kafeed.prepare import load_prepare_settings, run_prepare
+    from kafeed.prepare import load_prepare_settings, resolve_on_cluster, run_prepare
     from kafeed.route import load_rules
 
     stop = install()  # first: a signal during start-up is remembered, not fatal
@@ -159,11 +162,13 @@ def prepare(
         overrides["filters"] = {"enabled": False}
     settings = load_prepare_settings(config, **overrides)
     settings.outputs(ruleset)  # a rule that writes to prepare's own topics fails here, before workers start
+    conn = connection(bootstrap, config)
+    # Before workers start: a pattern that matches nothing fails here, and they share the topics.
+    settings = resolve_on_cluster(settings, conn, rules=ruleset)
     if supervise(workers, min_workers, max_workers, scale_cooldown, topic=settings.input,
                  group=settings.group, bootstrap=bootstrap, config=config,
                  until_caught_up=until_caught_up, json_out=json_out):
         return
-    conn = connection(bootstrap, config)
     start_metrics(metrics_port)
 
     last = [0.0]

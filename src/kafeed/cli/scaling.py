@@ -70,9 +70,9 @@ def scale_settings(workers: str, min_workers: int, max_workers: int,
                                hint="Give --max-workers >= --min-workers.") from None
 
 
-def supervise(workers: str, min_workers: int, max_workers: int, cooldown_s: float, *, topic: str,
-              group: str, bootstrap: str | None, config: Path | None, until_caught_up: bool,
-              json_out: bool) -> bool:
+def supervise(workers: str, min_workers: int, max_workers: int, cooldown_s: float, *,
+              topic: str | Sequence[str], group: str, bootstrap: str | None, config: Path | None,
+              until_caught_up: bool, json_out: bool) -> bool:
     """Run the supervisor when more than one worker (or auto) was asked for; False: run in-process."""
     settings = scale_settings(workers, min_workers, max_workers, cooldown_s)
     if settings is None:

@@ -67,7 +67,7 @@ class InferSettings(BaseModel):
             raise ConfigError(f"--output {self.output!r} is the input or dead-letter topic.",
                               hint="Write predictions to a topic of their own.")
         tuning = KafkaTuning(batch_size=self.batch_size, consume_timeout_s=self.max_wait_ms / 1000)
-        return StreamSettings(input=self.input, outputs=(self.output,), group=self.group,
+        return StreamSettings(inputs=(self.input,), outputs=(self.output,), group=self.group,
                               dlq_topic=self.dlq_topic, instance=self.instance, idle_s=self.idle_s,
                               kafka=tuning)
 

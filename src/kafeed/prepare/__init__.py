@@ -5,6 +5,7 @@ A stage on :mod:`kafeed.stream`, the exactly-once core; see :mod:`kafeed.prepare
 
 from kafeed.prepare.dedup import DedupState, content_hash
 from kafeed.prepare.filters import FILTER_NAMES, first_failed_filter
+from kafeed.prepare.inputs import resolve_inputs, resolve_on_cluster
 from kafeed.prepare.normalize import normalize_text
 from kafeed.prepare.pipeline import BatchPipeline, BatchResult
 from kafeed.prepare.processor import PrepareProcessor, PrepareStage, run_prepare
@@ -42,5 +43,7 @@ __all__ = [
     "load_prepare_settings",
     "load_tokenizer",
     "normalize_text",
+    "resolve_inputs",
+    "resolve_on_cluster",
     "run_prepare",
 ]

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from kafeed.config import ConnectionSettings
 from kafeed.kafka import RECORD_OVERHEAD
 from kafeed.prepare.dedup import DedupState, parse_changelog_record
+from kafeed.prepare.inputs import resolve_on_cluster
 from kafeed.prepare.pipeline import BatchPipeline, BatchResult
 from kafeed.prepare.settings import PrepareSettings
 from kafeed.prepare.stats import BatchCounts, PrepareStats
@@ -183,9 +184,11 @@ def run_prepare(
 ) -> PrepareStats:
     """Run prepare until ``stop_event`` is set (or, with ``until_caught_up``, until idle at the end).
 
+    Input patterns are resolved against the cluster's topics first (:mod:`kafeed.prepare.inputs`).
     ``rules``: route each document to the topic of the first rule it matches (docs/route.md)
     instead of to ``settings.output``.
     """
+    settings = resolve_on_cluster(settings, connection, rules=rules)
     if settings.global_dedup:
         return GlobalPrepare(settings, connection, tokenizer=tokenizer, stop_event=stop_event,
                              on_progress=on_progress, rules=rules).run(until_caught_up=until_caught_up)

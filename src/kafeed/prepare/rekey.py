@@ -5,7 +5,7 @@ decode → normalize → filter, then write each surviving sample, its text repl
 the normalized text and its id resolved, to the repartition topic
 ``__kafeed_repartition_<group>`` keyed by the 16-byte hash of that text (so the
 producer's key partitioner puts every copy in one partition), with the input
-position in the ``kafeed.lineage`` header. Outputs, dead letters and input offsets
+position (partition, offset, topic) in the ``kafeed.lineage`` header. Outputs, dead letters and input offsets
 commit in one transaction, as for every stage.
 
 **Dedup** (group ``<group>.dedup``, reads the repartition topic):
@@ -14,8 +14,9 @@ in the changelog, then tokenize and write documents with the original lineage. T
 tokenizer's threads work on batch N while the core consumes and dedups batch N+1 and
 commits N-1 (:meth:`DedupStage.finish` collects the tokens on the commit thread).
 
-Each copy of a text meets the same state whatever id or input partition it came
-with, and both hops are exactly once: together, exactly once end to end.
+Each copy of a text meets the same state whatever id, input topic or partition it
+came with (so prepare over several sites' topics dedups across sites), and both hops
+are exactly once: together, exactly once end to end.
 """
 
 from __future__ import annotations
@@ -44,7 +45,12 @@ from kafeed.stream import DeadLetter, Output, Record, Stage, StreamStats
 from kafeed.telemetry import metrics as m
 
 LINEAGE_HEADER = "kafeed.lineage"
-_LINEAGE = struct.Struct(">iq")  # input partition, input offset
+_LINEAGE = struct.Struct(">iq")  # input partition, input offset; then the input topic (UTF-8)
+
+
+def _lineage(record: Record) -> bytes:
+    """The ``kafeed.lineage`` header of a re-keyed record: where its input record lies."""
+    return _LINEAGE.pack(record.partition, record.offset) + record.topic.encode("utf-8")
 
 
 @dataclass(frozen=True)
@@ -103,7 +109,7 @@ class RouteStage(_Counting):
             sample.input_data = text.encode("utf-8", "surrogatepass")
             rec = item.record
             result.outputs.append(Output(self.topic, digest, sample.SerializeToString(),
-                                         ((LINEAGE_HEADER, _LINEAGE.pack(rec.partition, rec.offset)),),
+                                         ((LINEAGE_HEADER, _lineage(rec)),),
                                          self.partition))
         for rejection in result.dead_letters:
             result.counts.dead_letter_kinds[rejection.kind] += 1
@@ -137,9 +143,11 @@ class DedupStage(_Counting):
     def _source(self, r: Record) -> Record:
         """The input record this re-keyed one came from (for lineage and dead letters)."""
         for name, value in r.headers:
-            if name == LINEAGE_HEADER and len(value) == _LINEAGE.size:
-                partition, offset = _LINEAGE.unpack(value)
-                return Record(self.settings.input, partition, offset, r.key, r.value, (), r.timestamp_ms)
+            if name == LINEAGE_HEADER and len(value) >= _LINEAGE.size:
+                partition, offset = _LINEAGE.unpack_from(value)
+                # A header without a topic was written before prepare read several inputs.
+                topic = value[_LINEAGE.size:].decode("utf-8") or self.settings.input[0]
+                return Record(topic, partition, offset, r.key, r.value, (), r.timestamp_ms)
         return r
 
     def process(self, records: Sequence[Record]) -> BatchResult:

@@ -6,17 +6,35 @@ Every threshold's default and its source are documented in docs/prepare.md.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Iterable, Mapping
+from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from kafeed.config import read_settings_file
 from kafeed.errors import ConfigError, invalid_settings
 from kafeed.route import RuleSet
 from kafeed.stream.settings import TOPIC_PATTERN as _TOPIC
 from kafeed.stream.settings import KafkaTuning, StreamSettings
+
+#: One input: a topic name, or a glob over topic names (``*``, ``?``, ``[...]``).
+_INPUT = r"^[A-Za-z0-9._*?!\[\]-]{1,249}$"
+_GLOB = frozenset("*?[")
+
+
+def is_pattern(item: str) -> bool:
+    """Whether an ``input`` item is a glob (resolved against the cluster's topics) rather than a name."""
+    return not _GLOB.isdisjoint(item)
+
+
+def matches(topic: str, item: str) -> bool:
+    """Whether ``item`` (a name or a glob) selects ``topic``; a glob never selects internal ``__`` topics."""
+    if not is_pattern(item):
+        return topic == item
+    return not topic.startswith("__") and fnmatchcase(topic, item)
 
 
 class _Frozen(BaseModel):
@@ -127,12 +145,18 @@ class TokenizerSettings(_Frozen):
 
 
 class PrepareSettings(_Frozen):
-    """What `kafeed prepare` reads, writes and does in between."""
+    """What `kafeed prepare` reads, writes and does in between.
 
-    input: str = Field(default="raw", pattern=_TOPIC)
+    ``input`` is one or more topics and glob patterns (a string is a comma-separated list);
+    :func:`kafeed.prepare.inputs.resolve_inputs` replaces the patterns with the topics they
+    match when prepare starts. Several inputs need dedup scope ``global`` (the default),
+    which also dedups across them.
+    """
+
+    input: tuple[Annotated[str, Field(pattern=_INPUT)], ...] = Field(default=("raw",), min_length=1)
     output: str = Field(default="tokens", pattern=_TOPIC)
     group: str = Field(default="kafeed-prepare", min_length=1)
-    dlq: str | None = Field(default=None, pattern=_TOPIC)  # default: <input>.dlq
+    dlq: str | None = Field(default=None, pattern=_TOPIC)  # default: dlq_topic
     instance: str | None = None  # default: <hostname>-<free local slot>
     create_topics: bool = True
     idle_s: float = Field(default=3.0, gt=0)
@@ -144,9 +168,40 @@ class PrepareSettings(_Frozen):
     tokenizer: TokenizerSettings = TokenizerSettings()
     kafka: KafkaTuning = KafkaTuning()
 
+    @field_validator("input", mode="before")
+    @classmethod
+    def _split(cls, value: Any) -> Any:
+        """``"a, b"`` -> ``("a", "b")``; repeated items once, in their first place."""
+        items = value.split(",") if isinstance(value, str) else value
+        if isinstance(items, Iterable) and not isinstance(items, bytes):
+            return tuple(dict.fromkeys(str(i).strip() for i in items if str(i).strip()))
+        return value
+
     @property
     def dlq_topic(self) -> str:
-        return self.dlq or f"{self.input}.dlq"
+        """``dlq``; by default ``<input>.dlq`` for one topic named as it is, else ``<group>.dlq``
+        (a list or a pattern: one dead-letter topic whatever the pattern matches today)."""
+        if self.dlq:
+            return self.dlq
+        if len(self.input) == 1 and not is_pattern(self.input[0]):
+            return f"{self.input[0]}.dlq"
+        return f"{self.group}.dlq"
+
+    @property
+    def patterns(self) -> tuple[str, ...]:
+        """The ``input`` items still to be resolved against the cluster's topics."""
+        return tuple(i for i in self.input if is_pattern(i))
+
+    def with_inputs(self, topics: Iterable[str]) -> PrepareSettings:
+        """These settings reading ``topics`` (what the patterns matched), the dead-letter topic kept."""
+        return type(self).model_validate(
+            {**self.model_dump(), "input": tuple(topics), "dlq": self.dlq_topic})
+
+    def _topics(self) -> tuple[str, ...]:
+        if self.patterns:
+            raise ConfigError(f"Input pattern {self.patterns[0]!r} is not resolved yet.",
+                              hint="Resolve it with kafeed.prepare.resolve_inputs before running.")
+        return self.input
 
     @property
     def changelog_topic(self) -> str:
@@ -163,7 +218,7 @@ class PrepareSettings(_Frozen):
     def route_settings(self) -> StreamSettings:
         """The route step of global dedup: input → repartition topic, in the user's group."""
         return StreamSettings(
-            input=self.input, outputs=(self.repartition_topic,), group=self.group,
+            inputs=self._topics(), outputs=(self.repartition_topic,), group=self.group,
             dlq_topic=self.dlq_topic, changelog_topic=None, instance=self.instance,
             create_topics=self.create_topics, idle_s=self.idle_s, kafka=self.kafka)
 
@@ -175,18 +230,19 @@ class PrepareSettings(_Frozen):
         if not topics:
             raise ConfigError("Every rule (and the default) drops its documents: prepare writes nothing.",
                               hint="Give at least one rule or the default a `to` topic.")
-        internal = {self.input: "input", self.dlq_topic: "dead-letter", self.changelog_topic: "dedup state",
+        internal = {self.dlq_topic: "dead-letter", self.changelog_topic: "dedup state",
                     self.repartition_topic: "repartition"}
         for topic in topics:
-            if topic in internal:
-                raise ConfigError(f"A rule routes documents to {topic!r}, prepare's {internal[topic]} topic.",
+            role = "input" if topic in self.input else internal.get(topic)
+            if role is not None:
+                raise ConfigError(f"A rule routes documents to {topic!r}, prepare's {role} topic.",
                                   hint="Route documents to other topics.")
         return topics
 
     def dedup_settings(self, rules: RuleSet | None = None) -> StreamSettings:
         """The dedup + tokenize step of global dedup: repartition topic → outputs, group ``<group>.dedup``."""
         return StreamSettings(
-            input=self.repartition_topic, outputs=self.outputs(rules), group=f"{self.group}.dedup",
+            inputs=(self.repartition_topic,), outputs=self.outputs(rules), group=f"{self.group}.dedup",
             dlq_topic=self.dlq_topic, changelog_topic=self.changelog_topic, instance=self.instance,
             create_topics=self.create_topics, idle_s=self.idle_s,
             state_rebuild_timeout_s=self.dedup.rebuild_timeout_s,
@@ -195,16 +251,24 @@ class PrepareSettings(_Frozen):
     def stream_settings(self, rules: RuleSet | None = None) -> StreamSettings:
         """What the exactly-once core needs of these settings (and the routing ``rules``, if any)."""
         return StreamSettings(
-            input=self.input, outputs=self.outputs(rules), group=self.group, dlq_topic=self.dlq_topic,
+            inputs=self._topics(), outputs=self.outputs(rules), group=self.group, dlq_topic=self.dlq_topic,
             changelog_topic=self.changelog_topic if self.dedup.enabled else None,
             instance=self.instance, create_topics=self.create_topics, idle_s=self.idle_s,
             state_rebuild_timeout_s=self.dedup.rebuild_timeout_s, kafka=self.kafka)
 
     @model_validator(mode="after")
     def _check(self) -> PrepareSettings:
-        names = {self.input, self.output, self.dlq_topic, self.changelog_topic, self.repartition_topic}
-        if len(names) != 5:
+        named = [i for i in self.input if not is_pattern(i)]
+        for item in named:
+            if not re.fullmatch(_TOPIC, item):
+                raise ValueError(f"input {item!r} is neither a topic name nor a pattern (* ? [...])")
+        # A pattern never selects the others (kafeed.prepare.inputs); a topic named may not be one.
+        names = {self.output, self.dlq_topic, self.changelog_topic, self.repartition_topic}
+        if len(names) != 4 or not names.isdisjoint(self.input):
             raise ValueError("input, output, dlq, changelog and repartition topics must all differ")
+        if self.dedup.enabled and self.dedup.scope == "partition" and (len(self.input) > 1 or self.patterns):
+            raise ValueError("dedup scope 'partition' reads one input topic; scope 'global' (the default) "
+                             "reads several and dedups across them")
         return self
 
 

@@ -76,7 +76,7 @@ class RouteSettings(BaseModel):
                 raise ConfigError(f"A rule routes to {topic!r}, the router's input or dead-letter topic.",
                                   hint="Route to other topics; records would loop or mix with dead letters.")
         # The DLQ is created when missing; output topics were checked before (check_outputs).
-        return StreamSettings(input=self.input, outputs=topics, group=self.group,
+        return StreamSettings(inputs=(self.input,), outputs=topics, group=self.group,
                               dlq_topic=self.dlq_topic, instance=self.instance, create_topics=True,
                               idle_s=self.idle_s, kafka=self.kafka)
 

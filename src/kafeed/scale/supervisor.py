@@ -33,11 +33,11 @@ STOP_TIMEOUT_S = 60.0
 class Supervisor:
     """Keeps between ``min_workers`` and ``max_workers`` copies of ``command`` running."""
 
-    def __init__(self, command: Sequence[str], *, topic: str, group: str, settings: ScaleSettings,
-                 connection: ConnectionSettings, say: Callable[[str], None] = print,
+    def __init__(self, command: Sequence[str], *, topic: str | Sequence[str], group: str,
+                 settings: ScaleSettings, connection: ConnectionSettings, say: Callable[[str], None] = print,
                  env: dict[str, str] | None = None) -> None:
         self.command = list(command)
-        self.topic = topic
+        self.topics = (topic,) if isinstance(topic, str) else tuple(topic)  # the workers' inputs
         self.group = group
         self.settings = settings
         self.connection = connection
@@ -85,14 +85,16 @@ class Supervisor:
         from kafeed.kafka.types import TopicPartition
 
         s = self.settings
-        partitions = len(TopicAdmin(self.connection).describe(self.topic, sizes=False).partitions)
+        topic_admin = TopicAdmin(self.connection)
+        tps = [(topic, p) for topic in self.topics
+               for p in range(len(topic_admin.describe(topic, sizes=False).partitions))]
+        partitions = len(tps)
         policy = ScalePolicy(s)
         tracker = LagTracker(window=s.window, allowed_lag=s.allowed_lag)
         clients = KafkaClients(self.connection)
         admin = clients.admin()
         reader = GroupOffsetReader(self.connection, admin)
         watermarks = clients.read_committed_consumer({"group.id": f"{self.group}-scale"})
-        tps = [(self.topic, p) for p in range(partitions)]
         drained_since: float | None = None
         try:
             self._resize(s.min_workers, "start")

@@ -53,8 +53,8 @@ class RecordBatch(Sequence[Record]):
 
     def __init__(self, messages: list[Any], *, topic: str | None = None,
                  values: list[bytes | None] | None = None) -> None:
-        """``messages``: the client's messages (no errors among them); ``topic``: all are from it;
-        ``values``: their values, when the caller read them already."""
+        """``messages``: the client's messages (no errors among them); ``topic``: all are from it
+        (None: from one or more topics); ``values``: their values, when the caller read them already."""
         self._messages: list[Any] | None = messages
         self._records: list[Record] | None = None
         self._topic = topic
@@ -119,16 +119,29 @@ class RecordBatch(Sequence[Record]):
             self._headers = self._column("headers")
         return self._headers
 
+    def topics(self) -> list[str]:
+        """Each record's topic (all the same when the batch was made with ``topic``)."""
+        if self._topic is not None:
+            return [self._topic] * len(self)
+        return self._column("topic")
+
     def positions(self) -> dict[tuple[str, int], int]:
         """Per (topic, partition) the next offset to read: last processed offset + 1."""
-        if self._messages is None or self._topic is None:
+        if self._messages is None:
             return positions(self.records)
         if not self._messages:
             return {}
         parts = np.array(message_column(self._messages, "partition"), dtype=np.int64)
         offsets = np.array(message_column(self._messages, "offset"), dtype=np.int64)
-        top = np.full(int(parts.max()) + 1, -1, dtype=np.int64)
-        np.maximum.at(top, parts, offsets)
-        topic = self._topic
-        return {(topic, p): int(top[p]) + 1 for p in np.flatnonzero(top >= 0).tolist()}
+        if self._topic is not None:
+            names, codes = [self._topic], np.zeros(len(parts), dtype=np.int64)
+        else:  # several input topics: number them, then one table of (topic, partition) slots
+            topics = np.asarray(message_column(self._messages, "topic"))
+            found, inverse = np.unique(topics, return_inverse=True)
+            names, codes = found.tolist(), inverse.astype(np.int64).ravel()
+        width = int(parts.max()) + 1
+        top = np.full(len(names) * width, -1, dtype=np.int64)
+        np.maximum.at(top, codes * width + parts, offsets)
+        return {(names[slot // width], slot % width): int(top[slot]) + 1
+                for slot in np.flatnonzero(top >= 0).tolist()}
 

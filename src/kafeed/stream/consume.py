@@ -18,12 +18,12 @@ log = logging.getLogger("kafeed")
 _REFILL_WAIT_S = 0.02
 
 
-def consume_batch(consumer: Any, settings: StreamSettings, counters: StreamCounters, revoked: set[int],
-                  stop_event: threading.Event) -> RecordBatch:
+def consume_batch(consumer: Any, settings: StreamSettings, counters: StreamCounters,
+                  revoked: set[tuple[str, int]], stop_event: threading.Event) -> RecordBatch:
     """One batch: consume calls until ``batch_size`` records, ``batch_max_bytes`` or the timeout.
 
     A rebalance during a call ends the batch (the rebalance callbacks count it in
-    ``counters.rebalances`` and add revoked partitions to ``revoked``). Records of earlier
+    ``counters.rebalances`` and add revoked (topic, partition) pairs to ``revoked``). Records of earlier
     calls from a partition revoked meanwhile are left out: the revoke settled the in-flight
     transaction, and whoever owns the partition now (this process again, perhaps) reads them
     from the committed offset. The messages are kept as they are (:class:`RecordBatch`); a
@@ -31,6 +31,7 @@ def consume_batch(consumer: Any, settings: StreamSettings, counters: StreamCount
     """
     s = settings
     k = s.kafka
+    topic = s.inputs[0] if len(s.inputs) == 1 else None  # None: the batch reads each record's
     consume = consumer.consume
     messages: list[Any] = []
     values: list[bytes | None] = []
@@ -49,14 +50,14 @@ def consume_batch(consumer: Any, settings: StreamSettings, counters: StreamCount
         polled_values = message_column(polled, "value")
         nbytes += sum(map(len, filter(None, polled_values)))
         if counters.rebalances != rebalances:
-            kept = [i for i, m in enumerate(messages) if m.partition() not in revoked]
-            return RecordBatch([*(messages[i] for i in kept), *polled], topic=s.input,
+            kept = [i for i, m in enumerate(messages) if (m.topic(), m.partition()) not in revoked]
+            return RecordBatch([*(messages[i] for i in kept), *polled], topic=topic,
                                values=[*(values[i] for i in kept), *polled_values])
         messages.extend(polled)
         values.extend(polled_values)
         if (not got or len(messages) >= k.batch_size or nbytes >= k.batch_max_bytes
                 or time.monotonic() >= deadline or stop_event.is_set()):
-            return RecordBatch(messages, topic=s.input, values=values)
+            return RecordBatch(messages, topic=topic, values=values)
         # Later calls take what the fetcher has (waiting briefly for it): a batch that
         # stops filling commits now instead of waiting out the timeout.
         wait = min(_REFILL_WAIT_S, max(0.0, deadline - time.monotonic()))
@@ -68,7 +69,7 @@ def consumer_error(err: Any, settings: StreamSettings) -> bool:
     from kafeed.kafka.types import KafkaError
 
     final = final_consumer_error(
-        err, action=f"consume {settings.input!r} in group {settings.group!r}")
+        err, action=f"consume {', '.join(map(repr, settings.inputs))} in group {settings.group!r}")
     if final is not None:
         raise final
     if err.code() != KafkaError._PARTITION_EOF:

@@ -79,19 +79,19 @@ class StreamProcessor(Generic[ReportT]):
         self._given_clients = clients  # None: TopicAdmin probes the cluster before its first request
         self.stop_event = stop_event or threading.Event()
         self.on_progress = on_progress
-        self.counters = StreamCounters(stage.name, settings.input, settings.outputs)
+        self.counters = StreamCounters(stage.name, settings.inputs, settings.outputs)
         self.producer: TransactionalProducer | None = None
         self._consumer: Any = None
-        self._assigned: set[int] = set()
-        self._revoked: set[int] = set()  # revoked during the current consume call
+        self._assigned: set[tuple[str, int]] = set()  # (input topic, partition)
+        self._revoked: set[tuple[str, int]] = set()  # revoked during the current consume call
         self._started = 0.0
         self._dlq_limit = 0
         self._failures = 0  # transactions in a row that did not commit
         self._inflight: tuple[RecordBatch, BatchResult, Future[float]] | None = None
         self._rewind_records: list[Record] = []
         self._admin: TopicAdmin | None = None
-        self._drain: Drain | None = None  # made at the first caught-up check of a drain
-        self._input_purge = InputPurge(settings.input, settings.purge_input_every_s)
+        self._drains: dict[str, Drain] = {}  # per input topic, made at the first caught-up check
+        self._input_purge = InputPurge(settings.inputs[0], settings.purge_input_every_s)
         self._commit_pool: ThreadPoolExecutor | None = (
             ThreadPoolExecutor(max_workers=1, thread_name_prefix="kafeed-commit")
             if settings.kafka.overlap_commit else None)
@@ -100,25 +100,27 @@ class StreamProcessor(Generic[ReportT]):
 
     def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
         self._settle()
-        parts = [tp.partition for tp in partitions if tp.topic == self.settings.input]
+        inputs = self.settings.inputs
+        tps = [(tp.topic, tp.partition) for tp in partitions if tp.topic in inputs]
         self.counters.rebalances += 1
         changelog = self.settings.changelog_topic
-        if changelog is not None and parts:
+        if changelog is not None and tps:  # a stage with state reads one input (StreamSettings)
+            parts = [p for _, p in tps]
             read = restore_partitions(self.clients, self.stage, changelog, parts,
                                       timeout_s=self.settings.state_rebuild_timeout_s)
             self.counters.state_records_read += read
             log.info("assigned %s; state rebuilt from %d changelog records", parts, read)
-        self._assigned.update(parts)
+        self._assigned.update(tps)
 
     def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
         # Finish (or abort) the open transaction before the partitions move: nothing doubles.
         self._settle()
         self.counters.rebalances += 1
         for tp in partitions:
-            self._assigned.discard(tp.partition)
-            self._revoked.add(tp.partition)
+            self._assigned.discard((tp.topic, tp.partition))
+            self._revoked.add((tp.topic, tp.partition))
             self.stage.drop(tp.partition)
-        log.info("revoked %s", [tp.partition for tp in partitions])
+        log.info("revoked %s", [f"{tp.topic}/{tp.partition}" for tp in partitions])
 
     # -- one batch -------------------------------------------------------------------------------
 
@@ -200,7 +202,7 @@ class StreamProcessor(Generic[ReportT]):
             starts[tp] = min(starts.get(tp, r.offset), r.offset)
         self._rewind_records = []
         for (topic, partition), offset in starts.items():
-            if partition not in self._assigned:
+            if (topic, partition) not in self._assigned:
                 continue  # revoked meanwhile: the next owner reads from the committed offset
             try:
                 self._consumer.seek(TopicPartition(topic, partition, offset))
@@ -210,19 +212,24 @@ class StreamProcessor(Generic[ReportT]):
     # -- the loop --------------------------------------------------------------------------------
 
     def caught_up(self) -> bool:
-        """True when the group has committed every partition of the input (whichever member held
-        it) up to the end it had at the first check (:class:`kafeed.kafka.Drain`).
+        """True when the group has committed every partition of every input (whichever member
+        held it) up to the end it had at the first check (:class:`kafeed.kafka.Drain`, one per
+        input topic).
 
         A partition a dead member still holds is waited for: the session timeout hands it to a
-        live member. Raises DrainIncomplete when no partition moved for the drain's bound.
+        live member. Raises DrainIncomplete when no partition of an input moved for the drain's bound.
         """
         s = self.settings
-        if self._drain is None:
-            self._drain = Drain(self.connection, s.input, what=f"kafeed {self.stage.name}", group=s.group,
-                                stall_s=stall_seconds(s.kafka.session_timeout_ms, s.drain_stall_s),
-                                clients=self.clients)
-        committed = group_positions(self._consumer, s.input, self._drain.partitions())
-        return self._drain.done(committed, self._assigned)
+        if not self._drains:
+            stall_s = stall_seconds(s.kafka.session_timeout_ms, s.drain_stall_s)
+            self._drains = {topic: Drain(self.connection, topic, what=f"kafeed {self.stage.name}",
+                                         group=s.group, stall_s=stall_s, clients=self.clients)
+                            for topic in s.inputs}
+        done = []  # every input is checked, each drain keeping its own record of progress
+        for topic, drain in self._drains.items():
+            committed = group_positions(self._consumer, topic, drain.partitions())
+            done.append(drain.done(committed, {p for t, p in self._assigned if t == topic}))
+        return all(done)
 
     def snapshot(self) -> ReportT:
         return self.stage.report(self.counters.snapshot(time.monotonic() - self._started))
@@ -242,13 +249,14 @@ class StreamProcessor(Generic[ReportT]):
         self.stage.bind(limits)
         lock = claim_instance(self.stage.name, s.group, s.instance)
         transactional_id = f"kafeed-{self.stage.name}.{s.group}.{lock.name}"
-        log.info("%s %s -> %s as %s", self.stage.name, s.input, ", ".join(s.outputs), transactional_id)
+        log.info("%s %s -> %s as %s", self.stage.name, ", ".join(s.inputs), ", ".join(s.outputs),
+                 transactional_id)
         try:
             self.producer = make_producer(self.clients, s, self.stage.name,
                                           transactional_id=transactional_id,
                                           max_message_bytes=max(*limits.values(), self._dlq_limit))
             self._consumer = make_consumer(self.clients, s, self.stage.name)
-            self._consumer.subscribe([s.input], on_assign=self._on_assign, on_revoke=self._on_revoke,
+            self._consumer.subscribe(list(s.inputs), on_assign=self._on_assign, on_revoke=self._on_revoke,
                                      on_lost=self._on_revoke)
             self._loop(until_caught_up, upstream)
         finally:
@@ -256,8 +264,8 @@ class StreamProcessor(Generic[ReportT]):
                 close_step_consumer(self._consumer, s, self.stage.name)
             if self.producer is not None:
                 self.producer.flush(5)
-            if self._drain is not None:
-                self._drain.close()
+            for drain in self._drains.values():
+                drain.close()
             self.stage.close()
             if self._commit_pool is not None:
                 self._commit_pool.shutdown(wait=True)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from kafeed.choices import Compression, OffsetReset
@@ -48,9 +50,14 @@ class KafkaTuning(_Frozen):
             return self.message_timeout_ms
         return max(500, self.transaction_timeout_ms - 5000)
 class StreamSettings(_Frozen):
-    """One stage's topics and group; every stage builds this from its own settings."""
+    """One stage's topics and group; every stage builds this from its own settings.
 
-    input: str = Field(pattern=TOPIC_PATTERN)
+    ``inputs``: the topics the stage's consumer subscribes to (one or more); drains and lag
+    cover every partition of each. A stage with state (``changelog_topic``) or an input
+    purge reads one: changelog partition ``p`` holds the state of input partition ``p``.
+    """
+
+    inputs: tuple[Annotated[str, Field(pattern=TOPIC_PATTERN)], ...] = Field(min_length=1)
     outputs: tuple[str, ...] = Field(min_length=1)  # created (co-partitioned) when missing
     group: str = Field(min_length=1)
     dlq_topic: str = Field(pattern=TOPIC_PATTERN)
@@ -69,9 +76,12 @@ class StreamSettings(_Frozen):
 
     @model_validator(mode="after")
     def _check(self) -> StreamSettings:
-        names = [self.input, *self.outputs, self.dlq_topic]
+        names = [*self.inputs, *self.outputs, self.dlq_topic]
         if self.changelog_topic is not None:
             names.append(self.changelog_topic)
         if len(set(names)) != len(names):
             raise ValueError("input, output, dlq and changelog topics must all differ")
+        stateful = self.changelog_topic is not None or self.purge_input_every_s is not None
+        if len(self.inputs) > 1 and stateful:
+            raise ValueError("a stage with state or an input purge reads one input topic")
         return self

@@ -41,11 +41,13 @@ def _partitions(admin: TopicAdmin, name: str, timeout_s: float = 15.0) -> int:
 
 
 def ensure_topics(admin: TopicAdmin, settings: StreamSettings) -> int:
-    """Check the input exists, create outputs / DLQ / changelog when missing; the input's partitions."""
-    if not admin.exists(settings.input):
-        raise TopicError(f"Input topic {settings.input!r} does not exist.",
-                         hint="Create it with `kafeed topic create` or write to it with `kafeed ingest`.")
-    partitions = _partitions(admin, settings.input)
+    """Check the inputs exist, create outputs / DLQ / changelog when missing (with as many
+    partitions as the largest input); the largest input's partition count."""
+    for name in settings.inputs:
+        if not admin.exists(name):
+            raise TopicError(f"Input topic {name!r} does not exist.",
+                             hint="Create it with `kafeed topic create` or write to it with `kafeed ingest`.")
+    partitions = max(_partitions(admin, name) for name in settings.inputs)
     brokers = admin.broker_count()
     wanted = [(name, False) for name in (*settings.outputs, settings.dlq_topic)]
     if settings.changelog_topic is not None:
@@ -64,7 +66,7 @@ def ensure_topics(admin: TopicAdmin, settings: StreamSettings) -> int:
         if have < partitions:
             raise TopicError(
                 f"State changelog {settings.changelog_topic!r} has {have} partitions but input "
-                f"{settings.input!r} has {partitions}.",
+                f"{settings.inputs[0]!r} has {partitions}.",
                 hint="Add partitions to the changelog to match (they must be co-partitioned).")
     return partitions
 
