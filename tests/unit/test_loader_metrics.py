@@ -46,6 +46,16 @@ def test_delivered_of_reads_next_offsets_from_the_state() -> None:
     assert d.timestamps.dtype == np.int64 and d.timestamps.tolist() == [10, 20, 30]
 
 
+def test_delivered_crosses_from_a_worker_unchanged() -> None:
+    import pickle
+
+    d = Delivered(per_topic={"t": 2}, timestamps=np.array([5, -1], dtype=np.int64), positions={"t:0": 3},
+                  sources={"a": 7})
+    back = pickle.loads(pickle.dumps(d))
+    assert (back.per_topic, back.positions, back.sources) == ({"t": 2}, {"t:0": 3}, {"a": 7})
+    assert back.timestamps.dtype == np.int64 and back.timestamps.tolist() == [5, -1]
+
+
 def test_batch_tokens() -> None:
     assert batch_tokens({"tokens": torch.zeros(4, 17, dtype=torch.int64)}) == 68
     assert batch_tokens({"targets": torch.zeros(4, 1)}) == 0
