@@ -45,6 +45,9 @@ def test_every_site_flows_into_the_target_exactly_once_and_never_back(config: Pa
     props = _props(mirror_properties(settings, conns, replication=1, rest_port=8123))
     assert props["clusters"] == "site-a, site-b, train"
     assert props["train.exactly.once.source.support"] == "enabled"
+    # Worker settings reach each flow's worker through the target's prefix.
+    assert props["train.producer.transaction.timeout.ms"] == "20000"
+    assert props["train.plugin.discovery"] == "service_load"
     for site in ("site-a", "site-b"):
         assert props[f"{site}->train.enabled"] == "true"
         assert props[f"train->{site}.enabled"] == "false"

@@ -89,6 +89,11 @@ class MirrorSettings(BaseModel):
     #: (``scheduled.rebalance.max.delay.ms``; Connect's default is 5 minutes). A node that
     #: comes back sooner gets its own tasks back without a second rebalance.
     rebalance_delay_s: float = Field(default=30.0, ge=0, le=3600)
+    #: The transaction timeout of the tasks' producers. A node killed mid-transaction holds
+    #: back every read_committed reader of the partitions it wrote (training consumers, and
+    #: the next node reading the offsets topic) until the broker aborts the transaction.
+    #: Connect's default is Kafka's 60 s; MirrorMaker's transactions last one poll.
+    transaction_timeout_s: float = Field(default=20.0, ge=5, le=900)
     heap_mb: int = Field(default=512, ge=128)
 
     @model_validator(mode="after")

@@ -86,6 +86,10 @@ def mirror_properties(settings: MirrorSettings, connections: dict[str, Connectio
         f"{target}.exactly.once.source.support": "enabled",
         # Worker settings reach each flow's Connect worker through the target's prefix.
         f"{target}.scheduled.rebalance.max.delay.ms": str(round(settings.rebalance_delay_s * 1000)),
+        # Plugins from their service manifests only (KIP-898): Connect's default also scans
+        # every class of the classpath by reflection, 3-4 s a flow on start.
+        f"{target}.plugin.discovery": "service_load",
+        f"{target}.producer.transaction.timeout.ms": str(round(settings.transaction_timeout_s * 1000)),
         "tasks.max": str(settings.tasks_max),
         "replication.factor": str(replication),
         "offset.storage.replication.factor": str(replication),
