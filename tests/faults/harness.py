@@ -101,6 +101,8 @@ class Cell:
     notes: list[str] = field(default_factory=list)
     #: A killed broker being restarted beside the run.
     restart: threading.Thread | None = None
+    #: What :meth:`complete` last found missing, for the message of a run that never completes.
+    lacking: str = ""
 
     def __post_init__(self) -> None:
         self.feeding = threading.Thread(target=self.stage.feed, name="feed-input", daemon=True)
@@ -130,10 +132,14 @@ class Cell:
     def complete(self) -> bool:
         """Whether everything expected is out (checked exactly afterwards by :func:`count`)."""
         expected = self.stage.expected
-        if self.stage.progress() < len(set(expected.items.values())):
+        items = set(expected.items.values())
+        if self.stage.progress() < len(items):
+            self.lacking = f"progress {self.stage.progress()} of {len(items)}"
             return False
         got = self.stage.outcome()
-        return set(got.written) >= set(expected.items.values()) and set(got.dead) >= expected.dead
+        missing = sorted(items - set(got.written)) + sorted(expected.dead - set(got.dead))
+        self.lacking = f"not out: {missing[:20]}; notes: {got.notes}"
+        return not missing
 
     def finish(self, run: Run) -> None:
         """Let a running ordinary run finish its input: a bounded one exits 0; an unbounded one
@@ -142,7 +148,10 @@ class Cell:
             code = run.wait(RECOVERY_BOUND_S)
             assert code == 0, f"{run.label} exited {code}:\n{run.said()}"
             return
-        self.until(self.complete, "complete output", RECOVERY_BOUND_S, run)
+        try:
+            self.until(self.complete, "complete output", RECOVERY_BOUND_S, run)
+        except AssertionError as exc:
+            raise AssertionError(f"{self.lacking}\n{exc}") from None
         # A SIGTERM before the command has installed its stop handler (while Python imports it)
         # would end it with the default action, which is not what this checks.
         self.until(lambda: past_imports(run), "the run past its imports", READY_S, run)

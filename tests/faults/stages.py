@@ -404,6 +404,11 @@ class Tasks(Stage):
         done = Counter(key for event, key, _, _ in runs(self.log) if event == "done")
         reruns = {k: n - 1 for k, n in done.items() if n > 1}
         notes = [f"handler ran again after a kill: {reruns}"] if reruns else []
+        # A key whose handler is done while its last result is a lease or a retry never counts
+        # as written: say so, or a cell waiting for it looks like a worker that gets nothing.
+        unsettled = {k: s for k, s in final.items() if s not in ("succeeded", "parked") and done[k]}
+        if unsettled:
+            notes.append(f"handler done, last result not final: {unsettled}")
         succeeded = Counter(k for k, s in final.items() if s == "succeeded")
         return Outcome(written=succeeded, dead=parked, notes=notes)
 
