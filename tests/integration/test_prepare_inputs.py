@@ -176,3 +176,21 @@ def _prepare_kills(kafka: ConnectionSettings, admin: TopicAdmin, tmp_path: Path,
 def test_a_drain_after_kills_mid_run_is_exact(kills: int, drain_list: bool, kafka: ConnectionSettings,
                                               admin: TopicAdmin, tmp_path: Path) -> None:
     _prepare_kills(kafka, admin, tmp_path, kills=kills, drain_list=drain_list)
+
+
+@pytest.mark.slow
+def test_two_workers_over_a_pattern_share_every_site_partition(kafka: ConnectionSettings, admin: TopicAdmin,
+                                                               tmp_path: Path) -> None:
+    run, topics = _site_topics(admin, partitions=2)
+    corpus = _corpus(100, 10, seed=run)
+    for site, topic in topics.items():
+        produce(kafka, topic, _mirrored(site, corpus[site]))
+    output = f"{run}.tokens"
+    done = subprocess.run(
+        [*prepare_command(kafka.bootstrap, f"{run}.site-*.raw", output, f"g-{run}", "--batch-size", "20"),
+         "--workers", "2", "--until-caught-up", "--json"],
+        env=prepare_env(str(tmp_path)), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    summary = done.stdout[done.stdout.rindex('{\n  "peak_workers"'):]  # after the workers' own tables
+    assert json.loads(summary)["peak_workers"] == 2, done.stdout
+    _check_documents(kafka, output, topics, corpus)
