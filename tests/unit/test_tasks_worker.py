@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
+from kafeed.config import ConnectionSettings
+from kafeed.errors import KafkaOperationError
 from kafeed.kafka import FakeKafka
 from kafeed.tasks import QueueSettings
 from kafeed.tasks.model import TaskResult, decode_result, decode_task, make_task
-from kafeed.tasks.worker import Worker, WorkerStats
-from kafeed.tasks.writer import TaskWriter
+from kafeed.tasks.worker import WRITE_TIMEOUT_S, Worker, WorkerStats
+from kafeed.tasks.writer import FLUSH_MARGIN_S, TaskWriter
 
 SETTINGS = QueueSettings(prefix="t", partitions=2)
 
@@ -118,3 +121,28 @@ def test_no_lease_renewal_is_written_after_the_success(monkeypatch: pytest.Monke
     ran.join(timeout=30)
     statuses = _results(fake)["a"]
     assert statuses.count("running") >= 2 and statuses[-1] == "succeeded", statuses
+
+
+def test_a_write_the_cluster_never_takes_fails_with_librdkafkas_reason_after_the_timeout() -> None:
+    # No broker on the port: the record is failed by librdkafka at timeout_s, and the flush
+    # (which waits a little longer) says so, instead of "records still queued".
+    writer = TaskWriter(ConnectionSettings(bootstrap="127.0.0.1:1"), SETTINGS, timeout_s=1.0)
+    writer.tasks([make_task(key="a", kind="k")])
+    started = time.monotonic()
+    with pytest.raises(KafkaOperationError, match="timed out"):
+        writer.flush()
+    assert time.monotonic() - started < 1.0 + FLUSH_MARGIN_S
+
+
+def test_a_worker_rides_out_a_longer_outage_than_a_plain_writer() -> None:
+    built: list[dict[str, Any]] = []
+
+    class Recording(FakeKafka):
+        def producer(self, extra: Any = None, *, stage: str | None = None) -> Any:
+            built.append(dict(extra or {}))
+            return super().producer(extra, stage=stage)
+
+    fake = Recording()
+    Worker(fake.connection, kind="k", handler=lambda params: None, settings=SETTINGS,
+           clients=fake).prepare()
+    assert built[-1]["message.timeout.ms"] == WRITE_TIMEOUT_S * 1000 > 60_000

@@ -43,6 +43,12 @@ log = logging.getLogger("kafeed")
 
 ACCEPT, RELEASE, REJECT = "accept", "release", "reject"
 
+#: How long a worker waits for the cluster to take a record it wrote (a lease, an outcome)
+#: before it gives up and exits, leaving its tasks to come back to others. A plain
+#: TaskWriter's 60 s ended a worker once as a loaded machine's one-node cluster came back
+#: from a restart of just over a minute (docs/faults.md).
+WRITE_TIMEOUT_S = 120.0
+
 
 @dataclass
 class WorkerStats:
@@ -100,7 +106,8 @@ class Worker:
         ensure_topics(TopicAdmin(self.connection, clients=self.clients), self.settings, [self.kind])
         configure_group(self.connection, self.settings.group(self.kind),
                         lock_duration_ms=lock_ms(self.timeout_s), clients=self.clients)
-        self._writer = TaskWriter(self.connection, self.settings, clients=self.clients)
+        self._writer = TaskWriter(self.connection, self.settings, clients=self.clients,
+                                  timeout_s=WRITE_TIMEOUT_S)
         self._leases = HeldLeases(self._writer, self.lease_s, self.stop)
         self._view = ResultsView(self.connection, self.settings.results_topic, clients=self.clients).start()
 

@@ -14,15 +14,23 @@ from kafeed.tasks.settings import QueueSettings
 
 Headers = list[tuple[str, bytes]]
 
+#: How much longer a flush waits than a record may take, for librdkafka's failure report.
+FLUSH_MARGIN_S = 5.0
+
 
 class TaskWriter:
-    """Produces and waits: :meth:`flush` raises when any record since the last flush failed."""
+    """Produces and waits: :meth:`flush` raises when any record since the last flush failed,
+    which is at the latest ``timeout_s`` after it was produced."""
 
     def __init__(self, connection: ConnectionSettings, settings: QueueSettings, *,
-                 clients: KafkaClients | None = None) -> None:
+                 clients: KafkaClients | None = None, timeout_s: float = 60.0) -> None:
         self.settings = settings
+        self.timeout_s = timeout_s
+        # librdkafka fails a record it could not write within the timeout, so a flush that
+        # waits a little longer reports why (the cluster unreachable) instead of a count.
         self._producer = (clients or KafkaClients(connection)).producer({
-            "enable.idempotence": True, "acks": "all", "linger.ms": 2})
+            "enable.idempotence": True, "acks": "all", "linger.ms": 2,
+            "message.timeout.ms": int(timeout_s * 1000)})
         self._errors: list[str] = []
         self._lock = threading.Lock()
 
@@ -76,7 +84,8 @@ class TaskWriter:
     def parked(self, task: Task, headers: Headers) -> None:
         self._produce(self.settings.parked_topic, task.key, task.encode(), headers)
 
-    def flush(self, timeout: float = 60.0) -> None:
+    def flush(self, timeout: float | None = None) -> None:
+        timeout = self.timeout_s + FLUSH_MARGIN_S if timeout is None else timeout
         left = self._producer.flush(timeout)
         with self._lock:
             errors, self._errors = self._errors, []
