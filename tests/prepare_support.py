@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import logging
+import signal
+import subprocess
+import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from kafeed.config import ConnectionSettings
@@ -121,3 +124,20 @@ def high_watermarks(kafka: ConnectionSettings, topic: str) -> int:
             return 0
     finally:
         consumer.close()
+
+
+def start_and_kill(command: list[str], env: dict[str, str], ready: Callable[[], bool], *,
+                   ready_s: float = 120.0) -> None:
+    """Start ``command``, SIGKILL it once ``ready()`` says it did some of its work."""
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + ready_s
+        while not ready():
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+            assert time.monotonic() < deadline, "the process did no work in time"
+            time.sleep(0.05)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        if proc.stderr:
+            proc.stderr.close()

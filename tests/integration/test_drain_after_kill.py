@@ -9,7 +9,6 @@ naming the partitions.
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 import sys
 import threading
@@ -37,6 +36,7 @@ from tests.prepare_support import (
     produce,
     read_topic,
     sample_record,
+    start_and_kill,
 )
 
 SESSION_S = SESSION_TIMEOUT_MS / 1000
@@ -59,22 +59,6 @@ def _archived(warehouse: Path) -> int:
         return 0
 
 
-def _start_and_kill(command: list[str], env: dict[str, str], ready: Callable[[], bool]) -> None:
-    """Start ``command``, SIGKILL it once ``ready()`` says it did some of its work."""
-    proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + READY_S
-        while not ready():
-            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-            assert time.monotonic() < deadline, "the process did no work in time"
-            time.sleep(0.05)
-    finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-        if proc.stderr:
-            proc.stderr.close()
-
-
 def _drain(command: list[str], env: dict[str, str]) -> tuple[subprocess.CompletedProcess[str], float]:
     started = time.monotonic()
     done = subprocess.run([*command, "--until-caught-up", "--json"], env=env, capture_output=True,
@@ -90,7 +74,7 @@ def _kill_then_drain(stage: str, command: list[str], env: dict[str, str], kills:
     for k in range(kills):
         produce_round(k)
         before = progress()
-        _start_and_kill(command, env, lambda: progress() > before)  # noqa: B023
+        start_and_kill(command, env, lambda: progress() > before)  # noqa: B023
     # Records the dead member's partitions get after it died: only a drain that takes those
     # partitions over processes them.
     produce_round(kills)

@@ -5,7 +5,6 @@ document both sites produced kept once and still naming the site it came from.""
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 import time
 import uuid
@@ -27,10 +26,10 @@ from tests.prepare_support import (
     prepare_env,
     produce,
     read_topic,
+    start_and_kill,
 )
 
 SITES = ("site-a", "site-b")
-READY_S = 120
 
 
 def _site_topics(admin: TopicAdmin, partitions: int = 2) -> tuple[str, dict[str, str]]:
@@ -145,18 +144,8 @@ def _prepare_kills(kafka: ConnectionSettings, admin: TopicAdmin, tmp_path: Path,
     for k in range(kills):
         produce_round(k)
         before = high_watermarks(kafka, output)
-        proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        try:
-            deadline = time.monotonic() + READY_S
-            while high_watermarks(kafka, output) <= before:  # killed once it wrote some documents
-                assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-                assert time.monotonic() < deadline, "prepare wrote nothing in time"
-                time.sleep(0.05)
-        finally:
-            proc.send_signal(signal.SIGKILL)
-            proc.wait()
-            if proc.stderr:
-                proc.stderr.close()
+        # killed once it wrote some documents
+        start_and_kill(command, env, lambda b=before: high_watermarks(kafka, output) > b)
     produce_round(kills)  # records the dead member's partitions get after it died
     t0 = time.monotonic()
     done = subprocess.run([*drain, "--until-caught-up", "--json"], env=env, capture_output=True,
