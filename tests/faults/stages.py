@@ -307,16 +307,13 @@ class Archive(Stage):
     UPFRONT = 300
 
     def _produce(self, first: int, count: int) -> None:
-        p = self._producer
+        p = producer(self.kafka.bootstrap)
         for i in range(first, first + count):
             doc = make_document(np.full(20, i + 1), id=f"doc-{i}", vocab_size=65536, tokenizer="test")
             p.produce(self.input, key=f"doc-{i}".encode(), value=doc.SerializeToString())
         assert p.flush(120) == 0  # a broker restart may hold the records back for a while
 
     def fill(self) -> Expected:
-        # One producer for the whole input, connected before the fault, as a source's would be:
-        # a new one per batch, made while the broker was down, once never delivered (1 run in 4).
-        self._producer = producer(self.kafka.bootstrap)
         self.topic(self.input)
         self.warehouse = self.place.work / "warehouse"
         self.key_at: dict[tuple[int, int], str] = {}

@@ -7,24 +7,21 @@ many times, and whether any token was lost.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 from confluent_kafka import Producer
 
-from kafeed.config import ConnectionSettings
-from kafeed.kafka import KafkaClients
 from kafeed.schema import make_document, make_sample
 
 EOS = 0
 
 
 def producer(bootstrap: str) -> Producer:
-    """A producer configured as kafeed's own clients are (its logger, and no re-bootstrap when
-    a one-node broker restarts: docs/faults.md)."""
-    producer: Producer = KafkaClients(ConnectionSettings(bootstrap=bootstrap)).producer({"linger.ms": 20})
-    return producer
+    return Producer({"bootstrap.servers": bootstrap, "linger.ms": 20,
+                     "logger": logging.getLogger("kafeed.librdkafka")})
 
 
 def lengths(count: int, seed: int = 0, low: int = 1, high: int = 60) -> np.ndarray:
