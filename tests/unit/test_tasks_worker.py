@@ -14,7 +14,8 @@ from kafeed.errors import KafkaOperationError
 from kafeed.kafka import FakeKafka
 from kafeed.tasks import QueueSettings
 from kafeed.tasks.model import TaskResult, decode_result, decode_task, make_task
-from kafeed.tasks.worker import WRITE_TIMEOUT_S, Worker, WorkerStats
+from kafeed.tasks.worker import WRITE_TIMEOUT_S, Worker
+from kafeed.tasks.worker_stats import WorkerStats
 from kafeed.tasks.writer import FLUSH_MARGIN_S, TaskWriter
 
 SETTINGS = QueueSettings(prefix="t", partitions=2)

@@ -36,16 +36,11 @@ from typing import Any, Generic
 
 from kafeed.config import ConnectionSettings
 from kafeed.errors import KafkaOperationError
-from kafeed.kafka import (
-    Drain,
-    KafkaClients,
-    TransactionalProducer,
-    group_positions,
-    stall_seconds,
-)
+from kafeed.kafka import KafkaClients, TransactionalProducer
 from kafeed.kafka.producer import MAX_ATTEMPTS
 from kafeed.stream.batch import RecordBatch
 from kafeed.stream.consume import consume_batch
+from kafeed.stream.drains import InputDrains
 from kafeed.stream.identity import claim_instance
 from kafeed.stream.purge import InputPurge
 from kafeed.stream.records import BatchResult, Record
@@ -90,7 +85,7 @@ class StreamProcessor(Generic[ReportT]):
         self._inflight: tuple[RecordBatch, BatchResult, Future[float]] | None = None
         self._rewind_records: list[Record] = []
         self._admin: TopicAdmin | None = None
-        self._drains: dict[str, Drain] = {}  # per input topic, made at the first caught-up check
+        self._drains: InputDrains | None = None  # made at the first caught-up check
         self._input_purge = InputPurge(settings.inputs[0], settings.purge_input_every_s)
         self._commit_pool: ThreadPoolExecutor | None = (
             ThreadPoolExecutor(max_workers=1, thread_name_prefix="kafeed-commit")
@@ -219,17 +214,10 @@ class StreamProcessor(Generic[ReportT]):
         A partition a dead member still holds is waited for: the session timeout hands it to a
         live member. Raises DrainIncomplete when no partition of an input moved for the drain's bound.
         """
-        s = self.settings
-        if not self._drains:
-            stall_s = stall_seconds(s.kafka.session_timeout_ms, s.drain_stall_s)
-            self._drains = {topic: Drain(self.connection, topic, what=f"kafeed {self.stage.name}",
-                                         group=s.group, stall_s=stall_s, clients=self.clients)
-                            for topic in s.inputs}
-        done = []  # every input is checked, each drain keeping its own record of progress
-        for topic, drain in self._drains.items():
-            committed = group_positions(self._consumer, topic, drain.partitions())
-            done.append(drain.done(committed, {p for t, p in self._assigned if t == topic}))
-        return all(done)
+        if self._drains is None:
+            self._drains = InputDrains(self.connection, self.settings, stage=self.stage.name,
+                                       clients=self.clients)
+        return self._drains.done(self._consumer, self._assigned)
 
     def snapshot(self) -> ReportT:
         return self.stage.report(self.counters.snapshot(time.monotonic() - self._started))
@@ -264,8 +252,8 @@ class StreamProcessor(Generic[ReportT]):
                 close_step_consumer(self._consumer, s, self.stage.name)
             if self.producer is not None:
                 self.producer.flush(5)
-            for drain in self._drains.values():
-                drain.close()
+            if self._drains is not None:
+                self._drains.close()
             self.stage.close()
             if self._commit_pool is not None:
                 self._commit_pool.shutdown(wait=True)

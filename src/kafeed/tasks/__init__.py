@@ -12,7 +12,8 @@ from kafeed.tasks.handlers import TaskContext, load_handler
 from kafeed.tasks.model import Attempt, Task, TaskResult, make_task
 from kafeed.tasks.settings import QueueSettings, queue_settings
 from kafeed.tasks.submit import directory_tasks, read_task_file, submit, submit_tasks
-from kafeed.tasks.worker import Worker, WorkerStats
+from kafeed.tasks.worker import Worker
+from kafeed.tasks.worker_stats import WorkerStats
 
 __all__ = [
     "Attempt",

@@ -24,7 +24,6 @@ import traceback
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass
 from typing import Any
 
 from kafeed.config import ConnectionSettings
@@ -35,6 +34,7 @@ from kafeed.tasks.model import FINAL, Attempt, Task, TaskResult, decode_task
 from kafeed.tasks.queue import configure_group, ensure_topics, lock_ms, share_group_error
 from kafeed.tasks.results import ResultsView
 from kafeed.tasks.settings import QueueSettings, worker_settings
+from kafeed.tasks.worker_stats import WorkerStats
 from kafeed.tasks.writer import TaskWriter
 from kafeed.telemetry import metrics as m
 from kafeed.topics import TopicAdmin
@@ -48,24 +48,6 @@ ACCEPT, RELEASE, REJECT = "accept", "release", "reject"
 #: TaskWriter's 60 s ended a worker once as a loaded machine's one-node cluster came back
 #: from a restart of just over a minute (docs/faults.md).
 WRITE_TIMEOUT_S = 120.0
-
-
-@dataclass
-class WorkerStats:
-    """What one worker did; ``deferred`` counts deliveries put back for a not-before time or lease."""
-
-    succeeded: int = 0
-    failed: int = 0
-    retried: int = 0
-    parked: int = 0
-    skipped: int = 0
-    deferred: int = 0
-    expired: int = 0
-    released: int = 0
-    rejected: int = 0
-
-    def as_dict(self) -> dict[str, int]:
-        return dict(self.__dict__)
 
 
 def default_worker_id() -> str:
