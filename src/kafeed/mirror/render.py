@@ -23,6 +23,14 @@ logger.config.name = org.apache.kafka.common.config
 logger.config.level = WARN
 logger.appinfo.name = org.apache.kafka.common.utils.AppInfoParser
 logger.appinfo.level = WARN
+# A site that refuses the mirror's login makes its source task fail every poll at once and
+# log each failure: 35,000 lines a second, which rolled the whole log away in 5 s. One a
+# second is kept (ten at first); errors always pass.
+logger.sourcetask.name = org.apache.kafka.connect.mirror.MirrorSourceTask
+logger.sourcetask.filter.burst.type = BurstFilter
+logger.sourcetask.filter.burst.level = WARN
+logger.sourcetask.filter.burst.rate = 1
+logger.sourcetask.filter.burst.maxBurst = 10
 """)
 
 _LOGIN_MODULES = {

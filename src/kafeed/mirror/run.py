@@ -18,11 +18,12 @@ from dataclasses import dataclass, field
 from kafeed.choices import JitMode
 from kafeed.config import ConnectionSettings
 from kafeed.errors import DrainIncomplete, KafeedError
-from kafeed.mirror.checks import Checked, check
+from kafeed.mirror.checks import REACH_TIMEOUT_S, Checked, check
 from kafeed.mirror.config import MirrorSettings
 from kafeed.mirror.process import MirrorNode
 from kafeed.mirror.progress import TopicPartitionKey, caught_up_positions, end_offsets, mirrored_positions
 from kafeed.telemetry.metrics import MIRROR_BEHIND
+from kafeed.topics.admin import ensure_reachable
 
 log = logging.getLogger("kafeed")
 
@@ -60,17 +61,29 @@ def _left(checked: Checked, target: ConnectionSettings, ends: dict[str, dict[Top
     return left
 
 
-def _measure(settings: MirrorSettings, checked: Checked) -> None:
-    """Set ``kafeed_mirror_behind_records`` per site; a site that cannot be read keeps its last value."""
+def _measure(settings: MirrorSettings, checked: Checked, unreadable: dict[str, str]) -> None:
+    """Set ``kafeed_mirror_behind_records`` per site; a site that cannot be read keeps its last value.
+
+    A site that cannot be read (down, or refusing the mirror's login since its password
+    changed) is said once, and again when it can be read; ``unreadable`` keeps what was said.
+    """
     target = checked.connections[settings.target.alias]
     for site in settings.sites:
         try:
+            # First in slices that end at once on a refused login, naming it (end_offsets would
+            # wait its whole timeout and say only that no broker answered).
+            ensure_reachable(checked.connections[site.alias], timeout=REACH_TIMEOUT_S)
             ends = end_offsets(checked.connections[site.alias], checked.topics[site.alias])
             at = caught_up_positions(checked.connections[site.alias], ends,
                                      mirrored_positions(target, site.alias))
         except KafeedError as exc:
-            log.warning("could not measure how far site %s is behind: %s", site.alias, exc.message)
+            if unreadable.get(site.alias) != exc.message:
+                log.warning("Site %r cannot be read, so its flow waits while the other sites go on: %s",
+                            site.alias, exc.message)
+            unreadable[site.alias] = exc.message
             continue
+        if unreadable.pop(site.alias, None) is not None:
+            log.warning("Site %r can be read again; its flow goes on.", site.alias)
         behind = sum(max(0, end - at.get(tp, 0)) for tp, end in ends.items())
         MIRROR_BEHIND.labels(site=site.alias).set(behind)
 
@@ -90,6 +103,7 @@ def run_mirror(settings: MirrorSettings, *, until_caught_up: bool = False,
     result.pid = node.pid
     try:
         moved_at, last_left, measured_at = time.monotonic(), -1, 0.0
+        unreadable: dict[str, str] = {}
         while not stop.wait(CHECK_INTERVAL_S):
             code = node.exit_code()
             if code is not None:
@@ -98,7 +112,7 @@ def run_mirror(settings: MirrorSettings, *, until_caught_up: bool = False,
                                   hint=f"See {node.log_file}.")
             if not until_caught_up:
                 if time.monotonic() - measured_at >= METRICS_INTERVAL_S:
-                    _measure(settings, checked)
+                    _measure(settings, checked, unreadable)
                     measured_at = time.monotonic()
                 continue
             try:
