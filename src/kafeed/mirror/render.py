@@ -24,7 +24,7 @@ logger.config.level = WARN
 logger.appinfo.name = org.apache.kafka.common.utils.AppInfoParser
 logger.appinfo.level = WARN
 # A site that refuses the mirror's login makes its source task fail every poll at once and
-# log each failure: 35,000 lines a second, which rolled the whole log away in 5 s. One a
+# log each failure: 35,000 warnings a second, which rolled the whole log away in 5 s. One a
 # second is kept (ten at first); errors always pass.
 logger.sourcetask.name = org.apache.kafka.connect.mirror.MirrorSourceTask
 logger.sourcetask.filter.burst.type = BurstFilter
