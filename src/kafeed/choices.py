@@ -16,8 +16,9 @@ StdinFormat = Literal["jsonl", "text"]
 OffsetReset = Literal["earliest", "latest"]
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"]
-# A local node's JIT: "full" (tiered) for a cluster that serves for hours, "quick" (first
-# tier only: about half the CPU to start and serve a short workload) for tests and demos.
+# A local node's JIT: "full" (tiered, G1) for a cluster that serves for hours, "quick" (first
+# tier only and the serial collector: about half the CPU to start and serve a short workload)
+# for tests and demos.
 JitMode = Literal["full", "quick"]
 
 KAFKA_VERSION = "4.4.0"

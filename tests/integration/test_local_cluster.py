@@ -15,7 +15,7 @@ from kafeed.broker import LocalCluster, free_port_block
 from kafeed.cli.main import main
 from kafeed.config import ConnectionSettings
 from kafeed.errors import BrokerError
-from kafeed.jars import QUICK_JIT
+from kafeed.jars import QUICK_JVM
 from kafeed.topics import TopicAdmin, plan_topic
 from tests.cluster_support import produce_numbered, read_all
 
@@ -37,7 +37,8 @@ def test_restart_keeps_data(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
         assert main(start) == 0
         # what --jit quick asked for reached the node's JVM
         pid = json.loads((data_dir / "cluster.json").read_text())["pids"]["1"]
-        assert QUICK_JIT.encode() in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        assert all(flag.encode() in cmdline for flag in QUICK_JVM)
         assert sorted(read_all(bootstrap, "kept", 2)) == sorted(f"v{i}".encode() for i in range(500))
     finally:
         assert main(["broker", "stop", "--purge", *args]) == 0

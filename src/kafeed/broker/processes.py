@@ -13,7 +13,7 @@ import time
 
 from kafeed.broker.render import NodeSpec
 from kafeed.choices import JitMode
-from kafeed.jars import QUICK_JIT, KafkaLibs
+from kafeed.jars import KafkaLibs, jvm_flags
 
 log = logging.getLogger("kafeed")
 
@@ -57,9 +57,8 @@ def spawn_node(libs: KafkaLibs, spec: NodeSpec, *, heap_mb: int, jit: JitMode) -
     logs = spec.directory / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     cmd = [
-        libs.java, f"-Xmx{heap_mb}m", f"-Xms{min(heap_mb, 128)}m", "-XX:+UseG1GC",
-        "-XX:MaxGCPauseMillis=20", "-Djava.awt.headless=true",
-        *([QUICK_JIT] if jit == "quick" else []),
+        libs.java, f"-Xmx{heap_mb}m", f"-Xms{min(heap_mb, 128)}m",
+        *jvm_flags(jit), "-Djava.awt.headless=true",
         f"-Dkafka.logs.dir={logs}",
         f"-Dlog4j2.configurationFile={spec.directory / 'log4j2.properties'}",
         "-cp", libs.classpath, "kafka.Kafka", str(spec.properties_file),

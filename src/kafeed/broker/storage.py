@@ -15,7 +15,7 @@ from kafeed.broker.pki import write_private
 from kafeed.broker.render import LOG4J2, NodeSpec, NodeTls, server_properties
 from kafeed.broker.secure import SecureMaterial, create_material, scram_format_args, write_argfile
 from kafeed.errors import BrokerError
-from kafeed.jars import QUICK_JIT, KafkaLibs
+from kafeed.jars import QUICK_JVM, KafkaLibs
 
 
 def new_cluster_id() -> str:
@@ -47,7 +47,7 @@ def format_nodes(libs: KafkaLibs, specs: list[NodeSpec], material: SecureMateria
         else:
             spec.properties_file.write_text(text)
         (spec.directory / "log4j2.properties").write_text(LOG4J2)
-        args = ["-Xmx256m", QUICK_JIT, "-cp", libs.classpath, "kafka.tools.StorageTool",
+        args = ["-Xmx256m", *QUICK_JVM, "-cp", libs.classpath, "kafka.tools.StorageTool",
                 "format", "-t", cluster_id, "-c", str(spec.properties_file),
                 *(["--standalone"] if len(specs) == 1 else []), *scram]
         # The SCRAM passwords go in an argument file the JVM reads, not on its command line.

@@ -53,8 +53,9 @@ def start(
     data_dir: DataDirOpt = None,
     heap_mb: Annotated[int, typer.Option(help="JVM heap per node, MiB.")] = 512,
     jit: Annotated[JitMode, typer.Option(
-        help="full: the JVM's tiered JIT, for a cluster that serves for hours; quick: its "
-             "first tier only, half the CPU for a short-lived cluster (tests, demos).",
+        help="full: the JVM's tiered JIT and G1, for a cluster that serves for hours; quick: "
+             "the JIT's first tier and the serial collector, half the CPU for a short-lived "
+             "cluster (tests, demos).",
     )] = "full",
     secure: Annotated[bool | None, typer.Option(
         "--secure/--plaintext", help="On first start: TLS, SASL/SCRAM-SHA-512 and ACLs per role, "

@@ -31,8 +31,8 @@ def run(
         "--until-caught-up", help="Exit once the target holds every mirrored partition up to "
         "its end at the site as of the start.")] = False,
     jit: Annotated[JitMode, typer.Option(
-        help="full: the JVM's tiered JIT, for a mirror that runs for hours; quick: its first tier "
-             "only, for a short run (tests, demos).")] = "full",
+        help="full: the JVM's tiered JIT and G1, for a mirror that runs for hours; quick: the "
+             "JIT's first tier and the serial collector, for a short run (tests, demos).")] = "full",
     json_out: JsonOpt = False,
     metrics_port: MetricsPortOpt = None,
 ) -> None:

@@ -25,18 +25,27 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from kafeed.choices import KAFKA_VERSION
+from kafeed.choices import KAFKA_VERSION, JitMode
 from kafeed.errors import BrokerError, ToolMissing
 from kafeed.home import kafeed_home
 
 log = logging.getLogger("kafeed")
 
 MIN_JAVA = 17
-# The JIT's first tier only. Short-lived JVMs (Kafka's tools, a cluster that lives for a
-# test session or a demo) spend much of their CPU in the optimising compiler and rarely
-# run long enough to repay it: a local node needs about half the CPU to start and to
-# serve a short workload this way, at a lower peak throughput.
-QUICK_JIT = "-XX:TieredStopAtLevel=1"
+# The JIT's first tier only, and the serial collector. Short-lived JVMs (Kafka's tools, a
+# cluster that lives for a test session or a demo) spend much of their CPU in the optimising
+# compiler and in the parallel collector's threads, and rarely run long enough to repay
+# them: a local node needs about half the CPU to start and to serve a short workload this
+# way, at a lower peak throughput.
+QUICK_JVM = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
+# A JVM that serves for hours: the tiered JIT, G1 with short pauses.
+FULL_JVM = ("-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20")
+
+
+def jvm_flags(jit: JitMode) -> list[str]:
+    """The JIT and collector flags of a ``jit`` mode."""
+    return list(QUICK_JVM if jit == "quick" else FULL_JVM)
+
 _POM = "kafka-libs.pom.xml"
 # The newest connect-mirror the Maven registry serves here (no 4.4.0 there); a 4.3.1
 # MirrorMaker against 4.4 brokers is a supported pairing (connect-mirror.pom.xml).

@@ -14,7 +14,7 @@ from typing import Any
 
 from kafeed.config import ConnectionSettings
 from kafeed.errors import KafeedError
-from kafeed.jars.fetch import QUICK_JIT, resolve_libs
+from kafeed.jars.fetch import QUICK_JVM, resolve_libs
 
 log = logging.getLogger("kafeed")
 
@@ -33,7 +33,7 @@ def run_kafka_tool(settings: ConnectionSettings, tool: str, args: list[str], *,
         libs = resolve_libs(fetch=False)
     except KafeedError:
         return None
-    cmd = [libs.java, "-Xmx128m", QUICK_JIT, "-cp", libs.classpath,
+    cmd = [libs.java, "-Xmx128m", *QUICK_JVM, "-cp", libs.classpath,
            f"org.apache.kafka.tools.{tool}", "--bootstrap-server", settings.bootstrap, *args]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=timeout)

@@ -19,7 +19,7 @@ from pathlib import Path
 from kafeed.broker.pki import write_private
 from kafeed.broker.ports import free_port_block
 from kafeed.choices import JitMode
-from kafeed.jars import QUICK_JIT, resolve_mirror_libs
+from kafeed.jars import jvm_flags, resolve_mirror_libs
 from kafeed.mirror.checks import Checked
 from kafeed.mirror.config import MirrorSettings
 from kafeed.mirror.origin import origin_classes
@@ -66,8 +66,8 @@ class MirrorNode:
         log4j.write_text(LOG4J2)
         heap = self.settings.heap_mb
         cmd = [
-            libs.java, f"-Xmx{heap}m", f"-Xms{min(heap, 128)}m", "-XX:+UseG1GC", "-Djava.awt.headless=true",
-            *([QUICK_JIT] if self.jit == "quick" else []),
+            libs.java, f"-Xmx{heap}m", f"-Xms{min(heap, 128)}m", *jvm_flags(self.jit),
+            "-Djava.awt.headless=true",
             f"-Dkafeed.mirror.logs.dir={self.logs_dir}", f"-Dlog4j2.configurationFile={log4j}",
             "-cp", classpath, MAIN_CLASS, str(self._properties),
             "--clusters", self.settings.target.alias,
