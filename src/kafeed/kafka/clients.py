@@ -27,7 +27,7 @@ _SECURITY_FAILURES: dict[str, str] = {}
 _LOCK = threading.Lock()
 _SECURITY_CODES = {"_AUTHENTICATION", "_SSL", "SASL_AUTHENTICATION_FAILED"}
 _WHERE = re.compile(r"^\S+://\S+?: ")  # "sasl_ssl://127.0.0.1:9092/bootstrap: "
-_AFTER = re.compile(r"\s*\(after \d+ms in state \w+\)$")
+_AFTER = re.compile(r"\s*\(after \d+ms in state \w+(?:, \d+ identical error\(s\) suppressed)?\)$")
 
 
 def _note_security_errors(bootstrap: str) -> Callable[[Any], None]:
