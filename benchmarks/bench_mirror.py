@@ -15,7 +15,8 @@ in a temp dir, then, side by side in one run:
    training cluster takes receive - send per record (p50, p99). The same producer and
    consumer straight on the training cluster give the direct latency.
 
-Ratios (mirror / direct) are printed in one table at the end.
+Ratios (mirror / direct) are printed in one table at the end. The latency on through
+``kafeed prepare`` to the trainer's batch is ``bench_mirror_latency.py``'s.
 
     PYTHONPATH=src python benchmarks/bench_mirror.py [--records 200000] [--size 512] [--seconds 20]
 """
