@@ -22,7 +22,7 @@ both read_committed, and notes when each ``seq`` became visible there, which spl
 into hops: produce -> read_committed in the training cluster, -> prepare's output
 read_committed, -> handed out in a batch (the loader, and waiting for the batch to fill).
 
-Each run first sends one record every 0.2 s until one reaches a batch (the mirror, prepare and
+Each run first sends one record every 0.2 s until the first batch comes (the mirror, prepare and
 the loader are all up), then writes ``--rate`` records/s; the first ``--warmup`` seconds of
 that are not counted, the next ``--seconds`` are.
 
