@@ -164,6 +164,11 @@ def server_properties(node: NodeSpec, all_nodes: list[NodeSpec], *, tls: NodeTls
         lines |= _secure_lines(node, all_nodes, tls, super_user)
     if len(all_nodes) == 1:
         lines["controller.quorum.bootstrap.servers"] = f"127.0.0.1:{node.controller_port}"
+        # A single node has no one to hand its partitions to, so a controlled shutdown only
+        # opens a window in which its metadata lists no broker. librdkafka 2.16 drops every
+        # broker it knows on such a response and never connects again (its issue 5301): a
+        # client running across a restart of the node would stop for good.
+        lines["controlled.shutdown.enable"] = "false"
     else:
         lines["controller.quorum.voters"] = ",".join(
             f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in all_nodes
