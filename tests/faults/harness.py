@@ -43,6 +43,8 @@ from tests.process_tree import alive, descendants, describe, wait_gone
 #: starts (torch for infer) and reading on a loaded 2-core machine. Measured values are in
 #: docs/faults.md; this bound only catches a stage that does not recover.
 RECOVERY_BOUND_S = 180.0
+#: How much of a run's stderr a failure shows (a stuck run's stacks take 5-10 kB).
+SAID_CHARS = 16_000
 #: Readiness (the stage got midway, or got past its imports) within this long.
 READY_S = 180.0
 #: A run sent SIGTERM exits within this long (it finishes or aborts one transaction).
@@ -71,7 +73,8 @@ class Run:
             self.tree |= descendants(pid)
 
     def said(self) -> str:
-        return self.err_path.read_text(errors="replace")[-3000:]
+        """The end of the run's stderr: long enough for every thread's stack after a SIGABRT."""
+        return self.err_path.read_text(errors="replace")[-SAID_CHARS:]
 
     def stdout(self) -> str:
         return self.out_path.read_text(errors="replace")
