@@ -2,7 +2,8 @@
 
 :class:`BatchView` is the dataset's batches plus their states, as ``(worker, batch, state,
 delivered)`` items; in a worker, token batches go into the shared slots when it has some
-(kafeed.loader.shared_slots). The generators after it run in the main process (or on the
+(kafeed.loader.shared_slots), and the items cross in bundles of ``bundle``
+(kafeed.loader.bundles). The generators after it run in the main process (or on the
 prefetch thread): :func:`from_slots` turns slot references back into batches,
 :func:`pinned` copies batches to pinned memory, :func:`with_views` adds the token views.
 Each one closes the iterator it wraps when it is closed itself.
@@ -19,6 +20,7 @@ from typing import Any, TypeVar
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
+from kafeed.loader.bundles import bundled
 from kafeed.loader.dataset import Collate, KafkaDatasetBase, token_batch
 from kafeed.loader.deferred_entry import DeferredEntry, built
 from kafeed.loader.prefetch import Prefetch
@@ -30,7 +32,8 @@ Item = tuple[int, Any, Any, Delivered]
 
 
 class BatchView(IterableDataset[Any]):
-    """The dataset's batches plus their states; ``slots``: where workers put token batches."""
+    """The dataset's batches plus their states; ``slots``: where workers put token batches;
+    ``bundle``: items a worker sends in one DataLoader item (kafeed.loader.bundles)."""
 
     def __init__(self, dataset: KafkaDatasetBase, batch_size: int, next_worker: int,
                  collate: Collate | None, slots: SharedSlots | None = None) -> None:
@@ -40,13 +43,17 @@ class BatchView(IterableDataset[Any]):
         self.next_worker = next_worker
         self.collate = collate
         self.slots = slots
+        self.bundle = 1
         self.origin = os.getpid()  # taken in the main process, read in the workers
 
-    def __iter__(self) -> Iterator[Item]:
+    def __iter__(self) -> Iterator[Any]:
         items = self.batches()
-        if self.slots is not None and get_worker_info() is not None:
-            return _into_slots(items, self.slots)
-        return items
+        info = get_worker_info()
+        if info is None:
+            return items
+        if self.slots is not None:
+            items = _into_slots(items, self.slots)
+        return bundled(items, info.id, self.bundle)
 
     def batches(self, stop: threading.Event | None = None, pin: bool = False) -> Iterator[Item]:
         """The items; ``stop`` ends them from another thread (the prefetch thread's reader

@@ -1,5 +1,5 @@
 """How StreamLoader's worker processes start (the caller's choice, else from a forkserver),
-and how their batches come back (token batches through shared slots)."""
+and how their batches come back (in bundles, token batches through shared slots)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from kafeed.loader.batch_view import BatchView, Item, from_slots
+from kafeed.loader.bundles import bundle_size, unbundled
 from kafeed.loader.main_guard import check_main_guard
 from kafeed.loader.parent import watch_worker
 from kafeed.loader.shared_slots import SharedSlots
@@ -27,21 +28,27 @@ def _identity(item: Any) -> Any:
 
 def worker_items(view: BatchView, *, workers: int, depth: int, slots: bool, pin: bool, timeout: float,
                  context: str | None) -> Iterable[Item]:
-    """The items of ``workers`` DataLoader workers over ``view``, each ``depth`` batches ahead;
-    with ``slots`` (token batches) they come back through reused shared slots
+    """The items of ``workers`` DataLoader workers over ``view``, each ``depth`` bundles
+    ahead (kafeed.loader.bundles), in the order of one item per DataLoader item; with
+    ``slots`` (token batches) they come back through reused shared slots
     (kafeed.loader.shared_slots). ``context``: the caller's ``multiprocessing_context``."""
+    settings = view.dataset.settings
+    view.bundle = bundle_size(settings, view.batch_size, packs=slots)
     shared = None
     if slots:
-        settings = view.dataset.settings
-        shared = SharedSlots(workers=workers, depth=depth, batch_size=view.batch_size,
+        # Out at once per worker: ``depth`` bundles, and the rest of the one being taken
+        # apart (its batch with the caller is among the pool's spares).
+        ahead = (depth + 1) * view.bundle - 1
+        shared = SharedSlots(workers=workers, depth=ahead, batch_size=view.batch_size,
                              window=settings.window, boundaries=settings.return_boundaries)
     # Whether the view pickles is asked without the slots: pickle would copy them.
     start = worker_context(context, view)
     view.slots = shared
-    loader: Iterable[Item] = DataLoader(
+    bundles = DataLoader(
         view, batch_size=None, num_workers=workers, collate_fn=_identity, pin_memory=pin, timeout=timeout,
         prefetch_factor=depth, multiprocessing_context=start,
         worker_init_fn=functools.partial(watch_worker, view.origin))
+    loader: Iterable[Item] = unbundled(bundles, workers)
     if shared is not None:
         loader = from_slots(loader, shared, pin and torch.cuda.is_available())
     return loader
