@@ -1,13 +1,15 @@
 """StreamLoader: a DataLoader over a Kafka dataset whose state is exactly what it handed out.
 
 Workers build whole batches (one tensor per batch) and send each with their reader's
-state *as of that batch*; token batches travel through reused shared-memory slots
-(kafeed.loader.shared_slots). The main process keeps, per worker, the state attached to the
-last batch it yielded, and which worker comes next in DataLoader's round-robin. That is
-the whole state: batches the workers prefetched but the caller never saw are not in it,
-so a resume reads them again. Without workers the main process is the one reader, and
-a prefetch thread (kafeed.loader.prefetch) builds its next batches while the caller
-steps; they carry their states the same way, and count once handed out.
+state *as of that batch*, several batches per DataLoader item (kafeed.loader.bundles,
+taken apart here in the order of one batch per item); token batches travel through
+reused shared-memory slots (kafeed.loader.shared_slots). The main process keeps, per
+worker, the state attached to the last batch it yielded, and which worker comes next in
+DataLoader's round-robin. That is the whole state: batches the workers prefetched but the
+caller never saw are not in it, so a resume reads them again. Without workers the main
+process is the one reader, and a prefetch thread (kafeed.loader.prefetch) builds its next
+batches while the caller steps; they carry their states the same way, and count once
+handed out.
 
 The loader's Prometheus metrics (kafeed.loader.metrics) are counted here, in the main
 process, as each batch is yielded (folded in at a scrape, every 0.5 s, and when an
@@ -52,7 +54,8 @@ class StreamLoader:
     with ``return_boundaries``. Sample batches are what ``collate_fn`` makes of a list of
     sample dicts (default :func:`collate_samples`), built in the workers; token batches are
     packed as one array, so a token loader takes no ``collate_fn``. ``prefetch_factor``
-    is DataLoader's: batches each worker prepares ahead (default 2; needs workers).
+    is DataLoader's: bundles each worker prepares ahead (default 2; needs workers), a
+    bundle being up to 8 batches in a bounded run and one on a live topic.
 
     ``state_dict()`` is everything up to and including the last batch yielded, as JSON data;
     ``load_state_dict()`` resumes there. Iterating again after breaking off continues after
