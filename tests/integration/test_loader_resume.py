@@ -153,7 +153,9 @@ def test_torchdata_stateful_dataloader_checkpoints_the_dataset(
 
     def make() -> Any:
         ds = kafeed.KafkaTokenDataset(topic, seq_len=15, eos_id=0, connection=kafka, shuffle_buffer=10)
-        return StatefulDataLoader(ds, batch_size=4, num_workers=2)
+        # forkserver, as StreamLoader starts its workers: a worker forked from this process
+        # copied it mid-call in other threads' clients and once died of a segfault.
+        return StatefulDataLoader(ds, batch_size=4, num_workers=2, multiprocessing_context="forkserver")
 
     first, rest = check_save_resume(_iter_case(make, same_state=False), 13, 400)
     got = counts([b for b in first + rest if b is not None], len(expected))
