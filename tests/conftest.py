@@ -3,10 +3,13 @@ that integration and fault tests share one session cluster (started only when a 
 
 from __future__ import annotations
 
+import atexit
 import faulthandler
 import os
 import socket
+import threading
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -82,9 +85,20 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 @pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config: pytest.Config) -> None:
-    """A test process still alive EXIT_GRACE_S after its last hook prints every thread's stack
-    and exits: a client or thread a test left behind must fail the run loudly, not hang it."""
-    faulthandler.dump_traceback_later(EXIT_GRACE_S, exit=True)
+    """A test process still alive EXIT_GRACE_S after its main thread ended prints every
+    thread's stack and exits: a client or thread a test left behind must fail the run loudly,
+    not hang it.
+
+    Armed when the interpreter starts to shut down (before it joins the threads left), not
+    here: a pytest-xdist worker that is done waits in execnet until the slowest worker is done
+    too, minutes at times, and must not be ended for that.
+    """
+    arm = partial(faulthandler.dump_traceback_later, EXIT_GRACE_S, exit=True)
+    register = getattr(threading, "_register_atexit", None)  # runs before the threads are joined
+    if register is not None:
+        register(arm)
+    else:
+        atexit.register(arm)
 
 
 EXIT_GRACE_S = 120
