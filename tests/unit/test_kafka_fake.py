@@ -256,6 +256,31 @@ def test_group_positions_asks_again_while_the_coordinator_moves() -> None:
         group_positions(consumer, "t", [0], timeout=5)
 
 
+def test_list_offsets_asks_again_while_leadership_moves_and_stops_on_a_final_error() -> None:
+    from kafeed.kafka import list_offsets
+
+    fake = _fake(2)
+    for i in range(3):
+        fake.producer().produce("t", b"%d" % i, partition=1)
+    admin = fake.admin()
+    fake.fail("list_offsets", KafkaError.NOT_LEADER_FOR_PARTITION, "Broker: Not leader for partition")
+    fake.fail("list_offsets", KafkaError.LEADER_NOT_AVAILABLE, "Broker: Leader not available", nth=2)
+    assert list_offsets(admin, [("t", 0), ("t", 1)], timeout=5) == {("t", 0): 0, ("t", 1): 3}
+    fake.fail("list_offsets", KafkaError.TOPIC_AUTHORIZATION_FAILED, "denied")
+    with pytest.raises(KafkaOperationError, match=r"^Could not read the ends: denied"):
+        list_offsets(admin, [("t", 0)], timeout=5, action="read the ends")  # asked again, it would pass
+
+
+def test_list_offsets_gives_up_on_a_transient_error_at_its_deadline() -> None:
+    from kafeed.kafka import list_offsets
+
+    fake = _fake(1)
+    for n in range(1, 40):
+        fake.fail("list_offsets", KafkaError.NOT_LEADER_FOR_PARTITION, "Broker: Not leader", nth=n)
+    with pytest.raises(KafkaOperationError, match="Not leader"):
+        list_offsets(fake.admin(), [("t", 0)], timeout=0.5)
+
+
 def test_deleted_records_move_the_log_start_and_list_offsets_follows_the_isolation_level() -> None:
     from kafeed.kafka.types import IsolationLevel, OffsetSpec
 

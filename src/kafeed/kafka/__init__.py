@@ -19,7 +19,8 @@ imported inside the function that needs them so ``import kafeed`` stays light.
 
 Errors enter the :class:`~kafeed.errors.KafeedError` tree through
 :func:`translate_kafka_error`, here and nowhere else. Also here: the transactional
-producer, dead-letter headers, and drains. ``admin_client(connection)`` and
+producer, dead-letter headers, drains, and ``list_offsets`` (partition starts and ends,
+asked again while leadership moves). ``admin_client(connection)`` and
 ``read_committed_consumer(connection, ...)`` are the older spellings of
 ``KafkaClients(connection).admin()`` and ``.read_committed_consumer(...)``, kept while
 their last callers move.
@@ -38,6 +39,7 @@ from kafeed.kafka.consumer_errors import final_consumer_error
 from kafeed.kafka.deadletters import dead_letter_headers, fit_value
 from kafeed.kafka.drain import SESSION_TIMEOUT_MS, Drain, group_positions, stall_seconds, topic_id
 from kafeed.kafka.kafka_clients import KafkaClients
+from kafeed.kafka.offsets import list_offsets
 from kafeed.kafka.producer import (
     RECORD_OVERHEAD,
     DeliveryFailure,
@@ -79,6 +81,7 @@ __all__ = [
     "fit_value",
     "group_positions",
     "is_fatal",
+    "list_offsets",
     "read_committed_consumer",
     "security_failure",
     "stall_seconds",

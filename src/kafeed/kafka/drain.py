@@ -28,6 +28,7 @@ from kafeed.config import ConnectionSettings
 from kafeed.errors import DrainIncomplete, TopicError
 from kafeed.kafka.clients import close_consumer
 from kafeed.kafka.kafka_clients import KafkaClients
+from kafeed.kafka.offsets import list_offsets
 from kafeed.kafka.translate import error_code, translate_kafka_error
 
 log = logging.getLogger("kafeed")
@@ -73,20 +74,12 @@ def topic_partitions(admin: Any, topic: str, *, timeout: float) -> list[int]:
 
 def topic_ends(admin: Any, topic: str, *, timeout: float = 15.0) -> dict[int, tuple[int, int]]:
     """``{partition: (log start, last stable offset)}`` for every partition of ``topic``."""
-    from confluent_kafka import IsolationLevel, TopicPartition
-    from confluent_kafka.admin import OffsetSpec
-
     parts = topic_partitions(admin, topic, timeout=timeout)
-    found: dict[str, dict[int, int]] = {}
-    try:
-        for name, spec in (("start", OffsetSpec.earliest()), ("end", OffsetSpec.latest())):
-            futures = admin.list_offsets({TopicPartition(topic, p): spec for p in parts},
-                                         isolation_level=IsolationLevel.READ_COMMITTED,
-                                         request_timeout=timeout)
-            found[name] = {tp.partition: f.result(timeout=timeout).offset for tp, f in futures.items()}
-    except Exception as exc:
-        raise translate_kafka_error(exc, action=f"read the end offsets of topic {topic!r}") from exc
-    return {p: (found["start"][p], found["end"][p]) for p in parts}
+    action = f"read the end offsets of topic {topic!r}"
+    keys = [(topic, p) for p in parts]
+    start = list_offsets(admin, keys, latest=False, timeout=timeout, action=action)
+    end = list_offsets(admin, keys, timeout=timeout, action=action)
+    return {p: (start[(topic, p)], end[(topic, p)]) for p in parts}
 
 
 def _coordinator_moving() -> frozenset[int]:

@@ -17,7 +17,7 @@ from typing import Any
 
 from kafeed.config import ConnectionSettings
 from kafeed.errors import KafeedError, TopicError
-from kafeed.kafka import KafkaClients, translate_kafka_error
+from kafeed.kafka import KafkaClients, list_offsets, translate_kafka_error
 from kafeed.mirror.config import topic_patterns
 from kafeed.mirror.render import offsets_topic, status_topic
 from kafeed.topics import TopicAdmin
@@ -69,22 +69,16 @@ def matching_topics(connection: ConnectionSettings, patterns: str) -> list[str]:
 def end_offsets(connection: ConnectionSettings, topics: list[str], *,
                 timeout: float = 15.0) -> dict[TopicPartitionKey, int]:
     """``{(topic, partition): last stable offset}`` for every partition of ``topics``."""
-    from kafeed.kafka.types import IsolationLevel, OffsetSpec, TopicPartition
-
     if not topics:
         return {}
+    action = f"read the end offsets of {', '.join(topics)}"
     admin = KafkaClients(connection).admin()
     try:
         meta = admin.list_topics(timeout=timeout).topics
-        wanted = {TopicPartition(t, p): OffsetSpec.latest()
-                  for t in topics if t in meta for p in meta[t].partitions}
-        if not wanted:
-            return {}
-        futures = admin.list_offsets(wanted, isolation_level=IsolationLevel.READ_COMMITTED,
-                                     request_timeout=timeout)
-        return {(tp.topic, tp.partition): f.result(timeout=timeout).offset for tp, f in futures.items()}
     except Exception as exc:
-        raise translate_kafka_error(exc, action=f"read the end offsets of {', '.join(topics)}") from exc
+        raise translate_kafka_error(exc, action=action) from exc
+    return list_offsets(admin, [(t, p) for t in topics if t in meta for p in meta[t].partitions],
+                        timeout=timeout, action=action)
 
 
 def latest_by_key(connection: ConnectionSettings, topic: str, *,

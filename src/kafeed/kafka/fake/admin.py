@@ -104,6 +104,7 @@ class FakeAdmin:
                      **_: Any) -> dict[Any, Any]:
         """Latest offsets (the high watermark; the last stable offset under READ_COMMITTED); any
         other spec gets the log start."""
+        self._fake.check("list_offsets")
         committed = getattr(isolation_level, "name", "") == "READ_COMMITTED"
         with self._fake.changed:
             out: dict[Any, Any] = {}
