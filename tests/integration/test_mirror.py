@@ -209,6 +209,7 @@ def test_killed_mirror_restarts_and_a_drain_leaves_every_record_once_in_order(
     work, output = tmp_path / "mirror-work", tmp_path / "mirror.out"
     producers = [SiteProducer(clusters[site], site, topic) for site in SITES]
     rng = random.Random()
+    proc: subprocess.Popen[bytes] | None = None
     try:
         for _ in range(kills):
             before = _mirrored(clusters, topic)
@@ -221,6 +222,9 @@ def test_killed_mirror_restarts_and_a_drain_leaves_every_record_once_in_order(
             assert properties.stat().st_mode & 0o077 == 0, "the properties file is readable by others"
             _kill_and_check(proc, work)
     finally:
+        if proc is not None and proc.poll() is None:  # a failed wait: leave nothing running
+            proc.kill()
+            proc.wait(10)
         sent = {p.site: p.finish() for p in producers}
     t0 = time.monotonic()
     drained = subprocess.run(_mirror_cmd(config, "--until-caught-up", "--json"), capture_output=True,
