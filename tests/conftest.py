@@ -43,6 +43,10 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 WHOLE_IN_ONE_PROCESS = {
     "tests/integration/test_secure.py": "secure",
     "tests/integration/test_secure_train.py": "secure",
+    # These two use the secured cluster too: on a worker of their own each started another
+    # (certificates, SCRAM users and ACLs: 20-30 s of CPU a start).
+    "tests/integration/test_secure_drain.py": "secure",
+    "tests/integration/test_mirror_secure.py": "secure",
     "tests/integration/test_three_nodes.py": "three-nodes",
     "tests/integration/test_tasks.py": "tasks",
     "tests/integration/test_archive_faults.py": "archive-sinks",
