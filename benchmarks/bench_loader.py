@@ -11,6 +11,9 @@ as local shards for litdata (``TokensLoader`` chunks) and MosaicML streaming (MD
                  num_workers=0 and ``--workers``;
 - baseline w0/wN: the same with the kafeed of ``--baseline-src`` (another commit's ``src/``,
                  e.g. ``git worktree add /tmp/base <rev>``), so before/after are one run;
+- files arrow / files parquet: StreamLoader(FileTokenDataset) over the same documents as
+                 Arrow IPC or Parquet files (a row per document, one file per partition),
+                 num_workers=0: the files source against litdata and Mosaic on local shards;
 - litdata:       ``StreamingDataset(item_loader=TokensLoader(block_size=seq_len+1))`` in a
                  DataLoader (batch ``--batch``, num_workers=0), batches made int64;
 - mosaic:        ``streaming.StreamingDataset`` over the MDS shards, the same way;
@@ -56,6 +59,7 @@ def produce(bootstrap: str, topic: str, tokens: int, doc_tokens: int, token_file
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50, "batch.size": 1_000_000,
                   "queue.buffering.max.kbytes": 1_048_576, "logger": QUIET})
     made = docs = payload = 0
+    lengths: list[int] = []
     pool = rng.integers(1, 50000, size=doc_tokens * 4, dtype=np.uint16)
     eos = np.array([EOS], dtype=np.uint16).tobytes()
     with token_file.open("wb") as out:
@@ -72,13 +76,37 @@ def produce(bootstrap: str, topic: str, tokens: int, doc_tokens: int, token_file
                     p.poll(0.1)
             out.write(ids.tobytes())
             out.write(eos)
+            lengths.append(n)
             payload += len(value)
             made += n
             docs += 1
             if docs % 500 == 0:
                 p.poll(0)
     p.flush(120)
+    np.save(token_file.with_suffix(".lengths.npy"), np.array(lengths, dtype=np.int64))
     return {"tokens": made, "docs": docs, "bytes": payload}
+
+
+def write_files(token_file: Path, out: Path, shards: int, fmt: str) -> None:
+    """The same documents as ``shards`` Arrow IPC or Parquet files, a row per document (its ids,
+    without the EOS the stream file has after each), as ``kafeed.FileTokenDataset`` reads them."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    ids = np.fromfile(token_file, dtype=np.uint16)
+    lengths = np.load(token_file.with_suffix(".lengths.npy"))
+    starts = np.concatenate([[0], np.cumsum(lengths + 1)[:-1]])  # each document is followed by an EOS
+    out.mkdir()
+    for shard, rows in enumerate(np.array_split(np.arange(len(lengths)), shards)):
+        values = np.concatenate([ids[starts[r]: starts[r] + lengths[r]] for r in rows]).astype(np.int32)
+        offsets = np.concatenate([[0], np.cumsum(lengths[rows])]).astype(np.int32)
+        table = pa.table({"input_ids": pa.ListArray.from_arrays(pa.array(offsets), pa.array(values))})
+        if fmt == "arrow":
+            with pa.ipc.new_file(str(out / f"part-{shard:03d}.arrow"), table.schema) as w:
+                for batch in table.to_batches(max_chunksize=1024):
+                    w.write_batch(batch)
+        else:
+            pq.write_table(table, out / f"part-{shard:03d}.parquet", row_group_size=1024, compression="none")
 
 
 def write_litdata(token_file: Path, out: Path, piece: int = 1 << 20) -> None:
@@ -224,6 +252,14 @@ def read_kafeed(args: dict[str, Any]) -> dict[str, float]:
     return timed(loader, warm=max(1, args["workers"]))
 
 
+def read_files(args: dict[str, Any]) -> dict[str, float]:
+    import kafeed
+
+    ds = kafeed.FileTokenDataset(args["dir"], seq_len=args["seq_len"], eos_id=EOS)
+    loader = kafeed.StreamLoader(ds, batch_size=args["batch"], num_workers=args["workers"])
+    return timed(loader, warm=max(1, args["workers"]))
+
+
 def read_litdata(args: dict[str, Any]) -> dict[str, float]:
     import torch
     from litdata import StreamingDataset
@@ -253,8 +289,8 @@ def read_memmap(args: dict[str, Any]) -> dict[str, float]:
                  for i in range(len(mm) // step))
 
 
-READS = {"bare": read_bare, "kafeed": read_kafeed, "litdata": read_litdata, "mosaic": read_mosaic,
-         "memmap": read_memmap}
+READS = {"bare": read_bare, "kafeed": read_kafeed, "files": read_files, "litdata": read_litdata,
+         "mosaic": read_mosaic, "memmap": read_memmap}
 
 
 def read_apart(kind: str, args: dict[str, Any], src: str | None = None) -> dict[str, float]:
@@ -275,6 +311,10 @@ RATIOS = [
     ("kafeed/litdata", "kafeed w0", "litdata"),
     ("kafeed/mosaic", "kafeed w0", "mosaic"),
     ("kafeed/memmap", "kafeed w0", "memmap"),
+    ("files arrow/litdata", "files arrow", "litdata"),
+    ("files arrow/mosaic", "files arrow", "mosaic"),
+    ("files parquet/litdata", "files parquet", "litdata"),
+    ("files parquet/mosaic", "files parquet", "mosaic"),
     ("workers/w0", "kafeed wN", "kafeed w0"),
     ("kafeed/baseline", "kafeed w0", "baseline w0"),
     ("kafeed/baseline, workers", "kafeed wN", "baseline wN"),
@@ -313,7 +353,7 @@ def main() -> int:
     ap.add_argument("--baseline-src", default=None,
                     help="also read with the kafeed of this source tree (another commit's src/)")
     ap.add_argument("--skip", default="",
-                    help="reads to leave out, comma-separated (bare, litdata, mosaic, memmap)")
+                    help="reads to leave out, comma-separated (bare, files, litdata, mosaic, memmap)")
     ap.add_argument("--json", default=None, help="also write the results to this file")
     args = ap.parse_args()
     skip = {s for s in args.skip.split(",") if s}
@@ -340,6 +380,9 @@ def main() -> int:
                 write_litdata(tmp / "tokens.bin", tmp / "litdata")
             if "mosaic" not in skip:
                 write_mosaic(tmp / "tokens.bin", tmp / "mds", window)
+            if "files" not in skip:
+                for fmt in ("arrow", "parquet"):
+                    write_files(tmp / "tokens.bin", tmp / fmt, args.partitions, fmt)
             data["shards_s"] = round(time.perf_counter() - t0 - data["produce_s"], 1)
             results["data"] = data
             print(f"topic: {data['tokens'] / 1e6:.1f}M tokens, {data['docs']} docs, "
@@ -352,6 +395,8 @@ def main() -> int:
                 "bare": ("bare", common, None),
                 "kafeed w0": ("kafeed", {**common, "workers": 0}, None),
                 "kafeed wN": ("kafeed", {**common, "workers": args.workers}, None),
+                "files arrow": ("files", {**common, "dir": str(tmp / "arrow"), "workers": 0}, None),
+                "files parquet": ("files", {**common, "dir": str(tmp / "parquet"), "workers": 0}, None),
                 "litdata": ("litdata", {**common, "dir": str(tmp / "litdata")}, None),
                 "mosaic": ("mosaic", {**common, "dir": str(tmp / "mds")}, None),
                 "memmap": ("memmap", common, None),
