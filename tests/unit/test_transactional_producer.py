@@ -14,7 +14,8 @@ from confluent_kafka import KafkaError, KafkaException
 
 import kafeed.kafka.producer as producer_module
 from kafeed.config import ConnectionSettings
-from kafeed.kafka.producer import TransactionalProducer, is_fatal
+from kafeed.kafka import is_fatal
+from kafeed.kafka.producer import TransactionalProducer
 
 
 class Client:

@@ -37,17 +37,11 @@ from kafeed.kafka.clients import (
 )
 from kafeed.kafka.consumer_errors import final_consumer_error
 from kafeed.kafka.deadletters import dead_letter_headers, fit_value
+from kafeed.kafka.delivery import DeliveryFailure, error_text, is_fatal, undelivered_error
 from kafeed.kafka.drain import SESSION_TIMEOUT_MS, Drain, group_positions, stall_seconds, topic_id
 from kafeed.kafka.kafka_clients import KafkaClients
 from kafeed.kafka.offsets import list_offsets
-from kafeed.kafka.producer import (
-    RECORD_OVERHEAD,
-    DeliveryFailure,
-    TransactionalProducer,
-    error_text,
-    is_fatal,
-    undelivered_error,
-)
+from kafeed.kafka.producer import RECORD_OVERHEAD, TransactionalProducer
 from kafeed.kafka.reading import TopicReader
 from kafeed.kafka.translate import translate_kafka_error
 
