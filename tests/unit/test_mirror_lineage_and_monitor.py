@@ -15,7 +15,7 @@ from kafeed.mirror.render import mirror_properties
 from kafeed.monitor.dashboard import render
 from kafeed.monitor.export import export_snapshot
 from kafeed.monitor.health import BrokerInfo, ClusterHealth
-from kafeed.monitor.watch import Snapshot
+from kafeed.monitor.snapshot import Snapshot
 from kafeed.schema.records_pb2 import TokenizedDocument
 from kafeed.telemetry import metrics as m
 

@@ -12,7 +12,8 @@ from kafeed.monitor.disk import DiskUsage
 from kafeed.monitor.health import BrokerInfo, ClusterHealth
 from kafeed.monitor.lag import GroupLag, PartitionLag
 from kafeed.monitor.loop import Poll, Watch
-from kafeed.monitor.watch import GroupView, MonitorOptions, Snapshot
+from kafeed.monitor.snapshot import GroupView, Snapshot
+from kafeed.monitor.watch import MonitorOptions
 from kafeed.telemetry import metrics as m
 
 

@@ -7,7 +7,7 @@ from kafeed.monitor.disk import DiskUsage, parse_log_dirs
 from kafeed.monitor.health import BrokerInfo, ClusterHealth, partition_problems
 from kafeed.monitor.lag import GroupLag, PartitionLag
 from kafeed.monitor.rules import conditions
-from kafeed.monitor.watch import GroupView, Snapshot
+from kafeed.monitor.snapshot import GroupView, Snapshot
 
 
 def snapshot(*, brokers: int = 3, expected: int = 3, lag: int = 10, status: str = "OK",

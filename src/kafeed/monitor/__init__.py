@@ -16,7 +16,8 @@ from kafeed.monitor.lag import (
     group_state,
 )
 from kafeed.monitor.loop import Poll, Watch
-from kafeed.monitor.watch import ClusterMonitor, MonitorOptions, Snapshot
+from kafeed.monitor.snapshot import Snapshot
+from kafeed.monitor.watch import ClusterMonitor, MonitorOptions
 
 __all__ = [
     "AlertEngine",

@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from kafeed.monitor.alerts import Condition
-from kafeed.monitor.watch import Snapshot
+from kafeed.monitor.snapshot import Snapshot
 from kafeed.units import human_bytes
 
 _STYLE = {"OK": "green", "WARN": "yellow", "ERR": "bold red", "STALL": "red", "STOP": "bold red",

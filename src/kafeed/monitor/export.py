@@ -10,7 +10,7 @@ from prometheus_client import Gauge
 
 from kafeed.monitor.alerts import Condition
 from kafeed.monitor.lag import GROUP_CODES, STATUS_CODES
-from kafeed.monitor.watch import Snapshot
+from kafeed.monitor.snapshot import Snapshot
 from kafeed.telemetry import metrics as m
 
 _seen: dict[str, set[tuple[str, ...]]] = {}

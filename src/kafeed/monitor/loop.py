@@ -18,7 +18,8 @@ from kafeed.errors import BrokerUnavailable, KafeedError
 from kafeed.monitor.alerts import AlertEngine, AlertEvent, AlertSettings, Condition
 from kafeed.monitor.export import export_snapshot, export_unreachable
 from kafeed.monitor.rules import conditions
-from kafeed.monitor.watch import MonitorOptions, Snapshot
+from kafeed.monitor.snapshot import Snapshot
+from kafeed.monitor.watch import MonitorOptions
 
 
 class Poller(Protocol):

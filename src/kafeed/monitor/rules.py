@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kafeed.monitor.alerts import AlertSettings, Condition
-from kafeed.monitor.watch import Snapshot
+from kafeed.monitor.snapshot import Snapshot
 
 
 def conditions(snapshot: Snapshot, settings: AlertSettings) -> list[Condition]:
