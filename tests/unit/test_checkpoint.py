@@ -72,6 +72,14 @@ def test_manifest_readable_without_torch(tmp_path: Path) -> None:
         resolve_manifest(tmp_path / "empty" if (tmp_path / "empty").mkdir() is None else tmp_path)
 
 
+@pytest.mark.parametrize("text", ["0", "[1, 2]", '"step"', "null", "{not json"])
+def test_a_manifest_that_is_no_json_object_is_one_sentence(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "step-00000001.json"
+    path.write_text(text)
+    with pytest.raises(CheckpointError, match=r"^Checkpoint manifest .* is (not a JSON object|unreadable)"):
+        read_manifest(path)
+
+
 def test_check_writable_probes_and_leaves_nothing(tmp_path: Path) -> None:
     from kafeed.errors import ConfigError
     from kafeed.train.checkpoint import check_writable

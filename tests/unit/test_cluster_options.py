@@ -86,3 +86,12 @@ def test_paths_print_literally(tmp_path: Path, capsys: pytest.CaptureFixture[str
     main(["broker", "status", "--data-dir", str(data_dir)])
     out = _flat(capsys.readouterr().out)
     assert "/[bold]x:0of1node(s)up" in out  # the table's title (cells wrap inside borders)
+
+
+@pytest.mark.parametrize("text", ["0", "[]", "{broken"])
+def test_a_cluster_file_that_is_no_json_object_is_one_sentence(tmp_path: Path, text: str,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "cluster.json").write_text(text)
+    assert main(["broker", "status", "--data-dir", str(tmp_path)]) == 1
+    err = _flat(capsys.readouterr().err)
+    assert "cluster.json" in err and "bugin" not in err, err

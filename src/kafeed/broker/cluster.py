@@ -89,7 +89,7 @@ class LocalCluster:
             return None
         except (OSError, ValueError) as exc:
             raise BrokerError(f"{self.state_path} is unreadable: {exc}.") from exc
-        if state.get("version") != STATE_VERSION:
+        if not isinstance(state, dict) or state.get("version") != STATE_VERSION:
             raise BrokerError(f"{self.state_path} has an unknown version.")
         return state
 

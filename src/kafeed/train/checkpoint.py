@@ -82,6 +82,8 @@ def read_manifest(path: Path) -> dict[str, Any]:
         manifest: dict[str, Any] = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
         raise CheckpointError(f"Checkpoint manifest {path} is unreadable: {exc}.") from exc
+    if not isinstance(manifest, dict):
+        raise CheckpointError(f"Checkpoint manifest {path} is not a JSON object.")
     if manifest.get("version") != MANIFEST_VERSION:
         raise CheckpointError(f"Checkpoint manifest {path} has unknown version "
                               f"{manifest.get('version')!r}.")
