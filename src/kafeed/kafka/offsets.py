@@ -3,8 +3,9 @@
 Right after a topic is created, a broker restarts or a leader is lost, a ListOffsets
 request can come back ``NOT_LEADER_FOR_PARTITION`` (or another transient error) for a
 few seconds. :func:`list_offsets` asks again, with backoff, until its deadline, and only
-then raises a kafeed error; every caller that needs a partition's start or end goes
-through it.
+then raises a kafeed error. The drains, the mirror's progress and the trainer's lineage
+starts go through it; the monitor's health poll and the trainer's lag gauge ask once and
+take what comes back (a poll a few seconds later asks again).
 """
 
 from __future__ import annotations

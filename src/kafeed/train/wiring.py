@@ -100,17 +100,16 @@ class LoaderWiring:
 
     def _offsets(self, which: str) -> dict[str, int]:
         """Each partition's low ("earliest") or high ("latest") watermark of the topic."""
-        from kafeed.kafka import KafkaClients
-        from kafeed.kafka.types import OffsetSpec, TopicPartition
+        from kafeed.kafka import KafkaClients, list_offsets
 
         admin = KafkaClients(self.connection).admin()
-        spec = OffsetSpec.earliest() if which == "earliest" else OffsetSpec.latest()
-        req: dict[Any, Any] = {}
+        wanted: list[tuple[str, int]] = []
         for topic in self.options.topics:
             meta = admin.list_topics(topic=topic, timeout=10).topics[topic]
-            req |= {TopicPartition(topic, p): spec for p in meta.partitions}
-        res = admin.list_offsets(req, request_timeout=10)
-        return {f"{tp.topic}:{tp.partition}": f.result(timeout=10).offset for tp, f in res.items()}
+            wanted += [(topic, p) for p in meta.partitions]
+        found = list_offsets(admin, wanted, latest=which == "latest", read_committed=False, timeout=10,
+                             action=f"read the {which} offsets of {self.options.source}")
+        return {f"{topic}:{partition}": offset for (topic, partition), offset in found.items()}
 
     def records_on_topic(self) -> int | None:
         """Records the topic holds now (high minus low watermarks); None when unknown."""
