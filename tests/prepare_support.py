@@ -107,12 +107,14 @@ def prepare_env(home: str) -> dict[str, str]:
     return env
 
 
-def high_watermarks(kafka: ConnectionSettings, topic: str) -> int:
-    """Sum of the high watermarks of ``topic`` (0 when it does not exist yet)."""
-    from confluent_kafka import Consumer, KafkaException, TopicPartition
+def high_watermarks(kafka: ConnectionSettings, topic: str, consumer: Any = None) -> int:
+    """Sum of the high watermarks of ``topic`` (0 when it does not exist yet), asked with
+    ``consumer`` (one of :func:`watermark_consumer`'s) or a consumer made for this call."""
+    from confluent_kafka import KafkaException, TopicPartition
 
-    consumer = Consumer(kafka.client_config() | {
-        "group.id": f"hw-{uuid.uuid4().hex[:8]}", "logger": logging.getLogger("kafeed.librdkafka")})
+    own = consumer is None
+    if own:
+        consumer = watermark_consumer(kafka)
     try:
         meta = consumer.list_topics(topic, timeout=10).topics.get(topic)
         if meta is None or meta.error is not None:
@@ -123,7 +125,17 @@ def high_watermarks(kafka: ConnectionSettings, topic: str) -> int:
         except KafkaException:  # just created: no leader yet
             return 0
     finally:
-        consumer.close()
+        if own:
+            consumer.close()
+
+
+def watermark_consumer(kafka: ConnectionSettings) -> Any:
+    """A consumer for repeated :func:`high_watermarks` calls: a readiness wait that makes a
+    client per check reacts a client's start-up later (seconds on a loaded machine)."""
+    from confluent_kafka import Consumer
+
+    return Consumer(kafka.client_config() | {
+        "group.id": f"hw-{uuid.uuid4().hex[:8]}", "logger": logging.getLogger("kafeed.librdkafka")})
 
 
 def start_and_kill(command: list[str], env: dict[str, str], ready: Callable[[], bool], *,
