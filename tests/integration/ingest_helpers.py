@@ -59,9 +59,23 @@ def run_cli(*args: str, stdin: bytes | None = None,
                           capture_output=True, env=env, timeout=timeout, check=False)
 
 
+def progress_end(kafka: ConnectionSettings) -> int:
+    """The progress topic's end now (0 before any job made it): where a job started next
+    writes its markers, for :func:`wait_for_marker` to start reading at."""
+    consumer = Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": f"t-{uuid.uuid4().hex[:8]}"})
+    try:
+        if PROGRESS_TOPIC not in consumer.list_topics(timeout=10).topics:
+            return 0
+        return int(consumer.get_watermark_offsets(TopicPartition(PROGRESS_TOPIC, 0), timeout=10)[1])
+    finally:
+        consumer.close()
+
+
 def wait_for_marker(kafka: ConnectionSettings, job: str, timeout: float,
-                    min_record: int = 1) -> dict[str, object] | None:
-    """The first committed progress marker of ``job`` at or past record ``min_record``, or None."""
+                    min_record: int = 1, start: int = 0) -> dict[str, object] | None:
+    """The first committed progress marker of ``job`` at or past record ``min_record``, or None.
+    ``start``: the progress topic's offset to read from (:func:`progress_end` taken before the
+    job started; the whole topic, every earlier job's markers too, by default)."""
     consumer = Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": f"t-{uuid.uuid4().hex[:8]}",
                          "enable.auto.commit": False, "isolation.level": "read_committed"})
     try:
@@ -72,7 +86,7 @@ def wait_for_marker(kafka: ConnectionSettings, job: str, timeout: float,
                 if PROGRESS_TOPIC not in consumer.list_topics(timeout=5).topics:
                     time.sleep(0.05)
                     continue
-                consumer.assign([TopicPartition(PROGRESS_TOPIC, 0, 0)])
+                consumer.assign([TopicPartition(PROGRESS_TOPIC, 0, start)])
                 assigned = True
             for msg in consumer.consume(num_messages=1000, timeout=0.05):
                 if msg.error() is None and msg.key() == job.encode():

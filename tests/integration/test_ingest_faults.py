@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 from kafeed.config import ConnectionSettings
 from kafeed.ingest import IngestOptions, ingest
 from kafeed.topics import TopicAdmin, plan_topic
-from tests.integration.ingest_helpers import SRC, read_all, wait_for_marker
+from tests.integration.ingest_helpers import SRC, progress_end, read_all, wait_for_marker
 from tests.kafka_fixtures import TopicFactory
 
 BAD_JSONL: list[tuple[bytes, str]] = [
@@ -102,16 +102,19 @@ def test_malformed_corpus_goes_to_dlq_and_counts_balance(kafka: ConnectionSettin
 def test_sigkill_mid_run_then_rerun_is_exactly_once(kafka: ConnectionSettings, make_topic: TopicFactory,
                                                     tmp_path: Path) -> None:
     topic = make_topic(partitions=3)
-    n = 100_000
+    # Enough that the kill lands mid-run: a fast machine ingested 100,000 lines before the
+    # first marker was seen.
+    n = 400_000
     src = tmp_path / "big.jsonl"
     src.write_text("".join(f'{{"id": "r{i}", "text": "small line {i}"}}\n' for i in range(n)))
     job = f"kill-{uuid.uuid4().hex[:8]}"
     args = [sys.executable, "-m", "kafeed.cli.main", "ingest", str(src), "-t", topic, "-b", kafka.bootstrap,
             "--job-id", job, "--commit-records", "4000", "--json"]
     env = {**os.environ, "PYTHONPATH": str(SRC)}
+    start = progress_end(kafka)
     proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        marker = wait_for_marker(kafka, job, timeout=60)
+        marker = wait_for_marker(kafka, job, timeout=60, start=start)
         os.kill(proc.pid, signal.SIGKILL)
     finally:
         proc.wait(timeout=30)

@@ -20,7 +20,7 @@ import pytest
 
 from kafeed.config import ConnectionSettings
 from kafeed.ingest import IngestOptions, IngestProgress, ingest
-from tests.integration.ingest_helpers import SRC, read_all, run_cli, wait_for_marker
+from tests.integration.ingest_helpers import SRC, progress_end, read_all, run_cli, wait_for_marker
 from tests.kafka_fixtures import TopicFactory
 
 ENV = {**os.environ, "PYTHONPATH": str(SRC)}
@@ -54,9 +54,10 @@ def test_signal_mid_run_exits_128_plus_signum_and_a_rerun_completes_exactly_once
     src.write_bytes(gzip.compress(_lines(n), compresslevel=1) if compressed else _lines(n))
     job = f"sig-{uuid.uuid4().hex[:8]}"
     args = _command(str(src), topic, kafka, job, "--commit-records", "2000")
+    start = progress_end(kafka)
     proc = subprocess.Popen(args, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        marker = wait_for_marker(kafka, job, timeout=90)  # a first transaction is committed
+        marker = wait_for_marker(kafka, job, timeout=90, start=start)  # a first transaction is committed
         proc.send_signal(sig)
         stdout, stderr = proc.communicate(timeout=60)
     finally:
@@ -85,13 +86,14 @@ def test_sigint_interrupts_a_stdin_read_that_waits_for_input(kafka: ConnectionSe
     topic = make_topic(partitions=1)
     job = f"stdin-{uuid.uuid4().hex[:8]}"
     args = _command("-", topic, kafka, job, "--commit-records", "1")
+    start = progress_end(kafka)
     proc = subprocess.Popen(args, env=ENV, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
     try:
         assert proc.stdin is not None
         proc.stdin.write(_lines(3))
         proc.stdin.flush()  # stdin stays open: ingest blocks reading line 4
-        marker = wait_for_marker(kafka, job, timeout=60, min_record=3)
+        marker = wait_for_marker(kafka, job, timeout=60, min_record=3, start=start)
         proc.send_signal(signal.SIGINT)
         stdout, stderr = proc.communicate(timeout=30)
     finally:
