@@ -23,6 +23,7 @@ from tests.prepare_support import (
     prepare_env,
     produce,
     read_topic,
+    watermark_consumer,
 )
 
 RULES = """
@@ -129,10 +130,14 @@ def test_prepare_rules_stay_exactly_once_when_the_worker_is_sigkilled(  # type: 
 
     proc = subprocess.Popen(base, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 120
-    while high_watermarks(kafka, f"{raw}.en") < 60:  # part of the output is committed
-        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-        assert time.monotonic() < deadline, "no output within 120 s"
-        time.sleep(0.05)
+    watch = watermark_consumer(kafka)  # one client for every check: the kill follows at once
+    try:
+        while high_watermarks(kafka, f"{raw}.en", watch) < 20:  # part of the output is committed
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+            assert time.monotonic() < deadline, "no output within 120 s"
+            time.sleep(0.02)
+    finally:
+        watch.close()
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     if proc.stderr:
