@@ -18,6 +18,7 @@ from tests.prepare_support import (
     produce,
     read_topic,
     sample_record,
+    watermark_consumer,
 )
 
 
@@ -54,11 +55,16 @@ def test_sigterm_finishes_the_open_transaction(kafka: ConnectionSettings, make_t
     proc = subprocess.Popen(cmd, env=prepare_env(str(tmp_path)), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
-    # Readiness: committed documents on the output (the stop handler is installed before that).
-    while high_watermarks(kafka, output) < 200:
-        assert proc.poll() is None
-        assert time.monotonic() < deadline, "prepare never committed a batch"
-        time.sleep(0.05)
+    # Readiness: a committed batch on the output (the stop handler is installed before that),
+    # asked of one client so that the stop follows at once, mid-run even on a fast machine.
+    watch = watermark_consumer(kafka)
+    try:
+        while high_watermarks(kafka, output, watch) < 20:
+            assert proc.poll() is None
+            assert time.monotonic() < deadline, "prepare never committed a batch"
+            time.sleep(0.02)
+    finally:
+        watch.close()
     proc.send_signal(signal.SIGTERM)
     stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 143, stderr
