@@ -111,15 +111,16 @@ class ArchiveSink:
             self._id_key = topic_id_key(cluster_id, s.topic)
             admin = KafkaClients(self.connection).admin()
             self._topic_id = topic_id(admin, s.topic)
-            # Joining the group goes on in the client's thread while the catalog opens; the
-            # assignment is only handed over (to _on_assign, which needs the table) in consume().
-            self._consumer.subscribe([s.topic], on_assign=self._on_assign, on_revoke=self._on_revoke,
-                                     on_lost=self._on_lost)
             catalog = open_catalog(s.catalog)
             self._table = open_table(catalog, s.table, topic=s.topic, cluster_id=cluster_id, kind=s.kind,
                                      target_file_bytes=s.target_file_bytes)
             check_same_topic(self._table, admin, name=s.table, topic=s.topic, topic_id=self._topic_id,
                              key=self._key, id_key=self._id_key)
+            # Only a run that will archive joins the group: a refused one that had joined could
+            # wait out librdkafka's close of a join still in progress (60 s in a test run). The
+            # assignment is handed over (to _on_assign, which needs the table) in consume().
+            self._consumer.subscribe([s.topic], on_assign=self._on_assign, on_revoke=self._on_revoke,
+                                     on_lost=self._on_lost)
             warming.result()
         except BaseException:
             self.close()
