@@ -136,9 +136,9 @@ def test_prepare_rules_stay_exactly_once_when_the_worker_is_sigkilled(  # type: 
             assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
             assert time.monotonic() < deadline, "no output within 120 s"
             time.sleep(0.02)
+        proc.send_signal(signal.SIGKILL)  # before the close: a consumer's close can take seconds
     finally:
         watch.close()
-    proc.send_signal(signal.SIGKILL)
     proc.wait()
     if proc.stderr:
         proc.stderr.close()
