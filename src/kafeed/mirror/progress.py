@@ -18,11 +18,10 @@ from typing import Any
 from kafeed.config import ConnectionSettings
 from kafeed.errors import KafeedError, TopicError
 from kafeed.kafka import KafkaClients, list_offsets, translate_kafka_error
+from kafeed.kafka.offsets import TopicPartitionKey
 from kafeed.mirror.config import topic_patterns
 from kafeed.mirror.render import offsets_topic, status_topic
 from kafeed.topics import TopicAdmin
-
-TopicPartitionKey = tuple[str, int]
 
 
 @dataclass(frozen=True)

@@ -18,10 +18,11 @@ from dataclasses import dataclass, field
 from kafeed.choices import JitMode
 from kafeed.config import ConnectionSettings
 from kafeed.errors import DrainIncomplete, KafeedError
+from kafeed.kafka.offsets import TopicPartitionKey
 from kafeed.mirror.checks import REACH_TIMEOUT_S, Checked, check
 from kafeed.mirror.config import MirrorSettings
 from kafeed.mirror.process import MirrorNode
-from kafeed.mirror.progress import TopicPartitionKey, caught_up_positions, end_offsets, mirrored_positions
+from kafeed.mirror.progress import caught_up_positions, end_offsets, mirrored_positions
 from kafeed.telemetry.metrics import MIRROR_BEHIND
 from kafeed.topics.admin import ensure_reachable
 
