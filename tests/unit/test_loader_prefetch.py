@@ -6,10 +6,11 @@ import gc
 import threading
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
-from kafeed.loader.prefetch import Prefetch, Stopped
+from kafeed.loader.prefetch import PARK_AFTER, THREAD_AFTER, Prefetch, Stopped
 
 
 def _until(check: Callable[[], bool], seconds: float = 10.0) -> None:
@@ -151,3 +152,86 @@ def test_a_dropped_prefetch_stops_its_thread() -> None:
 def test_depth_must_be_positive() -> None:
     with pytest.raises(ValueError):
         Prefetch(Source(count=1), 0)
+
+
+# -- a caller that comes straight back makes the items itself ------------------------------
+def test_a_caller_that_comes_straight_back_makes_the_items_itself_in_the_same_order() -> None:
+    source = Source(count=60)
+    prefetch = Prefetch(source, 2, name="test-inline", inline_below_s=10.0)  # any caller is quick
+    got = [next(prefetch) for _ in range(PARK_AFTER + 4)]
+    assert prefetch.inline
+    assert threading.current_thread().name in source.threads  # made here, after the hand-back
+    got += list(prefetch)
+    assert got == list(range(60))
+    assert source.closed_on == threading.current_thread().name
+    assert not any(t.name == "test-inline" and t.is_alive() for t in threading.enumerate())
+    assert prefetch.close(timeout=10)
+
+
+def test_a_caller_away_long_enough_gets_a_thread_again_and_nothing_is_lost_or_repeated() -> None:
+    source = Source(count=80)
+    prefetch = Prefetch(source, 2, name="test-rethread", inline_below_s=0.2)
+    got = [next(prefetch) for _ in range(PARK_AFTER + 6)]
+    assert prefetch.inline
+    for _ in range(THREAD_AFTER + 1):  # a slow step, as a trainer's
+        threading.Event().wait(0.3)
+        got.append(next(prefetch))
+    assert not prefetch.inline
+    _until(lambda: prefetch.waiting == 2)  # the new thread builds ahead again
+    before = set(source.threads)
+    got += list(prefetch)
+    assert got == list(range(80))
+    assert "test-rethread" in before
+    assert prefetch.close(timeout=10)
+    assert source.closed_on is not None  # on whichever side was making items at the end
+
+
+def test_an_error_made_on_the_callers_thread_is_raised_as_it_was() -> None:
+    error = BuildError("record 20 is bad")
+    source = Source(count=40, fail_at=20, error=error)
+    prefetch = Prefetch(source, 2, inline_below_s=10.0)
+    got = [next(prefetch) for _ in range(20)]
+    assert prefetch.inline and got == list(range(20))
+    with pytest.raises(BuildError) as raised:
+        next(prefetch)
+    assert raised.value is error
+    with pytest.raises(StopIteration):
+        next(prefetch)
+    assert source.closed_on is not None and prefetch.close(timeout=10)
+
+
+def test_close_from_another_thread_ends_a_caller_waiting_inside_the_source() -> None:
+    closed = threading.Event()
+    waiting_now = threading.Event()
+
+    def live(stop: threading.Event) -> Iterator[int]:
+        try:
+            yield from range(PARK_AFTER + 2)
+            waiting_now.set()
+            while not stop.wait(0.05):  # a live topic with no new data
+                pass
+            raise Stopped("stopped")
+        finally:
+            closed.set()
+
+    prefetch = Prefetch(live, 2, inline_below_s=10.0)
+    got: list[Any] = []
+    caller = threading.Thread(target=lambda: got.extend(prefetch))
+    caller.start()
+    assert waiting_now.wait(10)
+    assert prefetch.inline  # the wait is on the caller's thread
+    assert prefetch.close(timeout=10)
+    caller.join(10)
+    assert not caller.is_alive() and closed.is_set()
+    assert got == list(range(PARK_AFTER + 2))
+
+
+def test_a_dropped_prefetch_closes_the_source_its_caller_ran() -> None:
+    source = Source()
+    prefetch = Prefetch(source, 2, inline_below_s=10.0)
+    for _ in range(PARK_AFTER + 3):
+        next(prefetch)
+    assert prefetch.inline and source.closed_on is None
+    del prefetch
+    gc.collect()
+    assert source.closed_on is not None

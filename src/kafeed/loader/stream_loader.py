@@ -9,7 +9,9 @@ DataLoader's round-robin. That is the whole state: batches the workers prefetche
 caller never saw are not in it, so a resume reads them again. Without workers the main
 process is the one reader, and a prefetch thread (kafeed.loader.prefetch) builds its next
 batches while the caller steps; they carry their states the same way, and count once
-handed out.
+handed out. A caller that comes back for the next batch within :data:`INLINE_BELOW_S` (a
+loop that only reads) builds its batches itself instead: the thread's hand-over would
+cost it more than it hides.
 
 The loader's Prometheus metrics (kafeed.loader.metrics) are counted here, in the main
 process, as each batch is yielded (folded in at a scrape, every 0.5 s, and when an
@@ -44,6 +46,9 @@ from kafeed.loader.worker_start import worker_items
 __all__ = ["LoaderOptions", "StreamLoader", "entry_data"]
 
 log = logging.getLogger("kafeed")
+# Away from the loader for less than this between batches, the caller builds them itself:
+# the prefetch thread's hand-over costs 30-50 us of CPU per batch (kafeed.loader.prefetch).
+INLINE_BELOW_S = 100e-6
 
 
 class StreamLoader:
@@ -228,7 +233,7 @@ class StreamLoader:
             # and build its next batch while the caller waits.
             prefetch = self._prefetch = Prefetch(
                 lambda stop: with_views(view.batches(stop, pin=pin and torch.cuda.is_available()), views),
-                depth)
+                depth, inline_below_s=INLINE_BELOW_S)
             return taken(prefetch), prefetch
         if not self.num_workers:
             # Straight from the view: a DataLoader without workers would only add its profiler
