@@ -7,6 +7,9 @@ as local shards for litdata (``TokensLoader`` chunks) and MosaicML streaming (MD
 
 - bare:          a confluent-kafka consume(num_messages=...) loop with the loader's fetch
                  settings that only touches each message (the Python ceiling);
+- bare batches:  the same loop making kafeed's batches with the least work: each record
+                 parsed, its tokens as an array, cut into the same int64 windows; no order,
+                 state or delivery tracking (what exactness costs is kafeed's row less this);
 - kafeed w0/wN:  StreamLoader(KafkaTokenDataset) yielding (B, seq_len+1) int64 batches,
                  num_workers=0 and ``--workers``;
 - baseline w0/wN: the same with the kafeed of ``--baseline-src`` (another commit's ``src/``,
@@ -243,6 +246,47 @@ def read_bare(args: dict[str, Any]) -> dict[str, float]:
     return out
 
 
+def read_bare_batches(args: dict[str, Any]) -> dict[str, float]:
+    """The least work that gives kafeed's batches: the bare loop, plus parsing each record,
+    its tokens as an array and the same (batch, seq_len + 1) int64 windows, with no order,
+    no state and no delivery tracking."""
+    import torch
+    from confluent_kafka import Consumer, TopicPartition
+
+    from kafeed.schema import TokenizedDocument
+
+    c = Consumer({"bootstrap.servers": args["bootstrap"], "group.id": "bench-bare-batches",
+                  "enable.auto.commit": False, "queued.max.messages.kbytes": 131072,
+                  "fetch.max.bytes": 32 * 1024 * 1024,
+                  "max.partition.fetch.bytes": 8 * 1024 * 1024, "logger": QUIET})
+    c.assign([TopicPartition(args["topic"], p, 0) for p in range(args["partitions"])])
+    docs = args["docs"]
+    need = args["batch"] * (args["seq_len"] + 1)
+    eos = np.array([EOS], dtype=np.uint16)
+
+    def batches() -> Iterator[Any]:
+        pieces: list[Any] = []
+        have = seen = 0
+        while seen < docs:
+            for m in c.consume(num_messages=min(2000, docs - seen), timeout=1.0):
+                if m.error() is not None:
+                    continue
+                seen += 1
+                doc = TokenizedDocument()
+                doc.ParseFromString(m.value())
+                pieces.append(np.frombuffer(doc.tokens, dtype=np.uint16))
+                pieces.append(eos)
+                have += doc.num_tokens + 1
+                while have >= need:
+                    flat = np.concatenate(pieces, dtype=np.int64)
+                    yield torch.from_numpy(flat[:need].reshape(args["batch"], -1))
+                    pieces, have = [flat[need:]], have - need
+
+    out = timed(batches())
+    c.close()
+    return out
+
+
 def read_kafeed(args: dict[str, Any]) -> dict[str, float]:
     import kafeed
 
@@ -289,8 +333,8 @@ def read_memmap(args: dict[str, Any]) -> dict[str, float]:
                  for i in range(len(mm) // step))
 
 
-READS = {"bare": read_bare, "kafeed": read_kafeed, "files": read_files, "litdata": read_litdata,
-         "mosaic": read_mosaic, "memmap": read_memmap}
+READS = {"bare": read_bare, "bare-batches": read_bare_batches, "kafeed": read_kafeed, "files": read_files,
+         "litdata": read_litdata, "mosaic": read_mosaic, "memmap": read_memmap}
 
 
 def read_apart(kind: str, args: dict[str, Any], src: str | None = None) -> dict[str, float]:
@@ -308,6 +352,7 @@ def read_apart(kind: str, args: dict[str, Any], src: str | None = None) -> dict[
 # -- the table -------------------------------------------------------------------------------
 RATIOS = [
     ("kafeed/bare", "kafeed w0", "bare"),
+    ("kafeed/bare batches", "kafeed w0", "bare batches"),
     ("kafeed/litdata", "kafeed w0", "litdata"),
     ("kafeed/mosaic", "kafeed w0", "mosaic"),
     ("kafeed/memmap", "kafeed w0", "memmap"),
@@ -393,6 +438,7 @@ def main() -> int:
                       "batch": args.batch, "file": str(tmp / "tokens.bin")}
             runs: dict[str, tuple[str, dict[str, Any], str | None]] = {
                 "bare": ("bare", common, None),
+                "bare batches": ("bare-batches", common, None),
                 "kafeed w0": ("kafeed", {**common, "workers": 0}, None),
                 "kafeed wN": ("kafeed", {**common, "workers": args.workers}, None),
                 "files arrow": ("files", {**common, "dir": str(tmp / "arrow"), "workers": 0}, None),
