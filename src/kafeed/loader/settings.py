@@ -87,7 +87,8 @@ class LoaderSettings(BaseModel):
     max_wait_s: float | None = Field(default=None, gt=0, le=3600, allow_inf_nan=False)
     poll_timeout_s: float = Field(default=0.5, gt=0, le=3600, allow_inf_nan=False)
     # StreamLoader with num_workers=0: batches built ahead on a thread while the trainer
-    # steps (kafeed.loader.prefetch); 0 builds each one in the trainer's thread when asked.
+    # steps (kafeed.loader.prefetch); 0 builds each one in the trainer's thread when asked,
+    # as a caller that comes straight back for each batch gets anyway (a loop that only reads).
     prefetch_batches: Annotated[int, Strict()] = Field(default=2, ge=0, le=64)
     broker_timeout_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     dlq_topic: str | None = None
