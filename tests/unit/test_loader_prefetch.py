@@ -235,3 +235,24 @@ def test_a_dropped_prefetch_closes_the_source_its_caller_ran() -> None:
     del prefetch
     gc.collect()
     assert source.closed_on is not None
+
+
+class _Signal(BaseException):
+    """As a trainer's stop raises out of a wait (kafeed.train.stops)."""
+
+
+def test_a_signal_raised_while_the_thread_starts_still_ends_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    source = Source()  # endless: only the stop ends it
+    start = threading.Thread.start
+
+    def start_then_signal(thread: threading.Thread) -> None:
+        start(thread)
+        raise _Signal  # handled inside start()'s wait for the thread, as SIGTERM can be
+
+    monkeypatch.setattr(threading.Thread, "start", start_then_signal)
+    with pytest.raises(_Signal):
+        Prefetch(source, 2, name="test-started-then-signal")
+    monkeypatch.undo()
+    gc.collect()
+    _until(lambda: not any(t.name == "test-started-then-signal" for t in threading.enumerate()), 5)
+    assert source.closed_on == "test-started-then-signal"

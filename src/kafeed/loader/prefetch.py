@@ -190,8 +190,10 @@ class Prefetch(Generic[T]):
         self._inline = False  # the caller makes the items (the thread handed the iterator back)
         self._released = 0.0  # when the caller last gave a place back (perf_counter)
         self._run_of = 0  # items in a row on the side of the threshold that would switch
-        self._thread = self._start()
+        # Before the thread starts: a signal handled while start() waits for it (a trainer's
+        # stop raises out of that wait) drops this object half made, and the thread must end.
         weakref.finalize(self, self._shared.halt)
+        self._thread = self._start()
 
     def _start(self) -> threading.Thread:
         thread = threading.Thread(target=_run, args=(self._shared, self._shared.hand), name=self._name,
