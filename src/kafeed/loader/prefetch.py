@@ -193,13 +193,14 @@ class Prefetch(Generic[T]):
         # Before the thread starts: a signal handled while start() waits for it (a trainer's
         # stop raises out of that wait) drops this object half made, and the thread must end.
         weakref.finalize(self, self._shared.halt)
-        self._thread = self._start()
+        self._start()
 
-    def _start(self) -> threading.Thread:
-        thread = threading.Thread(target=_run, args=(self._shared, self._shared.hand), name=self._name,
-                                  daemon=True)
-        thread.start()
-        return thread
+    def _start(self) -> None:
+        # Kept before it starts, so that close() waits for the thread even when a signal
+        # is raised out of start().
+        self._thread = threading.Thread(target=_run, args=(self._shared, self._shared.hand),
+                                        name=self._name, daemon=True)
+        self._thread.start()
 
     def __iter__(self) -> Iterator[T]:
         return self
@@ -247,7 +248,7 @@ class Prefetch(Generic[T]):
                 self._shared.hand = _Handoff(self._depth, self._shared.stop)
                 self._inline = False
                 self._run_of = 0
-                self._thread = self._start()
+                self._start()
 
     def _make(self) -> T:
         """The next item, made on the caller's thread."""
@@ -298,7 +299,10 @@ class Prefetch(Generic[T]):
         shared = self._shared
         shared.halt()
         if self._thread is not threading.current_thread():
-            self._thread.join(timeout)
+            try:
+                self._thread.join(timeout)
+            except RuntimeError:  # never started: a signal came before it did
+                pass
         if self._thread.is_alive():
             return False
         if not shared.lock.acquire(timeout=timeout):
