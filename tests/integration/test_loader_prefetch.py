@@ -14,6 +14,7 @@ import pytest
 
 import kafeed
 from kafeed.config import ConnectionSettings
+from kafeed.loader.prefetch import PARK_AFTER, THREAD_AFTER
 from tests.integration.loader_data import EOS, counts, produce_docs
 from tests.kafka_fixtures import TopicFactory
 
@@ -63,6 +64,38 @@ def test_checkpoint_with_batches_prefetched_resumes_with_the_same_batches(
     again = [_tokens(b) for b in resumed]
     assert again == rest
     assert np.array_equal(counts([np.array(b) for b in first + again], len(expected)), expected)
+    _until(lambda: not _prefetch_threads(), 10)
+
+
+def test_a_loop_that_only_reads_builds_its_own_batches_and_the_state_stays_exact(
+    kafka: ConnectionSettings, make_topic: TopicFactory
+) -> None:
+    topic = make_topic(partitions=3)
+    expected = produce_docs(kafka.bootstrap, topic, 400, seed=12)
+    plain = [_tokens(b) for b in _loader(kafka, topic, prefetch_batches=0)]
+
+    loader = _loader(kafka, topic, prefetch_batches=2)
+    it = iter(loader)
+    got = [_tokens(next(it)) for _ in range(PARK_AFTER)]
+    while _prefetch_threads() and len(got) < 60:  # straight back for each one (a busy machine
+        got.append(_tokens(next(it)))  # may hold one back longer: the count starts again)
+    _until(lambda: not _prefetch_threads())  # the thread handed over and ended
+    inline_state, inline_done = json.loads(json.dumps(loader.state_dict())), len(got)
+    for _ in range(THREAD_AFTER + 1):  # then away for a step, as a trainer is
+        time.sleep(0.02)
+        got.append(_tokens(next(it)))
+    _until(lambda: loader.prefetched == 2)  # a thread builds ahead again
+    threaded_state = json.loads(json.dumps(loader.state_dict()))
+    rest = [_tokens(b) for b in it]
+    assert got + rest == plain
+
+    assert len(plain) > 100
+    for state, done in ((inline_state, inline_done), (threaded_state, len(got))):
+        resumed = _loader(kafka, topic, prefetch_batches=2)
+        resumed.load_state_dict(state)
+        again = [_tokens(b) for b in resumed]
+        assert again == plain[done:]
+    assert np.array_equal(counts([np.array(b) for b in got + rest], len(expected)), expected)
     _until(lambda: not _prefetch_threads(), 10)
 
 
