@@ -39,4 +39,5 @@ def test_a_live_iterator_does_not_keep_the_process_from_exiting(
         pytest.fail(f"still running {EXIT_WITHIN_S:.0f} s after it started: {out!r}, {err[-1500:]}")
     assert "TOOK" in out, err[-2000:]
     assert proc.returncode == 0, err[-2000:]
+    assert "Traceback" not in err and "Exception ignored" not in err, err[-2000:]  # a quiet exit
     assert time.monotonic() - began < EXIT_WITHIN_S

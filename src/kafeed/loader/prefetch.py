@@ -29,6 +29,7 @@ Nothing here knows about Kafka or torch.
 
 from __future__ import annotations
 
+import atexit
 import queue
 import threading
 import time
@@ -174,6 +175,18 @@ def _run(shared: _Shared, hand: _Handoff) -> None:
     hand.finish(error or closing)
 
 
+def _close_live() -> None:
+    """At interpreter exit, while threads still run: stop every prefetch thread and wait for
+    it to close its iterator (its consumer too). Finalizing later, a thread can no longer run,
+    and a wait for it would hold the exit."""
+    for prefetch in list(_live):
+        prefetch.close()
+
+
+_live: weakref.WeakSet[Prefetch[Any]] = weakref.WeakSet()
+atexit.register(_close_live)
+
+
 class Prefetch(Generic[T]):
     """The items of ``make(stop)``, made on a thread at most ``depth`` ahead of the caller;
     with ``inline_below_s``, made by the caller itself while it comes straight back for
@@ -193,6 +206,7 @@ class Prefetch(Generic[T]):
         # Before the thread starts: a signal handled while start() waits for it (a trainer's
         # stop raises out of that wait) drops this object half made, and the thread must end.
         weakref.finalize(self, self._shared.halt)
+        _live.add(self)
         self._start()
 
     def _start(self) -> None:

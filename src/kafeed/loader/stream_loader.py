@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -208,7 +209,11 @@ class StreamLoader:
                                           prefetch)
             cut = prefetch is not None and prefetch.stopped  # close() ended it, not the data
         finally:
-            metrics.fold()  # a loader dropped after its loop is never collected again
+            # An iterator left alive in a script's globals is finalized here after the exit's
+            # clean-up (kafeed.loader.prefetch closed its thread then): nobody scrapes the
+            # metrics any more, and a fold's imports would fail.
+            if not sys.is_finalizing():
+                metrics.fold()  # a loader dropped after its loop is never collected again
             if prefetch is not None:
                 # Breaking off, an error, the end or close(): the thread and its consumer end here.
                 prefetch.close()
