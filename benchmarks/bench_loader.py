@@ -216,15 +216,21 @@ class _Count:
         return self.n
 
 
-def read_bare(args: dict[str, Any]) -> dict[str, float]:
+def bare_consumer(args: dict[str, Any], group: str) -> Any:
+    """A consumer of the whole topic from its start, with the loader's own fetch settings, so
+    the bare reads are a fair ceiling (kafeed/loader/read_ahead.py)."""
     from confluent_kafka import Consumer, TopicPartition
 
-    # The loader's own fetch settings, so the ceiling is fair (kafeed/loader/reader.py).
-    c = Consumer({"bootstrap.servers": args["bootstrap"], "group.id": "bench-bare",
+    c = Consumer({"bootstrap.servers": args["bootstrap"], "group.id": group,
                   "enable.auto.commit": False, "queued.max.messages.kbytes": 131072,
                   "fetch.max.bytes": 32 * 1024 * 1024,
                   "max.partition.fetch.bytes": 8 * 1024 * 1024, "logger": QUIET})
     c.assign([TopicPartition(args["topic"], p, 0) for p in range(args["partitions"])])
+    return c
+
+
+def read_bare(args: dict[str, Any]) -> dict[str, float]:
+    c = bare_consumer(args, "bench-bare")
     docs = args["docs"]
 
     def batches() -> Iterator[Any]:
@@ -251,15 +257,10 @@ def read_bare_batches(args: dict[str, Any]) -> dict[str, float]:
     its tokens as an array and the same (batch, seq_len + 1) int64 windows, with no order,
     no state and no delivery tracking."""
     import torch
-    from confluent_kafka import Consumer, TopicPartition
 
     from kafeed.schema import TokenizedDocument
 
-    c = Consumer({"bootstrap.servers": args["bootstrap"], "group.id": "bench-bare-batches",
-                  "enable.auto.commit": False, "queued.max.messages.kbytes": 131072,
-                  "fetch.max.bytes": 32 * 1024 * 1024,
-                  "max.partition.fetch.bytes": 8 * 1024 * 1024, "logger": QUIET})
-    c.assign([TopicPartition(args["topic"], p, 0) for p in range(args["partitions"])])
+    c = bare_consumer(args, "bench-bare-batches")
     docs = args["docs"]
     need = args["batch"] * (args["seq_len"] + 1)
     eos = np.array([EOS], dtype=np.uint16)
