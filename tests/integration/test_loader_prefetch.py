@@ -71,15 +71,18 @@ def test_a_loop_that_only_reads_builds_its_own_batches_and_the_state_stays_exact
     kafka: ConnectionSettings, make_topic: TopicFactory
 ) -> None:
     topic = make_topic(partitions=3)
-    expected = produce_docs(kafka.bootstrap, topic, 400, seed=12)
+    expected = produce_docs(kafka.bootstrap, topic, 800, seed=12)
     plain = [_tokens(b) for b in _loader(kafka, topic, prefetch_batches=0)]
+    assert len(plain) > 150
 
     loader = _loader(kafka, topic, prefetch_batches=2)
     it = iter(loader)
     got = [_tokens(next(it)) for _ in range(PARK_AFTER)]
-    while _prefetch_threads() and len(got) < 60:  # straight back for each one (a busy machine
+    while _prefetch_threads() and len(got) < 80:  # straight back for each one (a busy machine
         got.append(_tokens(next(it)))  # may hold one back longer: the count starts again)
-    _until(lambda: not _prefetch_threads())  # the thread handed over and ended
+    _until(lambda: not _prefetch_threads())  # the thread handed the iterator over and ended
+    # The batches it made before that (depth at most) come first, then the caller makes its own.
+    got += [_tokens(next(it)) for _ in range(3)]
     inline_state, inline_done = json.loads(json.dumps(loader.state_dict())), len(got)
     for _ in range(THREAD_AFTER + 1):  # then away for a step, as a trainer is
         time.sleep(0.02)
@@ -89,7 +92,6 @@ def test_a_loop_that_only_reads_builds_its_own_batches_and_the_state_stays_exact
     rest = [_tokens(b) for b in it]
     assert got + rest == plain
 
-    assert len(plain) > 100
     for state, done in ((inline_state, inline_done), (threaded_state, len(got))):
         resumed = _loader(kafka, topic, prefetch_batches=2)
         resumed.load_state_dict(state)
