@@ -30,149 +30,20 @@ Nothing here knows about Kafka or torch.
 from __future__ import annotations
 
 import atexit
-import queue
 import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
 
+from kafeed.loader.prefetch_thread import PARKED, Handoff, Shared, Stopped, run
+
+__all__ = ["JOIN_S", "PARK_AFTER", "THREAD_AFTER", "Prefetch", "Stopped"]
+
 T = TypeVar("T")
 JOIN_S = 10.0  # the longest close() waits for the thread (a consumer's close included)
 PARK_AFTER = 8  # items in a row with the caller back within inline_below_s: the thread ends
 THREAD_AFTER = 2  # items in a row with the caller away longer: a thread starts again
-
-
-class Stopped(Exception):
-    """Raised in a prefetch thread by a wait that saw the stop event set: the thread ends."""
-
-
-class _End:
-    """What the thread sends last: the error it ended with, if any."""
-
-    def __init__(self, error: BaseException | None) -> None:
-        self.error = error
-
-
-_PARKED = object()  # what a thread sends last when it hands the iterator back to the caller
-
-
-class _Shared:
-    """What the caller and its threads share: how to make the iterator, the iterator once
-    made, the stop event it watches, and the current thread's hand-over."""
-
-    def __init__(self, make: Callable[[threading.Event], Iterator[Any]], depth: int) -> None:
-        self.make = make
-        self.stop = threading.Event()
-        self.items: Iterator[Any] | None = None
-        self.closed = False
-        self.lock = threading.RLock()  # held while the iterator runs on the caller's thread
-        self.hand = _Handoff(depth, self.stop)
-
-    def iterator(self) -> Iterator[Any]:
-        if self.items is None:
-            self.items = self.make(self.stop)
-        return self.items
-
-    def close_items(self) -> BaseException | None:
-        """Close the iterator (once), on the calling thread; the error its close raised."""
-        items, self.items = self.items, None
-        self.closed = True
-        close = getattr(items, "close", None)
-        if close is not None:
-            try:
-                close()  # a generator's clean-up (closing its consumer) runs on this thread
-            except Exception as exc:
-                return exc
-        return None
-
-    def halt(self) -> None:
-        """Stop: the thread if there is one, the iterator if it runs on the caller's thread."""
-        self.stop.set()
-        self.hand.halt()
-        if self.lock.acquire(blocking=False):
-            try:
-                if self.hand.parked and not self.closed:
-                    self.close_items()
-            finally:
-                self.lock.release()
-
-
-class _Handoff:
-    """The bounded hand-over between one thread and the caller.
-
-    Two C-level queues: ``items`` carries the items (then one :class:`_End`, or
-    :data:`_PARKED`), ``room`` one token per free place. Giving a place back wakes the
-    thread with one lock release (a condition notified under its lock wakes it twice, the
-    second time for the lock)."""
-
-    def __init__(self, depth: int, stop: threading.Event) -> None:
-        self.items: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self.room: queue.SimpleQueue[None] = queue.SimpleQueue()
-        for _ in range(depth):
-            self.room.put(None)
-        self.stop = stop
-        self.ended = False
-        self.park = False  # asked by the caller: hand the iterator back after this item
-        self.parked = False  # set by the thread as it does
-        self.made = 0  # items queued (counted by the thread)
-        self.taken = 0  # items taken (counted by the caller)
-
-    def put(self, item: Any) -> bool:
-        """Wait for room, then queue ``item``; False when stopped meanwhile."""
-        self.room.get()
-        if self.stop.is_set():
-            return False
-        self.made += 1
-        self.items.put(item)
-        return True
-
-    def finish(self, error: BaseException | None) -> None:
-        self.items.put(_End(error))
-
-    def get(self) -> Any:
-        """The next item, its place not yet given back (or :data:`_PARKED`); the thread's
-        error once the items before it are taken; StopIteration at the end or once stopped."""
-        if self.ended:
-            raise StopIteration
-        item = self.items.get()
-        if type(item) is _End:
-            self.ended = True
-            if item.error is not None:
-                raise item.error
-            raise StopIteration
-        if item is not _PARKED:
-            self.taken += 1
-        return item
-
-    def release(self) -> None:
-        self.room.put(None)
-
-    def halt(self) -> None:
-        """Stop the thread: wake it if it waits for room, and a caller waiting for an item."""
-        self.stop.set()
-        self.room.put(None)
-        self.items.put(_End(None))
-
-
-def _run(shared: _Shared, hand: _Handoff) -> None:
-    """The thread: make items until the source ends, fails or is stopped, then close it
-    here; or, asked to, hand the iterator back to the caller unclosed."""
-    error: BaseException | None = None
-    try:
-        for item in shared.iterator():
-            if not hand.put(item):
-                break
-            if hand.park:
-                hand.parked = True
-                hand.items.put(_PARKED)
-                return
-    except Stopped:
-        pass
-    except BaseException as exc:  # whatever it is, the caller's thread raises it unchanged
-        error = exc
-    closing = shared.close_items()
-    hand.finish(error or closing)
 
 
 def _close_live() -> None:
@@ -196,7 +67,7 @@ class Prefetch(Generic[T]):
                  name: str = "kafeed-prefetch", inline_below_s: float = 0.0) -> None:
         if depth < 1:
             raise ValueError(f"depth must be at least 1, not {depth}")
-        self._shared = _Shared(make, depth)
+        self._shared = Shared(make, depth)
         self._depth = depth
         self._name = name
         self._inline_below_s = inline_below_s
@@ -212,7 +83,7 @@ class Prefetch(Generic[T]):
     def _start(self) -> None:
         # Kept before it starts, so that close() waits for the thread even when a signal
         # is raised out of start().
-        self._thread = threading.Thread(target=_run, args=(self._shared, self._shared.hand),
+        self._thread = threading.Thread(target=run, args=(self._shared, self._shared.hand),
                                         name=self._name, daemon=True)
         self._thread.start()
 
@@ -240,7 +111,7 @@ class Prefetch(Generic[T]):
             return self._make()
         hand = self._shared.hand
         item = hand.get()
-        if item is _PARKED:
+        if item is PARKED:
             self._thread.join()
             self._inline = True
             return self._make()
@@ -259,7 +130,7 @@ class Prefetch(Generic[T]):
             self._run_of = 0
         elif self._inline and self._run_of >= THREAD_AFTER and not self._shared.stop.is_set():
             with self._shared.lock:
-                self._shared.hand = _Handoff(self._depth, self._shared.stop)
+                self._shared.hand = Handoff(self._depth, self._shared.stop)
                 self._inline = False
                 self._run_of = 0
                 self._start()
