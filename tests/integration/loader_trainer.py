@@ -1,4 +1,5 @@
-"""A trainer-like loop for subprocess tests: consume, "train", checkpoint every step.
+"""A trainer-like loop for subprocess tests: consume, "train", checkpoint every step (or
+every ``--checkpoint-every`` steps).
 
 The checkpoint (one JSON file, replaced atomically) holds the loader state and the
 "model": tokens seen per document value. Killed at any point and restarted, it resumes
@@ -12,6 +13,7 @@ import argparse
 import json
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -27,6 +29,7 @@ def main() -> int:
     ap.add_argument("--workers", type=int, default=0)
     ap.add_argument("--shuffle", type=int, default=0)
     ap.add_argument("--step-sleep", type=float, default=0.0)
+    ap.add_argument("--checkpoint-every", type=int, default=1)
     ap.add_argument("--ddp", action="store_true")
     args = ap.parse_args()
 
@@ -52,9 +55,12 @@ def main() -> int:
         seen += np.bincount(tokens, minlength=args.size)[: args.size]
         steps += 1
         batches += 1
-        if not args.ddp:
+        if not args.ddp and steps % args.checkpoint_every == 0:
+            # Whether a prefetch thread builds the batches, or this loop (kafeed.loader.prefetch).
+            threads = sum(t.name == "kafeed-prefetch" for t in threading.enumerate())
             tmp = args.checkpoint.with_suffix(".tmp")
-            tmp.write_text(json.dumps({"loader": loader.state_dict(), "seen": seen.tolist(), "steps": steps}))
+            tmp.write_text(json.dumps({"loader": loader.state_dict(), "seen": seen.tolist(), "steps": steps,
+                                       "prefetch_threads": threads}))
             os.replace(tmp, args.checkpoint)
         if args.step_sleep:
             time.sleep(args.step_sleep)
@@ -67,9 +73,9 @@ def main() -> int:
                                    "merged": kafeed.merge_states(states)}))  # type: ignore[arg-type]
         dist.destroy_process_group()
     else:
-        ckpt = json.loads(args.checkpoint.read_text()) if args.checkpoint.exists() else {}
-        ckpt["done"] = True
-        args.checkpoint.write_text(json.dumps(ckpt))
+        # The batches after the last checkpoint count too.
+        args.checkpoint.write_text(json.dumps({"loader": loader.state_dict(), "seen": seen.tolist(),
+                                               "steps": steps, "done": True}))
     return 0
 
 

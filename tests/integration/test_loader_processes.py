@@ -75,6 +75,40 @@ def test_sigkill_at_random_steps_then_resume_consumes_every_record_once(
     assert np.array_equal(seen, expected), f"kills at steps {steps_at_kill}"
 
 
+def test_sigkill_of_a_loop_that_only_reads_then_resume_consumes_every_record_once(
+    kafka: ConnectionSettings, make_topic: TopicFactory, tmp_path: Path
+) -> None:
+    """No step time and a checkpoint every 20 batches: the loop builds its own batches (no
+    prefetch thread, kafeed.loader.prefetch) when it is killed."""
+    topic = make_topic(partitions=3)
+    expected = produce_docs(kafka.bootstrap, topic, 20000, seed=22)
+    ckpt = tmp_path / "ckpt.json"
+    cmd = _cmd(kafka, topic, ckpt, len(expected), "--shuffle", "30", "--checkpoint-every", "20")
+    proc = subprocess.Popen(cmd, env=_env())
+    seen_inline = False
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            state = json.loads(ckpt.read_text())
+        except (FileNotFoundError, json.JSONDecodeError):
+            time.sleep(0.005)
+            continue
+        if state["prefetch_threads"] == 0 and state["steps"] >= 100:
+            seen_inline = True
+            os.kill(proc.pid, signal.SIGKILL)  # mid-read, somewhere between two checkpoints
+            break
+        time.sleep(0.005)
+    proc.wait(30)
+    assert seen_inline and proc.returncode == -signal.SIGKILL
+    killed_at = json.loads(ckpt.read_text())["steps"]
+    subprocess.run(cmd, env=_env(), check=True, timeout=240)
+    final = json.loads(ckpt.read_text())
+    assert final["done"] and final["steps"] > killed_at
+    seen = np.asarray(final["seen"])
+    seen[0] = 0
+    assert np.array_equal(seen, expected), f"killed after step {killed_at}"
+
+
 def test_bounded_ddp_gloo_ends_on_every_rank_and_stays_exact(
     kafka: ConnectionSettings, make_topic: TopicFactory, tmp_path: Path
 ) -> None:
