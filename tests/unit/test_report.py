@@ -12,7 +12,8 @@ import pytest
 
 from kafeed.cli.main import main
 from kafeed.errors import KafeedError
-from kafeed.monitor.report import DPI, FIG_INCHES, counter_rates, load_lines, render_report
+from kafeed.monitor.report import DPI, FIG_INCHES, render_report
+from kafeed.monitor.series import counter_rates, load_lines
 
 pytest.importorskip("matplotlib")
 
