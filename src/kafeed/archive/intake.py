@@ -7,7 +7,7 @@ import logging
 from typing import Any
 
 from kafeed.archive.commit import CommitPlan
-from kafeed.archive.rows import RecordBatch
+from kafeed.archive.rows import RecordBatch, RowMapper
 from kafeed.kafka import final_consumer_error
 
 log = logging.getLogger("kafeed")
@@ -65,3 +65,17 @@ def follow_commit(consumer: Any, topic: str, plan: CommitPlan, expected: dict[in
             consumer.commit(offsets=mirror, asynchronous=True)
         except Exception as exc:  # the mirror is for lag monitoring only
             log.debug("kafeed archive: mirroring offsets to the group failed: %s", exc)
+
+
+def chunk_rows(mapper: RowMapper, buffers: dict[int, RecordBatch]
+               ) -> tuple[Any, dict[int, tuple[int, int]], int]:
+    """The buffered records as one chunk: its rows (one table per partition, joined without
+    copying, in (partition, offset) order), the offset range per partition and the value
+    bytes."""
+    import pyarrow as pa
+
+    ranges: dict[int, tuple[int, int]] = {}
+    for buffer in buffers.values():
+        ranges |= buffer.ranges()
+    rows = pa.concat_tables([mapper.rows(buffers[p]) for p in sorted(buffers)])
+    return rows, ranges, sum(b.value_bytes for b in buffers.values())

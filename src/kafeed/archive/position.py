@@ -18,7 +18,17 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from kafeed.errors import ConfigError
+from kafeed.errors import CatalogUnavailable, ConfigError
+
+
+def refreshed_positions(table: Any, key: str, *, name: str) -> dict[int, int]:
+    """:func:`read_positions` of table ``name`` refreshed from its catalog first."""
+    try:
+        table.refresh()
+    except Exception as exc:
+        raise CatalogUnavailable(f"Could not read table {name!r}: {exc}.",
+                                 hint="Check that the catalog is reachable.") from exc
+    return read_positions(table, key)
 
 
 def read_positions(table: Any, key: str) -> dict[int, int]:

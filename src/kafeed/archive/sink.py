@@ -36,9 +36,9 @@ from typing import Any
 from kafeed.archive.apply import apply_plan
 from kafeed.archive.catalog import open_catalog, open_table
 from kafeed.archive.commit import CommitPlan, plan_commit
-from kafeed.archive.intake import buffer_messages, follow_commit
+from kafeed.archive.intake import buffer_messages, chunk_rows, follow_commit
 from kafeed.archive.pending import CHUNKS_PER_COMMIT, PendingCommit, warm_up
-from kafeed.archive.position import encode_positions, read_positions
+from kafeed.archive.position import encode_positions, refreshed_positions
 from kafeed.archive.rows import RecordBatch, RowMapper
 from kafeed.archive.run_stats import ArchiveStats
 from kafeed.archive.schema import offsets_key, topic_id_key
@@ -46,14 +46,7 @@ from kafeed.archive.settings import ArchiveSettings
 from kafeed.archive.topic_identity import check_same_topic, cluster_id_of
 from kafeed.config import ConnectionSettings
 from kafeed.errors import CatalogUnavailable
-from kafeed.kafka import (
-    SESSION_TIMEOUT_MS,
-    Drain,
-    KafkaClients,
-    close_consumer,
-    stall_seconds,
-    topic_id,
-)
+from kafeed.kafka import SESSION_TIMEOUT_MS, Drain, KafkaClients, close_consumer, stall_seconds, topic_id
 
 log = logging.getLogger("kafeed")
 COMMIT_ATTEMPTS = 20
@@ -136,12 +129,7 @@ class ArchiveSink:
 
     # -- assignment ------------------------------------------------------------------------
     def _refresh(self) -> dict[int, int]:
-        try:
-            self._table.refresh()
-        except Exception as exc:
-            raise CatalogUnavailable(f"Could not read table {self.settings.table!r}: {exc}.",
-                                     hint="Check that the catalog is reachable.") from exc
-        return read_positions(self._table, self._key)
+        return refreshed_positions(self._table, self._key, name=self.settings.table)
 
     def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
         from kafeed.kafka.types import OFFSET_BEGINNING
@@ -243,17 +231,9 @@ class ArchiveSink:
 
     def _seal(self) -> None:
         """Hand the buffered records, as one chunk of rows, to the helper thread to be written."""
-        import pyarrow as pa
-
         buffers, self._buffers = self._buffers, {}
-        if not buffers:
-            return
-        ranges: dict[int, tuple[int, int]] = {}
-        for buffer in buffers.values():
-            ranges |= buffer.ranges()
-        # One table per partition, joined without copying: the rows are in (partition, offset) order.
-        rows = pa.concat_tables([self.mapper.rows(buffers[p]) for p in sorted(buffers)])
-        self._staged().add(self._table, rows, ranges, sum(b.value_bytes for b in buffers.values()))
+        if buffers:
+            self._staged().add(self._table, *chunk_rows(self.mapper, buffers))
 
     def flush(self) -> None:
         """Commit the buffered records to the table (decided against its current state)."""
