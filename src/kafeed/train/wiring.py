@@ -14,6 +14,7 @@ from typing import Any
 
 from kafeed.config import ConnectionSettings
 from kafeed.errors import KafeedError
+from kafeed.loader.assignment import partition_key
 from kafeed.loader.mixing import tokens_delivered
 from kafeed.loader.state import reader_entries
 from kafeed.train.options import TrainOptions
@@ -109,7 +110,7 @@ class LoaderWiring:
             wanted += [(topic, p) for p in meta.partitions]
         found = list_offsets(admin, wanted, latest=which == "latest", read_committed=False, timeout=10,
                              action=f"read the {which} offsets of {self.options.source}")
-        return {f"{topic}:{partition}": offset for (topic, partition), offset in found.items()}
+        return {partition_key(topic, partition): offset for (topic, partition), offset in found.items()}
 
     def records_on_topic(self) -> int | None:
         """Records the topic holds now (high minus low watermarks); None when unknown."""
