@@ -7,12 +7,12 @@ until it reaches the log start, then from Kafka: one offset order, so windows, s
 sharding and the saved state are those of a topic that never expired. The state holds
 offsets only; which tier an offset is read from is decided again on every open.
 
-Records come back as :class:`ColdRecord`: a record of the reader's interface
-(kafeed.loader.readers.Record: ``offset()``, ``timestamp()``, ``value()`` ...) that carries
-its payload already decoded from the table's columns (kafeed.loader.record_kinds), so the hot
-path never re-encodes a protobuf. A row the table kept raw (it did not decode when archived)
-or one of another tokenizer carries no payload; the cold tier decodes its exact bytes as it
-would a Kafka record's, and counts or dead-letters it the same way.
+Records come back as a partition queues them (kafeed.loader.partition: ``(offset, payload,
+timestamp_ms, 0, raw)``), each payload already decoded from the table's columns
+(kafeed.loader.record_kinds), so the hot path never re-encodes a protobuf. A row the table
+kept raw (it did not decode when archived) or one of another tokenizer carries no payload but
+a :class:`RawRow`; the cold tier decodes its exact bytes as it would a Kafka record's, and
+counts or dead-letters it the same way.
 
 The table is opened once per reader and pinned to its snapshot; it is reloaded only when
 the log start moves past what that snapshot holds. pyiceberg is imported here, when a
@@ -30,10 +30,11 @@ import numpy as np
 
 from kafeed.archive.catalog import check_table, load_table, open_catalog
 from kafeed.archive.position import read_positions
-from kafeed.archive.rows import record_headers, record_value
+from kafeed.archive.rows import record_value
 from kafeed.archive.schema import offsets_key
 from kafeed.errors import ConfigError
 from kafeed.loader.offsets import explicit_offset, timestamp_ms
+from kafeed.loader.partition import Entry
 from kafeed.loader.record_kinds import KINDS
 from kafeed.loader.settings import LoaderSettings
 
@@ -51,44 +52,21 @@ def _ordered(parts: Any, offsets: Any) -> bool:
     return bool(np.all((step > 0) | ((step == 0) & (offsets[1:] >= offsets[:-1]))))
 
 
-class ColdRecord:
-    """One archived record (kafeed.loader.readers.Record), its payload decoded from the table."""
+class RawRow:
+    """An archived row whose payload is still to be decoded from its bytes: its value and key
+    are read with one more scan for the whole row (rare: bad records)."""
 
-    __slots__ = ("_full", "_offset", "_partition", "_source", "_stamp", "_topic", "payload")
+    __slots__ = ("_full", "_source", "offset", "partition")
 
-    def __init__(self, source: ArchiveSource, topic: str, partition: int, offset: int, stamp: int,
-                 payload: Any) -> None:
+    def __init__(self, source: ArchiveSource, partition: int, offset: int) -> None:
         self._source = source
-        self._topic = topic
-        self._partition = partition
-        self._offset = offset
-        self._stamp = stamp
-        self.payload = payload  # None: decode value() as a Kafka record
+        self.partition = partition
+        self.offset = offset
         self._full: dict[str, Any] | None = None
 
-    def topic(self) -> str:
-        return self._topic
-
-    def partition(self) -> int:
-        return self._partition
-
-    def offset(self) -> int:
-        return self._offset
-
-    def timestamp(self) -> tuple[int, int]:
-        return 1, self._stamp  # TIMESTAMP_CREATE_TIME, as the sink archived it
-
-    def error(self) -> None:
-        return None
-
-    def __len__(self) -> int:
-        """0: the read-ahead counts bytes librdkafka fetched; a cold record's are in the table's
-        arrays (kafeed.loader.read_ahead)."""
-        return 0
-
     def _row(self) -> dict[str, Any]:
-        if self._full is None:  # rare (bad records): one more scan for the whole row
-            self._full = self._source.row(self._partition, self._offset)
+        if self._full is None:
+            self._full = self._source.row(self.partition, self.offset)
         return self._full
 
     def value(self) -> bytes | None:
@@ -97,9 +75,6 @@ class ColdRecord:
     def key(self) -> bytes | None:
         key: bytes | None = self._row()["key"]
         return key
-
-    def headers(self) -> list[tuple[str, bytes | None]]:
-        return list(record_headers(self._row()))
 
 
 def _import_pyiceberg() -> None:
@@ -212,11 +187,11 @@ class ArchiveSource:
                                        "`kafeed archive` ahead of the topic's retention.")
 
     # -- records ---------------------------------------------------------------------------
-    def read(self, ranges: Mapping[int, tuple[int, int]]) -> dict[int, list[ColdRecord]]:
+    def read(self, ranges: Mapping[int, tuple[int, int]]) -> dict[int, list[Entry]]:
         """The archived records of each partition with offsets in its ``[first, stop)``, in
         offset order. One read of the data files that may hold them (a file holds every Kafka
         partition's rows); rows are picked by index, the token lists never copied."""
-        out: dict[int, list[ColdRecord]] = {p: [] for p in ranges}
+        out: dict[int, list[Entry]] = {p: [] for p in ranges}
         wanted = {p: r for p, r in ranges.items() if r[1] > r[0]}
         if not wanted:
             return out
@@ -236,12 +211,11 @@ class ArchiveSource:
             return out
         stamps = (data["timestamp"].cast("int64").to_numpy() // 1000)[rows].tolist()
         payloads = KINDS[self.settings.kind].from_columns(data, rows, self._tokenizer)
-        topic = self.topic
         chosen_parts, offs = parts[rows], offsets[rows].tolist()
         cuts = (np.flatnonzero(chosen_parts[1:] != chosen_parts[:-1]) + 1).tolist()
         for lo, hi in zip([0, *cuts], [*cuts, len(offs)], strict=True):
             p = int(chosen_parts[lo])
-            out[p] = [ColdRecord(self, topic, p, o, st, pl)
+            out[p] = [(o, pl, st, 0, None if pl is not None else RawRow(self, p, o))
                       for o, st, pl in zip(offs[lo:hi], stamps[lo:hi], payloads[lo:hi], strict=True)]
         return out
 

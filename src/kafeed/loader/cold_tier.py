@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
-from kafeed.loader.archive_source import ArchiveSource, ColdRecord
+from kafeed.loader.archive_source import ArchiveSource, RawRow
 from kafeed.loader.decode import RecordDecoder
 from kafeed.loader.offsets import watermarks, with_retry
-from kafeed.loader.partition import Partition
+from kafeed.loader.partition import Entry, Partition
 from kafeed.loader.settings import LoaderSettings
 
 log = logging.getLogger("kafeed")
@@ -42,6 +43,7 @@ class ColdTier:
         self.sources = {topic: ArchiveSource(settings, topic, table)
                         for topic, table in settings.archive_tables().items()}
         self.parts: list[Partition] = []
+        self._decodes: dict[str, Callable[[Entry], Any]] = {}  # partition key -> its table records' decode
 
     def open(self, consumer: Any) -> None:
         """Open the tables, checking they archive this cluster."""
@@ -53,19 +55,28 @@ class ColdTier:
     def begin(self, part: Partition, log_start: int) -> None:
         """Read ``part`` (its queue empty) from its table from its seek position up to ``log_start``."""
         part.cold_until, part.cold_pos = log_start, part.seek
-        part.decode = self.decode
+        part.decode = self._cold_decode(part)
         self.parts.append(part)
 
-    def decode(self, record: ColdRecord) -> Any:
+    def _cold_decode(self, part: Partition) -> Callable[[Entry], Any]:
+        """How ``part``'s table records decode (one function per partition: whether its queue
+        holds table records is whether its decode is this one)."""
+        if part.key not in self._decodes:
+            self._decodes[part.key] = partial(self.decode, part.topic)
+        return self._decodes[part.key]
+
+    def decode(self, topic: str, entry: Entry) -> Any:
         """A table record's payload: decoded from its columns already, or from its bytes (a row
         the archive kept raw, or of another tokenizer) as a Kafka record's."""
-        if record.payload is None:
-            return self._decoder.decode(record)
-        self._decoder.accept_cold(record.topic(), record.payload)
-        return record.payload
+        offset, payload, _stamp, _nbytes, raw = entry
+        if raw is not None:
+            row: RawRow = raw
+            return self._decoder.decode(topic, row.partition, offset, row.value(), row.key())
+        self._decoder.accept_cold(topic, payload)
+        return payload
 
     def fetch(self, by_tp: dict[tuple[str, int], Partition], consumer: Any,
-              restore: Callable[[Partition, Any, Callable[[Any], Any]], None]) -> int:
+              restore: Callable[[Partition, Entry, Callable[[Entry], Any]], None]) -> int:
         """Fill the queues of cold partitions from their archive tables (one scan per table);
         returns how many records were queued or restored (``restore(part, record, decode)``:
         an in-flight record of an exact resume, re-read). A partition read to its boundary
@@ -76,11 +87,11 @@ class ColdTier:
             if part.cold_until is not None and part.cold_pos >= part.cold_until:
                 self._warm(part, consumer)
             else:
-                part.decode = self.decode  # an overtaken partition's Kafka records are all taken
+                part.decode = self._cold_decode(part)  # an overtaken partition's Kafka records are all taken
         wanted: dict[str, dict[int, tuple[int, int]]] = {}
         for part in self.parts:
             if (len(part.queue) < limit and part.cold_until is not None and part.cold_pos < part.cold_until
-                    and part.decode == self.decode):
+                    and part.decode is self._cold_decode(part)):
                 stop = min(part.cold_until, part.cold_pos + max(limit, COLD_CHUNK))
                 if part.end is not None:
                     stop = min(stop, part.end)
@@ -99,17 +110,17 @@ class ColdTier:
                 source.release()
         return queued
 
-    def _queue(self, part: Partition, records: list[ColdRecord],
-               restore: Callable[[Partition, Any, Callable[[Any], Any]], None]) -> int:
+    def _queue(self, part: Partition, entries: list[Entry],
+               restore: Callable[[Partition, Entry, Callable[[Entry], Any]], None]) -> int:
         queued = 0
-        for rec in records:
-            offset = rec.offset()
+        for entry in entries:
+            offset = entry[0]
             if offset < part.read:
                 if offset in part.restore:
-                    restore(part, rec, self.decode)
+                    restore(part, entry, part.decode)
                     queued += 1
                 continue
-            part.queue.append(rec)
+            part.queue.append(entry)
             queued += 1
         return queued
 
@@ -126,7 +137,7 @@ class ColdTier:
         log.info("kafeed loader: %s read from the archive table up to offset %d; on from Kafka",
                  part.key, part.cold_pos)
         part.cold_until = None
-        part.decode = self._decoder.decode
+        part.decode = self._decoder.for_partition(part.topic, part.partition)
         self.parts.remove(part)
         consumer.incremental_assign([TopicPartition(part.topic, part.partition, part.cold_pos)])
 
@@ -135,7 +146,7 @@ class ColdTier:
         fetched them: read it from the table again, from where it stood."""
         from kafeed.kafka.types import TopicPartition
 
-        pos = part.queue[-1].offset() + 1 if part.queue else part.read
+        pos = part.queued_to()
         if part.restore:
             pos = min(pos, min(part.restore))
         low = watermarks(consumer, part.topic, part.partition, self.settings)[0]

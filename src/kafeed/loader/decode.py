@@ -18,12 +18,15 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from google.protobuf.message import Message
 
 from kafeed.errors import SchemaError
 from kafeed.kafka import KafkaClients, dead_letter_headers
+from kafeed.loader.partition import Entry
 from kafeed.loader.record_kinds import KINDS, RecordKind, lenient
 from kafeed.loader.settings import LoaderSettings
 
@@ -72,16 +75,27 @@ class RecordDecoder:
         # Topics not yet shown to hold the right record type: topic -> [records bad, last value].
         self._unproven: dict[str, list[Any]] = {t: [0, b""] for t in settings.topics}
 
-    def decode(self, msg: Any) -> Any:
-        """The payload, or ``None`` for a bad record (already counted and dead-lettered)."""
+    def for_partition(self, topic: str, partition: int) -> Callable[[Entry], Any]:
+        """How a partition's queued Kafka records (kafeed.loader.partition) decode."""
+        return partial(self.decode_entry, topic, partition)
+
+    def decode_entry(self, topic: str, partition: int, entry: Entry) -> Any:
+        """A queued Kafka record's payload (see :meth:`decode`)."""
+        offset, value, _stamp, _nbytes, key = entry
+        return self.decode(topic, partition, offset, value, key)
+
+    def decode(self, topic: str, partition: int, offset: int, value: bytes | None,
+               key: bytes | None) -> Any:
+        """The payload of a record, or ``None`` for a bad record (already counted and
+        dead-lettered)."""
         try:
-            payload, record, tokens = self._parse(msg.value(), msg, self.settings.tokenizer)
+            payload, record, tokens = self._parse(value, (topic, partition, offset), self.settings.tokenizer)
         except SchemaError as exc:
-            self._bad(msg, exc)
+            self._bad(topic, partition, offset, value, key, exc)
             return None
         self.stats["tokens"] += tokens
         if self._unproven:
-            self._prove(msg.topic(), record)
+            self._prove(topic, record)
         return payload
 
     def accept_cold(self, topic: str, payload: Any) -> None:
@@ -96,16 +110,17 @@ class RecordDecoder:
         if topic in self._unproven and not lenient(record):
             del self._unproven[topic]
 
-    def _bad(self, msg: Any, exc: SchemaError) -> None:
+    def _bad(self, topic: str, partition: int, offset: int, value: bytes | None,
+             key: bytes | None, exc: SchemaError) -> None:
         self.stats["bad"] += 1
         log.warning("kafeed loader: skipped a bad record: %s", exc.message)
-        self._dead_letter(msg, exc)
-        unproven = self._unproven.get(msg.topic())
-        if unproven is not None and msg.value() is not None:
+        self._dead_letter(topic, partition, offset, value, key, exc)
+        unproven = self._unproven.get(topic)
+        if unproven is not None and value is not None:
             unproven[0] += 1
-            unproven[1] = msg.value()
+            unproven[1] = value
             if unproven[0] >= WRONG_TYPE_AFTER:
-                raise self.wrong_type(msg.topic())
+                raise self.wrong_type(topic)
 
     def wrong_type(self, topic: str) -> SchemaError:
         """The error for a topic none of whose records decoded (see the module docstring)."""
@@ -135,15 +150,16 @@ class RecordDecoder:
             if bad:
                 raise self.wrong_type(topic)
 
-    def _dead_letter(self, msg: Any, exc: SchemaError) -> None:
+    def _dead_letter(self, topic: str, partition: int, offset: int, value: bytes | None,
+                     key: bytes | None, exc: SchemaError) -> None:
         if self.settings.dlq_topic is None:
             return
         if self._producer is None:
             self._producer = KafkaClients(self.settings.connection).producer()
         self._producer.produce(
-            self.settings.dlq_topic, value=msg.value(), key=msg.key(),
+            self.settings.dlq_topic, value=value, key=key,
             headers=dead_letter_headers(kind="decode", reason=exc.message, stage="loader",
-                                        source=(msg.topic(), msg.partition(), msg.offset())))
+                                        source=(topic, partition, offset)))
         self._producer.poll(0)
 
     def close(self) -> None:

@@ -28,7 +28,7 @@ from kafeed.loader.cold_tier import ColdTier
 from kafeed.loader.decode import RecordDecoder
 from kafeed.loader.kafka_flow import KafkaFlow
 from kafeed.loader.parent import ParentWatch
-from kafeed.loader.partition import Partition
+from kafeed.loader.partition import Entry, Partition
 from kafeed.loader.prefetch import Stopped
 from kafeed.loader.read_ahead import CHECK_S, ReadAhead, pull_size
 from kafeed.loader.readers import Ref
@@ -37,6 +37,11 @@ from kafeed.loader.settings import LoaderSettings
 log = logging.getLogger("kafeed")
 
 STOP_CHECK_S = 0.1  # with a stop hook, a wait for records looks at it this often
+
+
+def _entry(msg: Any) -> Entry:
+    """A consumed record as its partition queues it (kafeed.loader.partition)."""
+    return msg.offset(), msg.value(), msg.timestamp()[1], len(msg), msg.key()
 
 
 class KafkaFetch(KafkaFlow):
@@ -140,7 +145,7 @@ class KafkaFetch(KafkaFlow):
                 last_tp = tp
                 if part is not None:
                     queue = part.queue
-                    floor = queue[-1].offset() + 1 if queue else part.read
+                    floor = part.queued_to()
             if part is None or part.cold_until is not None:
                 continue
             offset = msg.offset()
@@ -149,7 +154,8 @@ class KafkaFetch(KafkaFlow):
                 # position goes back (a seek below what was fetched). A copy queued and skipped
                 # at its turn would give that turn away and change the order.
                 if offset in part.restore:
-                    self._keep_restored(part, msg, self._decoder.decode)
+                    self._keep_restored(part, _entry(msg),
+                                        self._decoder.for_partition(part.topic, part.partition))
                     queued += 1
                 continue
             if len(queue) >= limit and not part.fetch_done:
@@ -163,9 +169,10 @@ class KafkaFetch(KafkaFlow):
                 part.fetch_done = True
                 finished.append(part)
                 continue
-            queue.append(msg)
+            nbytes = len(msg)
+            queue.append((offset, msg.value(), msg.timestamp()[1], nbytes, msg.key()))
             floor = offset + 1
-            ahead.added(len(msg))
+            ahead.added(nbytes)
             part.eof = False
             queued += 1
             if end is not None and offset + 1 >= end:
@@ -241,12 +248,12 @@ class KafkaFetch(KafkaFlow):
                     "reading on from its log start", part.key)
         self._consumer.seek(TopicPartition(topic, partition, -2))
 
-    def _keep_restored(self, part: Partition, msg: Any, decode: Callable[[Any], Any]) -> None:
+    def _keep_restored(self, part: Partition, entry: Entry, decode: Callable[[Entry], Any]) -> None:
         """An in-flight record of an exact resume, re-read from Kafka or the table."""
-        offset = msg.offset()
+        offset = entry[0]
         part.restore.discard(offset)
-        self._restored[(part.key, offset)] = decode(msg)
-        part.stamps[offset] = msg.timestamp()[1]
+        self._restored[(part.key, offset)] = decode(entry)
+        part.stamps[offset] = entry[2]
 
     def _log_error(self, err: Any) -> None:
         """One clear line per 30 s while the cluster misbehaves (librdkafka retries itself)."""

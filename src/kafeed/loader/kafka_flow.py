@@ -86,7 +86,5 @@ class KafkaFlow:
 
         for part in resumed:
             if not part.restore:
-                queue = part.queue
-                self._consumer.seek(TopicPartition(part.topic, part.partition,
-                                                   queue[-1].offset() + 1 if queue else part.read))
+                self._consumer.seek(TopicPartition(part.topic, part.partition, part.queued_to()))
 

@@ -78,7 +78,7 @@ class KafkaPartitions:
         part = Partition(key=key, topic=topic, partition=partition, read=start.read, end=start.end,
                           delivered=set(start.delivered), partial=dict(start.partial),
                           restore=set(start.restore), in_flight=set(start.restore), seek=start.next,
-                          decode=self._decoder.decode)
+                          decode=self._decoder.for_partition(topic, partition))
         part.fetch_done = done_at_open(start)
         if topic in self._cold_tier.sources and not part.fetch_done and part.seek < self._log_start(key):
             self._cold_tier.begin(part, self._log_start(key))
@@ -122,7 +122,7 @@ class KafkaPartitions:
             part = self._by_tp.pop((tp.topic, tp.partition), None)
             if part is not None:
                 self._by_key.pop(part.key, None)
-                self.read_ahead.dropped(sum(len(msg) for msg in part.queue))
+                self.read_ahead.dropped(sum(entry[3] for entry in part.queue))
                 self.parts.remove(part)
         self.rr = self.rr % len(self.parts) if self.parts else 0
         try:

@@ -1,21 +1,34 @@
-"""One partition of a reader: its queue of fetched records and what the state needs of it."""
+"""One partition of a reader: its queue of fetched records and what the state needs of it.
+
+A queued record is an *entry*, an exact tuple ``(offset, data, timestamp_ms, nbytes,
+extra)``: for a Kafka record its value, the bytes it holds in librdkafka's fetch and its key;
+for a record of the archive's cold tier its decoded payload, 0 bytes, and the table record
+itself when that payload is still to be decoded from its bytes (kafeed.loader.cold_tier).
+Tuples of plain values, not librdkafka's ``Message`` objects: the cyclic collector tracks a
+``Message``, and the thousands that wait in the queues were promoted into its oldest
+generation, one full collection of the whole process per ~100M tokens read; it untracks such
+a tuple at its first pass.
+"""
 
 from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeAlias
+
+# (offset, data, timestamp_ms, nbytes, extra): see the module docstring
+Entry: TypeAlias = tuple[int, Any, int, int, Any]
 
 
-def _by_source(record: Any) -> Any:
+def _by_source(entry: Entry) -> Any:
     raise RuntimeError("this partition's records come decoded from its source")
 
 
 @dataclass
 class Partition:
     """Positions (``read``, in flight, delivered out of order), the queue of fetched
-    records (kafeed.loader.readers.Record) and how they decode, and whether it is cold
+    records (entries, see the module docstring) and how they decode, and whether it is cold
     (read from the archive table below ``cold_until``)."""
 
     key: str
@@ -29,16 +42,20 @@ class Partition:
     in_flight: set[int] = field(default_factory=set)
     stamps: dict[int, int] = field(default_factory=dict)  # in-flight offset -> Kafka timestamp (ms)
     done: list[int] = field(default_factory=list)  # timestamps of records delivered since the drain
-    queue: deque[Any] = field(default_factory=deque)
+    queue: deque[Entry] = field(default_factory=deque)
     fetch_done: bool = False
     eof: bool = False
     paused: bool = False
     seek: int = 0
     cold_until: int | None = None  # cold: offsets below this are read from the archive table
     cold_pos: int = 0  # the next offset to read from the table
-    # A record of the queue -> its payload (None: bad). The queue holds the records of one tier
+    # An entry of the queue -> its payload (None: bad). The queue holds the records of one tier
     # at a time, Kafka's or the archive table's (kafeed.loader.cold_tier), each with its decode.
-    decode: Callable[[Any], Any] = _by_source
+    decode: Callable[[Entry], Any] = _by_source
+
+    def queued_to(self) -> int:
+        """The offset past the last record queued, or ``read`` when none is."""
+        return self.queue[-1][0] + 1 if self.queue else self.read
 
     def next_offset(self) -> int:
         return min(self.in_flight) if self.in_flight else self.read

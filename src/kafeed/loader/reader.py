@@ -31,7 +31,7 @@ from kafeed.loader.kafka_fetch import KafkaFetch
 from kafeed.loader.kafka_partitions import KafkaPartitions
 from kafeed.loader.offsets import list_partitions
 from kafeed.loader.parent import ParentWatch
-from kafeed.loader.partition import Partition
+from kafeed.loader.partition import Entry, Partition
 from kafeed.loader.read_ahead import BOUNDED_FETCH_WAIT_MS, ReadAhead
 from kafeed.loader.reader_state import ReaderState
 from kafeed.loader.readers import Item, Ref
@@ -177,12 +177,12 @@ class KafkaReader(KafkaPartitions, KafkaFetch, ReaderState):
             part = parts[rr]
             queue = part.queue
             if queue:
-                msg = queue.popleft()
-                self.read_ahead.taken(len(msg))
+                entry = queue.popleft()
+                self.read_ahead.taken(entry[3])
                 self.rr = rr + 1 if rr + 1 < n else 0
                 # Accepted before the look at the queues: a record out of its queue but not yet
                 # counted read would be fetched again by a resume's seek (_nudge).
-                item = self._accept(part, msg)
+                item = self._accept(part, entry)
                 if time.monotonic() >= self._check_at:
                     self._top_up()
                 if item is not None:
@@ -205,10 +205,10 @@ class KafkaReader(KafkaPartitions, KafkaFetch, ReaderState):
                 self.rr = 0
             part = parts[self.rr]
             if part.queue:
-                msg = part.queue.popleft()
-                ahead.taken(len(msg))
+                entry = part.queue.popleft()
+                ahead.taken(entry[3])
                 self.rr = (self.rr + 1) % n
-                item = self._accept(part, msg)  # before the look at the queues, as in take()
+                item = self._accept(part, entry)  # before the look at the queues, as in take()
                 if time.monotonic() >= self._check_at:
                     self._top_up()
                 if item is not None:
@@ -237,19 +237,19 @@ class KafkaReader(KafkaPartitions, KafkaFetch, ReaderState):
             ahead.tick(time.monotonic())
             self._fetch(wait)
 
-    def _accept(self, part: Partition, msg: Any) -> Item | None:
-        offset = msg.offset()
+    def _accept(self, part: Partition, entry: Entry) -> Item | None:
+        offset = entry[0]
         if offset < part.read:
             return None
         part.read = offset + 1
         if offset in part.delivered:
             return None
-        payload = part.decode(msg)  # by the tier its queue holds: Kafka or the archive table
+        payload = part.decode(entry)  # by the tier its queue holds: Kafka or the archive table
         if payload is None:
             part.delivered.add(offset)
             return None
         part.in_flight.add(offset)
-        part.stamps[offset] = msg.timestamp()[1]
+        part.stamps[offset] = entry[2]
         self.stats["records"] += 1
         return (part.key, offset), payload, part.partial.pop(offset, 0) if part.partial else 0
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
 from google.protobuf.message import Message
@@ -30,9 +30,11 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 MAX_TOKEN_ID = 2**32 - 1  # token ids travel as uint16 or uint32
-# value, the message it came from (named in errors; None: none), the tokenizer asked for ->
+# Where a record came from, named in errors: (topic, partition, offset), or None.
+Where: TypeAlias = tuple[str, int, int] | None
+# value (None: a tombstone), where it came from, the tokenizer asked for ->
 # (payload, decoded protobuf message, tokens in the payload)
-Parse = Callable[[bytes, Any, "str | None"], tuple[Any, Message, int]]
+Parse = Callable[["bytes | None", Where, "str | None"], tuple[Any, Message, int]]
 FromColumns = Callable[["pa.Table", Any, "str | None"], list[Any]]
 
 
@@ -51,24 +53,25 @@ class RecordKind:
     tokenizer_of: Callable[[bytes], str | None]  # the tokenizer a well-formed record names
 
 
-def _where(msg: Any) -> tuple[str | None, int | None, int | None]:
-    return (None, None, None) if msg is None else (msg.topic(), msg.partition(), msg.offset())
+def _where(where: Where) -> tuple[str | None, int | None, int | None]:
+    return (None, None, None) if where is None else where
 
 
-def _parse_tokens(value: bytes, msg: Any, tokenizer: str | None) -> tuple[Any, Message, int]:
+def _parse_tokens(value: bytes | None, where: Where, tokenizer: str | None) -> tuple[Any, Message, int]:
     # Fast path, the hot loop: parse, check, one np.frombuffer. Anything odd goes through
     # decode_document, which names the record in its error.
     doc = TokenizedDocument()
     try:
-        doc.ParseFromString(value)
-        dtype = TOKEN_NUMPY_DTYPES.get(doc.dtype)
-        data = doc.tokens
-        if dtype is not None and len(data) == doc.num_tokens * dtype.itemsize and (
-                tokenizer is None or doc.tokenizer == tokenizer):
-            return np.frombuffer(data, dtype=dtype), doc, doc.num_tokens
+        if value is not None:  # a tombstone: decode_document says so
+            doc.ParseFromString(value)
+            dtype = TOKEN_NUMPY_DTYPES.get(doc.dtype)
+            data = doc.tokens
+            if dtype is not None and len(data) == doc.num_tokens * dtype.itemsize and (
+                    tokenizer is None or doc.tokenizer == tokenizer):
+                return np.frombuffer(data, dtype=dtype), doc, doc.num_tokens
     except Exception:
         pass
-    topic, partition, offset = _where(msg)
+    topic, partition, offset = _where(where)
     doc = decode_document(value, topic=topic, partition=partition, offset=offset)
     if tokenizer is not None and doc.tokenizer != tokenizer:
         raise SchemaError(f"record {topic}/{partition}@{offset} was tokenized with "
@@ -77,8 +80,8 @@ def _parse_tokens(value: bytes, msg: Any, tokenizer: str | None) -> tuple[Any, M
     return tokens, doc, int(tokens.size)
 
 
-def _parse_sample(value: bytes, msg: Any, tokenizer: str | None) -> tuple[Any, Message, int]:
-    topic, partition, offset = _where(msg)
+def _parse_sample(value: bytes | None, where: Where, tokenizer: str | None) -> tuple[Any, Message, int]:
+    topic, partition, offset = _where(where)
     sample = decode_sample(value, topic=topic, partition=partition, offset=offset)
     return {
         "id": sample.id, "input": sample.input_data,
