@@ -119,7 +119,14 @@ class KafkaFetch(KafkaFlow):
         floor = 0  # the least offset of the current run's partition not yet taken or queued
         finished: list[Partition] = []
         over: dict[str, tuple[Partition, int]] = {}  # at its cap: the first record dropped
-        for msg in msgs:
+        brought = len(msgs)
+        # Each message is let go as soon as it is queued: alive in a list of a whole call, they
+        # outlived the collector's young passes (the queue's entries each count one more object
+        # for them) and were promoted, which brings on its full passes (kafeed.loader.partition).
+        msgs.reverse()
+        take_next = msgs.pop
+        while msgs:
+            msg = take_next()
             err = msg.error()
             if err is not None:
                 if err.code() == KafkaError._PARTITION_EOF:
@@ -187,7 +194,7 @@ class KafkaFetch(KafkaFlow):
             # leader's fetch requests waiting (fetch.wait.max.ms, 500 ms), and a partition of
             # the same leader that is resumed meanwhile waits behind them.
             self._pause_many([p for p in {id(p): p for p in finished}.values() if not p.paused], True)
-        return queued, len(msgs) >= batch
+        return queued, brought >= batch
 
     def _refetch(self, dropped: list[tuple[Partition, int]]) -> None:
         """Partitions at their cap whose records from ``offset`` on were dropped: paused (if
