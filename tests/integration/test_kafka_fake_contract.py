@@ -239,7 +239,21 @@ def a_released_share_delivery_goes_to_the_next_member(c: Cluster) -> None:
     second.close()
 
 
+def a_paused_partition_hands_out_nothing_until_it_is_resumed(c: Cluster) -> None:
+    topic = c.topic(2)
+    c.produce(topic, [(None, b"%d:%d" % (p, i), p) for p in range(2) for i in range(4)])
+    consumer = c.from_start(topic, 2)
+    consumer.pause([TopicPartition(topic, 0)])
+    assert _offsets(_consume(consumer, 4)) == [(1, i, b"1:%d" % i) for i in range(4)]
+    assert _consume(consumer, 1, timeout_s=1.0) == []
+    consumer.resume([TopicPartition(topic, 0)])
+    got = _consume(consumer, 4)
+    consumer.close()
+    assert _offsets(got) == [(0, i, b"0:%d" % i) for i in range(4)]
+
+
 SCENARIOS = [
+    a_paused_partition_hands_out_nothing_until_it_is_resumed,
     keyed_records_keep_one_partition_in_order,
     committed_offsets_are_where_a_new_member_starts,
     an_aborted_transaction_is_invisible_to_read_committed,

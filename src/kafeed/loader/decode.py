@@ -65,8 +65,9 @@ class RecordDecoder:
     """Decodes for one reader, by its record kind (kafeed.loader.record_kinds); updates that
     reader's ``stats`` ("tokens", "bad")."""
 
-    def __init__(self, settings: LoaderSettings, stats: dict[str, int]) -> None:
+    def __init__(self, settings: LoaderSettings, stats: dict[str, int], clients: KafkaClients) -> None:
         self.settings = settings
+        self._clients = clients  # the dead-letter producer's
         self.stats = stats
         self.kind = KINDS[settings.kind]
         self._parse = self.kind.parse
@@ -155,7 +156,7 @@ class RecordDecoder:
         if self.settings.dlq_topic is None:
             return
         if self._producer is None:
-            self._producer = KafkaClients(self.settings.connection).producer()
+            self._producer = self._clients.producer()
         self._producer.produce(
             self.settings.dlq_topic, value=value, key=key,
             headers=dead_letter_headers(kind="decode", reason=exc.message, stage="loader",

@@ -47,13 +47,16 @@ class KafkaReader(KafkaPartitions, KafkaFetch, ReaderState):
 
     Its state (:meth:`state_dict`): ``{"version": 1, "partitions": {"topic:partition":
     {"next", "read", "end", "delivered"}}, "rr": round-robin cursor, "stats": counts}``.
+    Its clients come from ``clients`` (default: ``KafkaClients(settings.connection)``; a
+    :class:`kafeed.kafka.FakeKafka` in unit tests).
     """
 
     def __init__(
         self, settings: LoaderSettings, *, index: int, count: int, client_stats: bool = False,
-        parent: ParentWatch | None = None,
+        parent: ParentWatch | None = None, clients: KafkaClients | None = None,
     ) -> None:
         self.settings = settings
+        self._clients = clients or KafkaClients(settings.connection)
         self.index = index
         self.count = count
         self._starts: dict[str, PartitionStart] = {}
@@ -65,7 +68,7 @@ class KafkaReader(KafkaPartitions, KafkaFetch, ReaderState):
         self._restored: dict[Ref, Any] = {}
         self.stats = {"records": 0, "bad": 0, "tokens": 0}
         self._consumer: Any = None
-        self._decoder = RecordDecoder(settings, self.stats)
+        self._decoder = RecordDecoder(settings, self.stats, self._clients)
         self._assigned_once = settings.mode != "group"
         self._last_error_log = 0.0
         self._client_stats = client_stats  # librdkafka statistics -> metrics (main process only)
@@ -79,7 +82,7 @@ class KafkaReader(KafkaPartitions, KafkaFetch, ReaderState):
     # -- lifecycle -------------------------------------------------------------------------
     def consumer_config(self) -> dict[str, Any]:
         """The consumer's whole librdkafka config (kafeed.kafka.KafkaClients adds the connection's)."""
-        return KafkaClients(self.settings.connection).config(self._consumer_extra(), stage=self._stage)
+        return self._clients.config(self._consumer_extra(), stage=self._stage)
 
     @property
     def _stage(self) -> str | None:
@@ -108,8 +111,7 @@ class KafkaReader(KafkaPartitions, KafkaFetch, ReaderState):
         }
 
     def open(self) -> None:
-        self._consumer = KafkaClients(self.settings.connection).consumer(
-            self._consumer_extra(), stage=self._stage)
+        self._consumer = self._clients.consumer(self._consumer_extra(), stage=self._stage)
         if self.settings.mode == "group":
             if self._starts:  # assignments come later, in a callback: check every saved partition now
                 self._check_starts(list_partitions(self._consumer, self.settings), set(self._starts))

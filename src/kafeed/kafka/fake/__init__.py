@@ -4,8 +4,8 @@
 topics in this process: partitions, offsets, transactions that commit or abort (with
 their control markers), read_committed visibility, consumer groups' committed offsets,
 share groups. Consumers ``assign``/``subscribe``/``seek``/``position``/``committed``/
-``consume``; :meth:`~kafeed.kafka.KafkaClients.read_to_end` runs the real implementation
-on them, and ``transactional_producer`` is the real
+``consume``/``pause``/``resume``; :meth:`~kafeed.kafka.KafkaClients.read_to_end` runs the
+real implementation on them, and ``transactional_producer`` is the real
 :class:`~kafeed.kafka.TransactionalProducer` over a fake client.
 :meth:`FakeKafka.fail` makes a later call of an operation raise a librdkafka error.
 Values are confluent-kafka's own types (``TopicPartition``, ``KafkaError``).

@@ -15,7 +15,9 @@ if TYPE_CHECKING:
 class FakeConsumer:
     """One member per group: ``subscribe`` takes every partition, handed over (``on_assign``) at
     the first ``consume``. Reads committed records only unless ``isolation.level`` says
-    otherwise; reports end of partition when ``enable.partition.eof`` is set."""
+    otherwise; reports end of partition when ``enable.partition.eof`` is set. A paused partition
+    hands out nothing until it is resumed, and keeps its position (as librdkafka's does: past
+    what was handed out before the pause)."""
 
     def __init__(self, fake: FakeKafka, conf: Mapping[str, Any]) -> None:
         self._fake = fake
@@ -25,6 +27,7 @@ class FakeConsumer:
         self._reset = str(conf.get("auto.offset.reset", "latest"))
         self._positions: dict[tuple[str, int], int] = {}
         self._told_eof: dict[tuple[str, int], int] = {}
+        self._paused: set[tuple[str, int]] = set()
         self._pending_assign: tuple[Callable[..., Any] | None, list[Any]] | None = None
         self._on_revoke: Callable[..., Any] | None = None
         self.closed = False
@@ -52,6 +55,12 @@ class FakeConsumer:
 
     def unassign(self) -> None:
         self._positions = {}
+
+    def pause(self, partitions: Sequence[Any]) -> None:
+        self._paused |= {(tp.topic, tp.partition) for tp in partitions}
+
+    def resume(self, partitions: Sequence[Any]) -> None:
+        self._paused -= {(tp.topic, tp.partition) for tp in partitions}
 
     def assignment(self) -> list[Any]:
         from confluent_kafka import TopicPartition
@@ -103,6 +112,8 @@ class FakeConsumer:
 
         out: list[Any] = []
         for (topic, p), pos in self._positions.items():
+            if (topic, p) in self._paused:
+                continue
             log = self._fake.log(topic, p)
             end = self._fake.stable(topic, p) if self._committed_only else len(log)
             while pos < end and len(out) < limit:
