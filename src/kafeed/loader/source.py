@@ -6,10 +6,13 @@ records a chunk at a time from any position, so a resume goes back exactly to a 
 the middle of a shard. Positions are what the loader state saves, under the key
 ``"<source name>:<shard>"`` (kafeed.loader.state), as for a Kafka partition.
 
-Two sources implement it: local Parquet/Arrow files (kafeed.loader.file_source) and the
-Iceberg cold tier of a topic (kafeed.loader.archive_source, per Kafka partition). Kafka
-partitions themselves are pushed by librdkafka's fetcher, not pulled, and are read by
-kafeed.loader.reader under the read-ahead policy (kafeed.loader.read_ahead).
+Local Parquet/Arrow files implement it (kafeed.loader.file_source). Kafka partitions are
+pushed by librdkafka's fetcher, not pulled, and are read by kafeed.loader.reader under the
+read-ahead policy (kafeed.loader.read_ahead); their offsets have gaps (transaction markers),
+where a shard's positions here are dense. A topic's Iceberg cold tier
+(kafeed.loader.archive_source) is read for that reader, by ranges of offsets of several
+partitions in one scan, into the same partition queues and as the same entries as Kafka's
+records (kafeed.loader.partition).
 
 To add a source: implement :class:`Source` in a module of its own, and name it where
 readers are made (kafeed.loader.readers.make_reader).
