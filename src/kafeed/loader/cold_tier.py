@@ -68,10 +68,10 @@ class ColdTier:
     def decode(self, topic: str, entry: Entry) -> Any:
         """A table record's payload: decoded from its columns already, or from its bytes (a row
         the archive kept raw, or of another tokenizer) as a Kafka record's."""
-        offset, payload, _stamp, _nbytes, raw = entry
+        offset, payload, stamp, _nbytes, raw = entry
         if raw is not None:
             row: RawRow = raw
-            return self._decoder.decode(topic, row.partition, offset, row.value(), row.key())
+            return self._decoder.decode(topic, row.partition, (offset, row.value(), stamp, 0, row.key()))
         self._decoder.accept_cold(topic, payload)
         return payload
 

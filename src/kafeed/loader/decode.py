@@ -78,17 +78,12 @@ class RecordDecoder:
 
     def for_partition(self, topic: str, partition: int) -> Callable[[Entry], Any]:
         """How a partition's queued Kafka records (kafeed.loader.partition) decode."""
-        return partial(self.decode_entry, topic, partition)
+        return partial(self.decode, topic, partition)
 
-    def decode_entry(self, topic: str, partition: int, entry: Entry) -> Any:
-        """A queued Kafka record's payload (see :meth:`decode`)."""
+    def decode(self, topic: str, partition: int, entry: Entry) -> Any:
+        """A queued record's payload, from its value; ``None`` for a bad record (already
+        counted and dead-lettered)."""
         offset, value, _stamp, _nbytes, key = entry
-        return self.decode(topic, partition, offset, value, key)
-
-    def decode(self, topic: str, partition: int, offset: int, value: bytes | None,
-               key: bytes | None) -> Any:
-        """The payload of a record, or ``None`` for a bad record (already counted and
-        dead-lettered)."""
         try:
             payload, record, tokens = self._parse(value, (topic, partition, offset), self.settings.tokenizer)
         except SchemaError as exc:

@@ -120,6 +120,7 @@ class KafkaFetch(KafkaFlow):
         finished: list[Partition] = []
         over: dict[str, tuple[Partition, int]] = {}  # at its cap: the first record dropped
         brought = len(msgs)
+        fresh = fresh_bytes = 0  # records queued from this call, and their bytes
         # Each message is let go as soon as it is queued: alive in a list of a whole call, they
         # outlived the collector's young passes (the queue's entries each count one more object
         # for them) and were promoted, which brings on its full passes (kafeed.loader.partition).
@@ -179,14 +180,17 @@ class KafkaFetch(KafkaFlow):
             nbytes = len(msg)
             queue.append((offset, msg.value(), msg.timestamp()[1], nbytes, msg.key()))
             floor = offset + 1
-            ahead.added(nbytes)
+            fresh_bytes += nbytes
+            fresh += 1
             part.eof = False
-            queued += 1
             if end is not None and offset + 1 >= end:
                 part.fetch_done = True
                 finished.append(part)
             if len(queue) >= limit and not part.paused:
                 self._pause(part, True)
+        if fresh:
+            ahead.added(fresh_bytes, fresh)
+            queued += fresh
         if over:
             self._refetch(list(over.values()))
         if finished:

@@ -157,9 +157,10 @@ class ReadAhead:
         self._taken = 0  # bytes taken since the last tick
         self._last: float | None = None
 
-    def added(self, nbytes: int) -> None:
+    def added(self, nbytes: int, records: int = 1) -> None:
+        """``records`` records of ``nbytes`` bytes in all were queued."""
         self.held += nbytes
-        self.records += 1
+        self.records += records
         self.volume += nbytes
         if self.held > self.peak:
             self.peak = self.held
