@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -23,6 +21,7 @@ from kafeed.cli.common import (
     print_json,
     start_metrics,
 )
+from kafeed.cli.live_line import live_line
 from kafeed.cli.scaling import (
     CooldownOpt,
     MaxWorkersOpt,
@@ -106,9 +105,6 @@ def infer(
     Writes one JSON prediction per input record (docs/infer.md); undecodable records go
     to the dead-letter topic. Runs until SIGTERM/Ctrl-C or, with --until-caught-up, until drained.
     """
-    from rich.live import Live
-    from rich.text import Text
-
     from kafeed.infer import check_checkpoint, infer_settings
 
     stop = install()
@@ -128,19 +124,9 @@ def infer(
     start_metrics(metrics_port)
     from kafeed.infer import run_infer  # torch comes in with the model
 
-    last = [0.0]
-    show = not json_out and console.is_terminal
-    live = Live(Text("infer: loading the model"), console=console, transient=True, refresh_per_second=4)
-
-    def _progress(stats: InferStats) -> None:
-        now = time.monotonic()
-        if show and now - last[0] >= 0.25:
-            last[0] = now
-            live.update(_progress_line(stats))
-
-    with live if show else contextlib.nullcontext():
+    with live_line("infer: loading the model", _progress_line, json_out=json_out) as progress:
         stats = run_infer(settings, source, conn, until_caught_up=until_caught_up, stop_event=stop.event,
-                          on_progress=_progress,
+                          on_progress=progress,
                           on_switch=lambda s: console.print(f"infer: now serving {s.checkpoint_id}",
                                                             highlight=False, markup=False))
     if json_out:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -16,13 +14,13 @@ from kafeed.cli.common import (
     JsonOpt,
     MetricsPortOpt,
     connection,
-    console,
     existing_file,
     exit_stopped,
     out,
     print_json,
     start_metrics,
 )
+from kafeed.cli.live_line import live_line
 from kafeed.cli.scaling import CooldownOpt, MaxWorkersOpt, MinWorkersOpt, WorkersOpt, supervise
 from kafeed.errors import TooManyDeadLetters
 from kafeed.signals import install
@@ -140,9 +138,6 @@ def prepare(
     Runs until SIGTERM/Ctrl-C (which finish or abort the open transaction, then exit
     143/130) or, with --until-caught-up, until the input is drained.
     """
-    from rich.live import Live
-    from rich.text import Text
-
     from kafeed.prepare import load_prepare_settings, resolve_on_cluster, run_prepare
     from kafeed.route import load_rules
 
@@ -171,19 +166,9 @@ def prepare(
         return
     start_metrics(metrics_port)
 
-    last = [0.0]
-    show = not json_out and console.is_terminal
-    live = Live(Text("prepare: starting"), console=console, transient=True, refresh_per_second=4)
-
-    def _progress(stats: PrepareStats) -> None:
-        now = time.monotonic()
-        if show and now - last[0] >= 0.25:
-            last[0] = now
-            live.update(_progress_line(stats))
-
-    with live if show else contextlib.nullcontext():
+    with live_line("prepare: starting", _progress_line, json_out=json_out) as progress:
         stats = run_prepare(settings, conn, until_caught_up=until_caught_up, stop_event=stop.event,
-                            on_progress=_progress, rules=ruleset)
+                            on_progress=progress, rules=ruleset)
     if json_out:
         print_json(stats.as_dict())
     else:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -16,13 +14,13 @@ from kafeed.cli.common import (
     JsonOpt,
     MetricsPortOpt,
     connection,
-    console,
     existing_file,
     exit_stopped,
     out,
     print_json,
     start_metrics,
 )
+from kafeed.cli.live_line import live_line
 from kafeed.cli.scaling import CooldownOpt, MaxWorkersOpt, MinWorkersOpt, WorkersOpt, supervise
 from kafeed.signals import install
 
@@ -107,9 +105,6 @@ def route(
     Unmatched records go to the rules file's `default` topic, else to the dead-letter topic.
     Runs until SIGTERM/Ctrl-C or, with --until-caught-up, until the input is drained.
     """
-    from rich.live import Live
-    from rich.text import Text
-
     from kafeed.route import load_rules, route_settings, run_route
 
     stop = install()
@@ -124,19 +119,9 @@ def route(
     conn = connection(bootstrap, config)
     start_metrics(metrics_port)
 
-    last = [0.0]
-    show = not json_out and console.is_terminal
-    live = Live(Text("route: starting"), console=console, transient=True, refresh_per_second=4)
-
-    def _progress(stats: RouteStats) -> None:
-        now = time.monotonic()
-        if show and now - last[0] >= 0.25:
-            last[0] = now
-            live.update(_progress_line(stats))
-
-    with live if show else contextlib.nullcontext():
+    with live_line("route: starting", _progress_line, json_out=json_out) as progress:
         stats = run_route(settings, ruleset, conn, until_caught_up=until_caught_up, stop_event=stop.event,
-                          on_progress=_progress)
+                          on_progress=progress)
     if json_out:
         print_json(stats.as_dict())
     else:
