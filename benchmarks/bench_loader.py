@@ -34,6 +34,7 @@ of rates and ratios; ``--json FILE`` writes the same as JSON.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import logging
 import os
@@ -189,23 +190,52 @@ class CpuClock:
         return time.process_time() - self.start + spent
 
 
+class FullCollections:
+    """The cyclic collector's full passes in this process while it is on (gc.callbacks): how
+    many, and their seconds."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.s = 0.0
+        self._began = 0.0
+
+    def __enter__(self) -> FullCollections:
+        gc.callbacks.append(self._seen)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self._seen)
+
+    def _seen(self, phase: str, info: dict[str, int]) -> None:
+        if info["generation"] != 2:
+            return
+        if phase == "start":
+            self._began = time.perf_counter()
+        else:
+            self.count += 1
+            self.s += time.perf_counter() - self._began
+
+
 def timed(batches: Iterable[Any], warm: int = 1) -> dict[str, float]:
     """Read every batch (a (B, T) int64 tensor, or a dict with ``tokens``): the tokens, and
     the seconds and CPU seconds, from the ``warm``-th batch on (with workers, one each:
-    starting processes and opening consumers are a fixed cost per run, not a rate)."""
+    starting processes and opening consumers are a fixed cost per run, not a rate); and the
+    collector's full passes in the reading process meanwhile."""
     clock: CpuClock | None = None
     t0 = 0.0
     tokens = 0
-    for seen, batch in enumerate(batches, start=1):
-        if clock is not None:
-            tokens += (batch["tokens"] if isinstance(batch, dict) else batch).numel()
-            clock.sample()
-        elif seen >= warm:
-            clock = CpuClock()
-            t0 = time.perf_counter()
+    with FullCollections() as full:
+        for seen, batch in enumerate(batches, start=1):
+            if clock is not None:
+                tokens += (batch["tokens"] if isinstance(batch, dict) else batch).numel()
+                clock.sample()
+            elif seen >= warm:
+                clock = CpuClock()
+                t0 = time.perf_counter()
+                full.count, full.s = 0, 0.0
     took = time.perf_counter() - t0
     assert clock is not None, "no batch was read"
-    return {"tokens": tokens, "s": took, "cpu_s": clock.total()}
+    return {"tokens": tokens, "s": took, "cpu_s": clock.total(), "full_gc": full.count, "full_gc_s": full.s}
 
 
 class _Count:
@@ -460,13 +490,15 @@ def main() -> int:
                     got = read_apart(kind, params, src)
                     row = {"tokens": got["tokens"], "s": got["s"], "cpu_s": got["cpu_s"],
                            "tokens_s": got["tokens"] / got["s"],
-                           "cpu_ns_token": got["cpu_s"] / got["tokens"] * 1e9}
+                           "cpu_ns_token": got["cpu_s"] / got["tokens"] * 1e9,
+                           "full_gc": got["full_gc"], "full_gc_s": got["full_gc_s"]}
                     best = rows.get(name)
                     rows[name] = row if best is None else {
                         **row, "tokens_s": max(best["tokens_s"], row["tokens_s"]),
                         "cpu_ns_token": min(best["cpu_ns_token"], row["cpu_ns_token"])}
                     print(f"run {attempt + 1} {name}: {row['tokens_s'] / 1e6:.1f}M tokens/s, "
-                          f"{row['cpu_ns_token']:.2f} CPU ns/token, load {os.getloadavg()[0]:.1f}",
+                          f"{row['cpu_ns_token']:.2f} CPU ns/token, {row['full_gc']:.0f} full GC pass(es) "
+                          f"({row['full_gc_s'] * 1000:.0f} ms), load {os.getloadavg()[0]:.1f}",
                           flush=True)
         finally:
             cluster.stop(timeout=30, purge=True)
