@@ -24,7 +24,6 @@ from kafeed.prepare.tokenize import BatchTokenizer, load_tokenizer
 from kafeed.route import RuleSet
 from kafeed.stream import BatchResult as StreamBatchResult
 from kafeed.stream import Record, Stage, StreamProcessor, StreamStats
-from kafeed.telemetry import metrics as m
 
 log = logging.getLogger("kafeed")
 
@@ -57,15 +56,7 @@ class PrepareStage(Stage[PrepareStats]):
     def committed(self, result: StreamBatchResult) -> None:
         assert isinstance(result, BatchResult)  # what process() returned
         self.dedup.commit()
-        counts = result.counts
-        self.totals.add(counts)
-        m.TOKENS.labels(stage=self.name).inc(counts.tokens_out)
-        for name, n in counts.filtered.items():
-            m.FILTERED.labels(stage=self.name, filter=name).inc(n)
-        if counts.duplicates:
-            m.DUPLICATES.labels(stage=self.name).inc(counts.duplicates)
-        for rule, n in counts.routed.items():
-            m.ROUTED.labels(stage=self.name, rule=rule).inc(n)
+        self.totals.add_committed(result.counts, self.name)
 
     def rolled_back(self) -> None:
         self.dedup.rollback()

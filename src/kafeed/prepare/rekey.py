@@ -42,7 +42,6 @@ from kafeed.route import RuleSet
 from kafeed.schema.records_pb2 import TrainingSample
 from kafeed.stream import BatchResult as StreamBatchResult
 from kafeed.stream import DeadLetter, Output, Record, Stage, StreamStats
-from kafeed.telemetry import metrics as m
 
 LINEAGE_HEADER = "kafeed.lineage"
 _LINEAGE = struct.Struct(">iq")  # input partition, input offset; then the input topic (UTF-8)
@@ -67,15 +66,7 @@ class _Counting(Stage[StageReport]):
 
     def committed(self, result: StreamBatchResult) -> None:
         assert isinstance(result, BatchResult)  # what process() returned
-        counts = result.counts
-        self.totals.add(counts)
-        m.TOKENS.labels(stage=self.name).inc(counts.tokens_out)
-        for name, n in counts.filtered.items():
-            m.FILTERED.labels(stage=self.name, filter=name).inc(n)
-        if counts.duplicates:
-            m.DUPLICATES.labels(stage=self.name).inc(counts.duplicates)
-        for rule, n in counts.routed.items():
-            m.ROUTED.labels(stage=self.name, rule=rule).inc(n)
+        self.totals.add_committed(result.counts, self.name)
 
     def report(self, stats: StreamStats) -> StageReport:
         return StageReport(self.totals, stats)

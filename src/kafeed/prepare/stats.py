@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from kafeed.stream import StreamStats
+from kafeed.telemetry import metrics as m
 
 
 @dataclass(frozen=True)
@@ -127,3 +128,14 @@ class BatchCounts:
         self.dead_letter_kinds.update(counts.dead_letter_kinds)
         self.routed.update(counts.routed)
         self.dropped += counts.dropped
+
+    def add_committed(self, counts: BatchCounts, stage: str) -> None:
+        """Add a committed batch's ``counts``, and count them on ``stage``'s Prometheus metrics."""
+        self.add(counts)
+        m.TOKENS.labels(stage=stage).inc(counts.tokens_out)
+        for name, n in counts.filtered.items():
+            m.FILTERED.labels(stage=stage, filter=name).inc(n)
+        if counts.duplicates:
+            m.DUPLICATES.labels(stage=stage).inc(counts.duplicates)
+        for rule, n in counts.routed.items():
+            m.ROUTED.labels(stage=stage, rule=rule).inc(n)
