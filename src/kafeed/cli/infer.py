@@ -26,6 +26,7 @@ from kafeed.cli.scaling import (
     CooldownOpt,
     MaxWorkersOpt,
     MinWorkersOpt,
+    UntilCaughtUpOpt,
     WorkersOpt,
     scale_settings,
     supervise,
@@ -87,10 +88,7 @@ def infer(
     follow: Annotated[Path | None, typer.Option(
         help="Checkpoint directory to watch: switch to a newer checkpoint between batches.",
         show_default=False, callback=existing_directory)] = None,
-    until_caught_up: Annotated[bool, typer.Option(
-        "--until-caught-up", help="Stop once every partition of the input, whichever member holds it, "
-        "is committed to its end and input is idle.",
-    )] = False,
+    until_caught_up: UntilCaughtUpOpt = False,
     workers: WorkersOpt = "1",
     min_workers: MinWorkersOpt = 1,
     max_workers: MaxWorkersOpt = 4,

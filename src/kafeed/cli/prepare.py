@@ -21,7 +21,14 @@ from kafeed.cli.common import (
     start_metrics,
 )
 from kafeed.cli.live_line import live_line
-from kafeed.cli.scaling import CooldownOpt, MaxWorkersOpt, MinWorkersOpt, WorkersOpt, supervise
+from kafeed.cli.scaling import (
+    CooldownOpt,
+    MaxWorkersOpt,
+    MinWorkersOpt,
+    UntilCaughtUpOpt,
+    WorkersOpt,
+    supervise,
+)
 from kafeed.errors import TooManyDeadLetters
 from kafeed.signals import install
 
@@ -117,10 +124,7 @@ def prepare(
         "--near-dedup", help="Also drop near-duplicates (MinHash-LSH over word shingles; see "
         "docs/prepare.md).")] = False,
     no_filters: Annotated[bool, typer.Option("--no-filters", help="Switch quality filters off.")] = False,
-    until_caught_up: Annotated[bool, typer.Option(
-        "--until-caught-up", help="Stop once every partition of the input, whichever member holds it, "
-        "is committed to its end and input is idle.",
-    )] = False,
+    until_caught_up: UntilCaughtUpOpt = False,
     max_dlq_ratio: Annotated[float | None, typer.Option(
         help="Fail (exit 1) when more than this share of the records read is dead-lettered "
         "[default: fail only when all are].", show_default=False)] = None,

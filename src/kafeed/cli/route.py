@@ -21,7 +21,14 @@ from kafeed.cli.common import (
     start_metrics,
 )
 from kafeed.cli.live_line import live_line
-from kafeed.cli.scaling import CooldownOpt, MaxWorkersOpt, MinWorkersOpt, WorkersOpt, supervise
+from kafeed.cli.scaling import (
+    CooldownOpt,
+    MaxWorkersOpt,
+    MinWorkersOpt,
+    UntilCaughtUpOpt,
+    WorkersOpt,
+    supervise,
+)
 from kafeed.signals import install
 
 if TYPE_CHECKING:
@@ -87,10 +94,7 @@ def route(
         "--create-topics",
         help="Create output topics the rules name when missing (default: they must exist).",
     )] = False,
-    until_caught_up: Annotated[bool, typer.Option(
-        "--until-caught-up", help="Stop once every partition of the input, whichever member holds it, "
-        "is committed to its end and input is idle.",
-    )] = False,
+    until_caught_up: UntilCaughtUpOpt = False,
     workers: WorkersOpt = "1",
     min_workers: MinWorkersOpt = 1,
     max_workers: MaxWorkersOpt = 4,

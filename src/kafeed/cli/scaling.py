@@ -21,6 +21,10 @@ MinWorkersOpt = Annotated[int, typer.Option("--min-workers", help="Fewest worker
 MaxWorkersOpt = Annotated[int, typer.Option("--max-workers", help="Most workers with --workers auto.")]
 CooldownOpt = Annotated[float, typer.Option(
     "--scale-cooldown", help="Seconds between two changes of the worker count.")]
+# The group stages' drain (prepare, route, infer).
+UntilCaughtUpOpt = Annotated[bool, typer.Option(
+    "--until-caught-up", help="Stop once every partition of the input, whichever member holds it, "
+    "is committed to its end and input is idle.")]
 
 _OWN = {"--workers": True, "--min-workers": True, "--max-workers": True, "--scale-cooldown": True,
         "--until-caught-up": False, "--json": False}
