@@ -53,10 +53,6 @@ class RecordKind:
     tokenizer_of: Callable[[bytes], str | None]  # the tokenizer a well-formed record names
 
 
-def _where(where: Where) -> tuple[str | None, int | None, int | None]:
-    return (None, None, None) if where is None else where
-
-
 def _parse_tokens(value: bytes | None, where: Where, tokenizer: str | None) -> tuple[Any, Message, int]:
     # Fast path, the hot loop: parse, check, one np.frombuffer. Anything odd goes through
     # decode_document, which names the record in its error.
@@ -71,7 +67,7 @@ def _parse_tokens(value: bytes | None, where: Where, tokenizer: str | None) -> t
                 return np.frombuffer(data, dtype=dtype), doc, doc.num_tokens
     except Exception:
         pass
-    topic, partition, offset = _where(where)
+    topic, partition, offset = where or (None, None, None)
     doc = decode_document(value, topic=topic, partition=partition, offset=offset)
     if tokenizer is not None and doc.tokenizer != tokenizer:
         raise SchemaError(f"record {topic}/{partition}@{offset} was tokenized with "
@@ -81,7 +77,7 @@ def _parse_tokens(value: bytes | None, where: Where, tokenizer: str | None) -> t
 
 
 def _parse_sample(value: bytes | None, where: Where, tokenizer: str | None) -> tuple[Any, Message, int]:
-    topic, partition, offset = _where(where)
+    topic, partition, offset = where or (None, None, None)
     sample = decode_sample(value, topic=topic, partition=partition, offset=offset)
     return {
         "id": sample.id, "input": sample.input_data,
