@@ -77,8 +77,13 @@ class RecordDecoder:
         self._unproven: dict[str, list[Any]] = {t: [0, b""] for t in settings.topics}
 
     def for_partition(self, topic: str, partition: int) -> Callable[[Entry], Any]:
-        """How a partition's queued Kafka records (kafeed.loader.partition) decode."""
-        return partial(self.decode, topic, partition)
+        """How a partition's queued Kafka records (kafeed.loader.partition) decode: by the
+        kind's fast decode where it has one (kafeed.loader.record_kinds), which hands what it
+        does not take as good to :meth:`decode`."""
+        general = partial(self.decode, topic, partition)
+        if self.kind.fast is None:
+            return general
+        return self.kind.fast(topic, self.settings.tokenizer, self.stats, self._unproven, general)
 
     def decode(self, topic: str, partition: int, entry: Entry) -> Any:
         """A queued record's payload, from its value; ``None`` for a bad record (already

@@ -6,6 +6,10 @@ cold tier and for local files), which protobuf message it is, and whether its pa
 token arrays packed into windows. Readers, decoders and sources look the kind up here and
 never test its name.
 
+A kind may also give :attr:`RecordKind.fast`: a partition's decode of its good records in
+one call, which the reader's hot loop runs once per record (kafeed.loader.decode). Anything it
+does not take as good goes to the general decode, which names, counts and dead-letters it.
+
 To add a kind: add a :class:`RecordKind` to :data:`KINDS` (and its name to
 kafeed.loader.settings.Kind).
 """
@@ -13,7 +17,7 @@ kafeed.loader.settings.Kind).
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias
 
@@ -29,6 +33,9 @@ from kafeed.schema.records_pb2 import TokenizedDocument
 if TYPE_CHECKING:
     import pyarrow as pa
 
+# numpy parses keyword arguments slowly: np.frombuffer(data, dtype=d) costs 0.1 us more per
+# record than _frombuffer(data, d)
+_frombuffer = np.frombuffer
 MAX_TOKEN_ID = 2**32 - 1  # token ids travel as uint16 or uint32
 # Where a record came from, named in errors: (topic, partition, offset), or None.
 Where: TypeAlias = tuple[str, int, int] | None
@@ -36,6 +43,12 @@ Where: TypeAlias = tuple[str, int, int] | None
 # (payload, decoded protobuf message, tokens in the payload)
 Parse = Callable[["bytes | None", Where, "str | None"], tuple[Any, Message, int]]
 FromColumns = Callable[["pa.Table", Any, "str | None"], list[Any]]
+# A queued record (kafeed.loader.partition.Entry) -> its payload, or what the general decode
+# makes of it.
+Decode = Callable[[tuple[int, Any, int, int, Any]], Any]
+# (topic, tokenizer asked for, the reader's stats, topics not yet proven, the general decode)
+# -> one partition's decode (see the module docstring)
+Fast = Callable[[str, "str | None", dict[str, int], Container[str], Decode], Decode]
 
 
 @dataclass(frozen=True)
@@ -51,6 +64,7 @@ class RecordKind:
     from_columns: FromColumns
     count: Callable[[Any], int]  # tokens in a payload (for the stats)
     tokenizer_of: Callable[[bytes], str | None]  # the tokenizer a well-formed record names
+    fast: Fast | None = None
 
 
 def _parse_tokens(value: bytes | None, where: Where, tokenizer: str | None) -> tuple[Any, Message, int]:
@@ -64,7 +78,7 @@ def _parse_tokens(value: bytes | None, where: Where, tokenizer: str | None) -> t
             data = doc.tokens
             if dtype is not None and len(data) == doc.num_tokens * dtype.itemsize and (
                     tokenizer is None or doc.tokenizer == tokenizer):
-                return np.frombuffer(data, dtype=dtype), doc, doc.num_tokens
+                return _frombuffer(data, dtype), doc, doc.num_tokens
     except Exception:
         pass
     topic, partition, offset = where or (None, None, None)
@@ -74,6 +88,36 @@ def _parse_tokens(value: bytes | None, where: Where, tokenizer: str | None) -> t
                           f"{doc.tokenizer!r}, not {tokenizer!r}.")
     tokens = unpack_tokens(doc.tokens, doc.dtype)
     return tokens, doc, int(tokens.size)
+
+
+def _fast_tokens(topic: str, tokenizer: str | None, stats: dict[str, int], unproven: Container[str],
+                 general: Decode) -> Decode:
+    """The tokens kind's :attr:`RecordKind.fast`: _parse_tokens's fast path and the token
+    count in one frame, with no tuple made for where the record came from (together they
+    cost 0.4 us of the 1.4 us per record). A topic not yet proven to hold the kind goes to
+    the general decode, which judges it (kafeed.loader.decode)."""
+    document = TokenizedDocument
+    dtypes = TOKEN_NUMPY_DTYPES
+    frombuffer = _frombuffer
+
+    def decode(entry: tuple[int, Any, int, int, Any]) -> Any:
+        if topic in unproven:
+            return general(entry)
+        doc = document()
+        try:
+            doc.ParseFromString(entry[1])
+        except Exception:  # a tombstone (None) too: the general decode names what it is
+            return general(entry)
+        dtype = dtypes.get(doc.dtype)
+        data = doc.tokens
+        count = doc.num_tokens
+        if dtype is None or len(data) != count * dtype.itemsize or (
+                tokenizer is not None and doc.tokenizer != tokenizer):
+            return general(entry)
+        stats["tokens"] += count
+        return frombuffer(data, dtype)
+
+    return decode
 
 
 def _parse_sample(value: bytes | None, where: Where, tokenizer: str | None) -> tuple[Any, Message, int]:
@@ -160,7 +204,8 @@ TOKENS = RecordKind(
          "TrainingSample records `kafeed ingest` writes, use KafkaSampleDataset (or run `kafeed "
          "prepare` on this topic first).",
     columns=("offset", "timestamp", "kind", "tokens", "tokenizer"),
-    parse=_parse_tokens, from_columns=_token_columns, count=len, tokenizer_of=_document_tokenizer)
+    parse=_parse_tokens, from_columns=_token_columns, count=len, tokenizer_of=_document_tokenizer,
+    fast=_fast_tokens)
 SAMPLES = RecordKind(
     name="samples", message="TrainingSample", packs=False,
     hint="KafkaSampleDataset reads TrainingSample records, which `kafeed ingest` writes; for the "

@@ -1,0 +1,96 @@
+"""A record kind's fast decode (kafeed.loader.record_kinds.RecordKind.fast) against the
+general one: on valid and mutated records, with and without a tokenizer asked for, both give
+the same payload, count the same tokens and the same bad records."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kafeed.kafka import FakeKafka
+from kafeed.loader.decode import RecordDecoder
+from kafeed.loader.settings import LoaderSettings
+from kafeed.schema import make_document
+
+MANY = settings(deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+_POOL = [make_document(np.arange(i * 5 % 40, dtype=np.int64) + 65_530 * (i % 3 == 0), id=f"d{i}",
+                       vocab_size=70_000 if i % 3 == 0 else 50_000,
+                       tokenizer=f"tok{i % 2}").SerializeToString() for i in range(16)]
+
+
+def _odd(num_tokens: int, dtype: int) -> bytes:
+    doc = make_document(np.arange(6), id="odd", vocab_size=50_000, tokenizer="tok0")
+    doc.num_tokens, doc.dtype = num_tokens, dtype  # type: ignore[assignment]
+    return doc.SerializeToString()
+
+
+# Well-formed protobuf, but not a good record: a token count that does not match the bytes, an
+# unknown dtype.
+_POOL += [_odd(7, 1), _odd(3, 1), _odd(6, 0), _odd(6, 9)]
+
+
+def _decoder(tokenizer: str | None) -> tuple[RecordDecoder, dict[str, int]]:
+    stats = {"records": 0, "bad": 0, "tokens": 0}
+    loader = LoaderSettings(topics=("t",), seq_len=8, eos_id=0, tokenizer=tokenizer)
+    return RecordDecoder(loader, stats, FakeKafka()), stats
+
+
+def _edit(valid: bytes, script: bytes) -> bytes | None:
+    """``valid`` with edits (set, cut, insert a byte); an empty script on the first record
+    stands for a tombstone."""
+    if not script and valid == _POOL[0]:
+        return None
+    data = bytearray(valid)
+    for i in range(0, len(script) - 2, 3):
+        op, pos, value = script[i] % 3, script[i + 1] * max(len(data), 1) // 256, script[i + 2]
+        if op == 0 and data:
+            data[pos] = value
+        elif op == 1:
+            del data[pos:]
+        else:
+            data[pos:pos] = bytes([value])
+    return bytes(data)
+
+
+def _same(a: Any, b: Any) -> bool:
+    if a is None or b is None:
+        return a is b
+    return bool(a.dtype == b.dtype and np.array_equal(a, b))
+
+
+@MANY
+@given(values=st.lists(st.builds(_edit, st.sampled_from(_POOL), st.binary(max_size=9)), min_size=1,
+                       max_size=20),
+       tokenizer=st.sampled_from([None, "tok0", "tok1"]))
+def test_the_fast_decode_agrees_with_the_general_one(values: list[bytes | None],
+                                                     tokenizer: str | None) -> None:
+    fast_decoder, fast_stats = _decoder(tokenizer)
+    general_decoder, general_stats = _decoder(tokenizer)
+    fast = fast_decoder.for_partition("t", 0)
+    assert fast_decoder.kind.fast is not None
+    for offset, value in enumerate(values):
+        entry = (offset, value, 0, len(value or b""), None)
+        try:
+            expected = general_decoder.decode("t", 0, entry)
+        except Exception as exc:  # a topic judged of the wrong type: the fast decode must say so too
+            try:
+                fast(entry)
+            except type(exc):
+                return
+            raise AssertionError(f"the general decode raised {exc!r}, the fast one did not") from None
+        assert _same(fast(entry), expected)
+        assert fast_stats == general_stats
+
+
+def test_the_fast_decode_takes_a_good_record_only_once_its_topic_is_proven() -> None:
+    decoder, stats = _decoder(None)
+    decode = decoder.for_partition("t", 0)
+    assert decode((0, b"not a document", 0, 14, None)) is None
+    assert stats["bad"] == 1 and "t" in decoder._unproven  # the general decode judged it
+    assert decode((1, _POOL[1], 0, len(_POOL[1]), None)).tolist() == list(range(5))
+    assert "t" not in decoder._unproven and stats["tokens"] == 5
+    assert decode((2, _POOL[2], 0, len(_POOL[2]), None)).tolist() == list(range(10))
+    assert stats["tokens"] == 15
