@@ -49,13 +49,15 @@ class TokenPacker:
         """Tokens ready to be cut (end-of-document tokens included)."""
         return self._available
 
-    def push(self, ref: Ref, tokens: Tokens, start: int = 0) -> None:
-        """Add a document; ``start`` tokens of it were already emitted before a resume."""
+    def push(self, ref: Ref, tokens: Tokens, start: int = 0) -> int:
+        """Add a document; ``start`` tokens of it were already emitted before a resume.
+        Returns :attr:`available` (the reader's loop, once per record, asks no property)."""
         remaining = len(tokens) + 1 - start
         if remaining <= 0:
             raise ValueError(f"document {ref} has no tokens left after {start}")
         self._segments.append([ref, tokens, start])
         self._available += remaining
+        return self._available
 
     def pop(
         self, count: int, *, boundaries: bool = False

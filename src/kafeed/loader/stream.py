@@ -218,18 +218,20 @@ class TokenStream(_Stream):
         window = self.settings.window
         need = batch_size * window
         packer = self.packer
-        next_item = self._next_item
+        # Once per record: the reader's own take where nothing is shuffled, one call less.
+        next_item = self.reader.take if self.shuffle is None else self._next_item
         push = packer.push
+        available = packer.available
         max_wait = self._max_wait()
         deadline: float | None = None
         cut = False
-        while packer.available < need:
+        while available < need:
             wait = None
-            if max_wait is not None and packer.available:
+            if max_wait is not None and available:
                 now = time.monotonic()
                 if deadline is None:
                     deadline = now + max_wait
-                if packer.available >= window:  # a partial batch could go now
+                if available >= window:  # a partial batch could go now
                     if now >= deadline:
                         cut = True
                         break
@@ -243,8 +245,8 @@ class TokenStream(_Stream):
             if start and len(tokens) + 1 - start <= 0:
                 self.reader.delivered(ref, handed_out=False)
                 continue
-            push(ref, tokens, start)
-        count = min(need, packer.available)
+            available = push(ref, tokens, start)
+        count = min(need, available)
         pad = 0
         if cut:
             count -= count % window
