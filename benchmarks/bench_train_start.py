@@ -38,9 +38,9 @@ from kafeed.topics import TopicAdmin, plan_topic
 # The child: the real CLI, with the loader consumer's statistics recorded (every 50 ms).
 CHILD = r"""
 import json, sys, time
-from kafeed.loader import reader
+from kafeed.loader import kafka_source
 first = []
-config = reader.KafkaReader.consumer_config
+config = kafka_source.KafkaSource.consumer_config
 def traced(self):
     conf = config(self)
     chained = conf.get("stats_cb")
@@ -54,7 +54,7 @@ def traced(self):
             chained(text)
     conf.update({"stats_cb": on_stats, "statistics.interval.ms": 50})
     return conf
-reader.KafkaReader.consumer_config = traced
+kafka_source.KafkaSource.consumer_config = traced
 from kafeed.cli.main import main
 code = main(sys.argv[1:])
 print(json.dumps({"first_fetch": first[0] if first else None}), file=sys.stderr, flush=True)

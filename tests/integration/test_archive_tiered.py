@@ -18,7 +18,7 @@ from kafeed.archive import CatalogSettings
 from kafeed.archive.sink import run_archive
 from kafeed.cli.main import main
 from kafeed.config import ConnectionSettings
-from kafeed.loader.reader import KafkaReader
+from kafeed.loader.readers import kafka_reader
 from kafeed.loader.settings import LoaderSettings
 from kafeed.loader.stream import TokenStream
 from kafeed.schema.codec import decode_document
@@ -126,10 +126,10 @@ def test_tiered_resume_is_exact_while_the_boundary_moves(kafka: ConnectionSettin
 
     class Node:  # opened on the first step, after a state was loaded
         def __init__(self) -> None:
-            self.stream = TokenStream(settings, KafkaReader(settings, index=0, count=1))
+            self.stream = TokenStream(settings, kafka_reader(settings, index=0, count=1))
 
         def next(self) -> Any:
-            if self.stream.reader.consumer is None:
+            if not self.stream.reader.source.opened:
                 self.stream.open()
             return self.stream.next_batch(3)
 

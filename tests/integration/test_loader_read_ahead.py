@@ -29,7 +29,7 @@ def _rss() -> int:
 def _read_ahead(loader: kafeed.StreamLoader) -> ReadAhead:
     stream = loader.dataset._stream  # the main process's reader (num_workers=0)
     assert isinstance(stream, _Stream)
-    return stream.reader.read_ahead
+    return stream.reader.source.read_ahead
 
 
 def _loader(kafka: ConnectionSettings, topic: str, *, batch: int = 4, **kw: Any) -> kafeed.StreamLoader:

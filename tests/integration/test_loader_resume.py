@@ -9,7 +9,8 @@ import pytest
 
 import kafeed
 from kafeed.config import ConnectionSettings
-from kafeed.loader.reader import KafkaReader
+from kafeed.loader.reader import ShardReader
+from kafeed.loader.readers import kafka_reader
 from kafeed.loader.settings import LoaderSettings
 from kafeed.loader.stream import SampleStream, TokenStream
 from tests.integration.loader_data import EOS, counts, produce_docs, produce_samples
@@ -47,7 +48,7 @@ def _piece_case(settings: LoaderSettings, build: Any, step: Any) -> Stateful[Any
                     close=lambda node: node.piece.close())
 
 
-def _reader_step(reader: KafkaReader) -> Any:
+def _reader_step(reader: ShardReader) -> Any:
     item = reader.take()
     if item is None:
         return None
@@ -56,16 +57,16 @@ def _reader_step(reader: KafkaReader) -> Any:
 
 
 def _reader_case(settings: LoaderSettings) -> Stateful[Any]:
-    return _piece_case(settings, lambda s: KafkaReader(s, index=0, count=1), _reader_step)
+    return _piece_case(settings, lambda s: kafka_reader(s, index=0, count=1), _reader_step)
 
 
 def _stream_case(settings: LoaderSettings) -> Stateful[Any]:
-    return _piece_case(settings, lambda s: TokenStream(s, KafkaReader(s, index=0, count=1)),
+    return _piece_case(settings, lambda s: TokenStream(s, kafka_reader(s, index=0, count=1)),
                        lambda stream: stream.next_batch(3))
 
 
 def _sample_stream_case(settings: LoaderSettings) -> Stateful[Any]:
-    return _piece_case(settings, lambda s: SampleStream(s, KafkaReader(s, index=0, count=1)),
+    return _piece_case(settings, lambda s: SampleStream(s, kafka_reader(s, index=0, count=1)),
                        lambda stream: stream.next_batch(3))
 
 

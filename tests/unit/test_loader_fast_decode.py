@@ -1,6 +1,6 @@
 """A record kind's fast decode (kafeed.loader.record_kinds.RecordKind.fast) against the
 general one: on valid and mutated records, with and without a tokenizer asked for, both give
-the same payload, count the same tokens and the same bad records."""
+the same payload, or both refuse the record."""
 
 from __future__ import annotations
 
@@ -32,10 +32,9 @@ def _odd(num_tokens: int, dtype: int) -> bytes:
 _POOL += [_odd(7, 1), _odd(3, 1), _odd(6, 0), _odd(6, 9)]
 
 
-def _decoder(tokenizer: str | None) -> tuple[RecordDecoder, dict[str, int]]:
-    stats = {"records": 0, "bad": 0, "tokens": 0}
+def _decoder(tokenizer: str | None) -> RecordDecoder:
     loader = LoaderSettings(topics=("t",), seq_len=8, eos_id=0, tokenizer=tokenizer)
-    return RecordDecoder(loader, stats, FakeKafka()), stats
+    return RecordDecoder(loader, FakeKafka())
 
 
 def _edit(valid: bytes, script: bytes) -> bytes | None:
@@ -67,8 +66,8 @@ def _same(a: Any, b: Any) -> bool:
        tokenizer=st.sampled_from([None, "tok0", "tok1"]))
 def test_the_fast_decode_agrees_with_the_general_one(values: list[bytes | None],
                                                      tokenizer: str | None) -> None:
-    fast_decoder, fast_stats = _decoder(tokenizer)
-    general_decoder, general_stats = _decoder(tokenizer)
+    fast_decoder = _decoder(tokenizer)
+    general_decoder = _decoder(tokenizer)
     fast = fast_decoder.for_partition("t", 0)
     assert fast_decoder.kind.fast is not None
     for offset, value in enumerate(values):
@@ -82,15 +81,13 @@ def test_the_fast_decode_agrees_with_the_general_one(values: list[bytes | None],
                 return
             raise AssertionError(f"the general decode raised {exc!r}, the fast one did not") from None
         assert _same(fast(entry), expected)
-        assert fast_stats == general_stats
 
 
 def test_the_fast_decode_takes_a_good_record_only_once_its_topic_is_proven() -> None:
-    decoder, stats = _decoder(None)
+    decoder = _decoder(None)
     decode = decoder.for_partition("t", 0)
     assert decode((0, b"not a document", 0, 14, None)) is None
-    assert stats["bad"] == 1 and "t" in decoder._unproven  # the general decode judged it
+    assert decoder._unproven["t"][0] == 1  # the general decode judged it
     assert decode((1, _POOL[1], 0, len(_POOL[1]), None)).tolist() == list(range(5))
-    assert "t" not in decoder._unproven and stats["tokens"] == 5
+    assert "t" not in decoder._unproven
     assert decode((2, _POOL[2], 0, len(_POOL[2]), None)).tolist() == list(range(10))
-    assert stats["tokens"] == 15

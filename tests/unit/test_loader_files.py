@@ -13,9 +13,8 @@ import pytest
 
 import kafeed
 from kafeed.errors import ConfigError, ResumeMismatch, SchemaError
-from kafeed.loader.file_reader import PositionReader
-from kafeed.loader.file_source import FileSource
 from kafeed.loader.opening import Topology, open_stream
+from kafeed.loader.readers import file_reader
 from kafeed.loader.settings import LoaderSettings
 from kafeed.loader.stream import TokenStream
 from tests.stateful_harness import Stateful, check_save_resume
@@ -67,7 +66,7 @@ def _stream(settings: LoaderSettings, topo: Topology = ONE, saved: Any = None) -
 def _stream_case(settings: LoaderSettings) -> Stateful[Any]:
     class Node:
         def __init__(self) -> None:
-            reader = PositionReader(settings, FileSource(settings), index=0, count=1)
+            reader = file_reader(settings, index=0, count=1)
             self.stream = TokenStream(settings, reader)
             self.opened = False
 

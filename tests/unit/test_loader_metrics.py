@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from kafeed.loader.delivered import Delivered
+from kafeed.loader.kafka_source import KafkaSource
 from kafeed.loader.metrics import LoaderMetrics, batch_tokens
-from kafeed.loader.reader import KafkaReader
 from kafeed.loader.settings import LoaderSettings
 from kafeed.telemetry import metrics as m
 from kafeed.telemetry.stats import StatsCallback
@@ -63,8 +63,8 @@ def test_batch_tokens() -> None:
 
 def test_only_main_process_readers_report_client_statistics() -> None:
     settings = LoaderSettings(topics=("t",), kind="tokens", seq_len=8, eos_id=0)
-    main = KafkaReader(settings, index=0, count=1, client_stats=True).consumer_config()
-    worker = KafkaReader(settings, index=0, count=2).consumer_config()
+    main = KafkaSource(settings, index=0, count=1, client_stats=True).consumer_config()
+    worker = KafkaSource(settings, index=0, count=2).consumer_config()
     assert isinstance(main["stats_cb"], StatsCallback) and main["stats_cb"].stage == "loader"
     assert main["statistics.interval.ms"] > 0
     assert "stats_cb" not in worker and "statistics.interval.ms" not in worker

@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 
 from kafeed.kafka import FakeKafka
-from kafeed.loader.reader import KafkaReader
-from kafeed.loader.readers import Ref
+from kafeed.loader.reader import ShardReader
+from kafeed.loader.readers import Ref, kafka_reader
 from kafeed.loader.settings import LoaderSettings
 from kafeed.schema import make_document
 
@@ -36,12 +36,12 @@ def _fake(partitions: int = 3, records: int = 40, bad: set[tuple[int, int]] | No
     return fake
 
 
-def _reader(fake: FakeKafka, **options: Any) -> KafkaReader:
+def _reader(fake: FakeKafka, **options: Any) -> ShardReader:
     settings = LoaderSettings(topics=(TOPIC,), seq_len=8, eos_id=0, end="latest", **options)
-    return KafkaReader(settings, index=0, count=1, clients=fake)
+    return kafka_reader(settings, index=0, count=1, clients=fake)
 
 
-def _take(reader: KafkaReader, most: int | None = None) -> list[tuple[Ref, list[int]]]:
+def _take(reader: ShardReader, most: int | None = None) -> list[tuple[Ref, list[int]]]:
     """Up to ``most`` records (every one left when None), not yet delivered."""
     out: list[tuple[Ref, list[int]]] = []
     while most is None or len(out) < most:

@@ -12,7 +12,9 @@ import numpy as np
 import pytest
 from confluent_kafka import KafkaError
 
-from kafeed.loader.reader import BOUNDED_FETCH_WAIT_MS, KafkaReader
+from kafeed.loader.kafka_source import BOUNDED_FETCH_WAIT_MS, KafkaSource
+from kafeed.loader.reader import ShardReader
+from kafeed.loader.readers import kafka_reader
 from kafeed.loader.settings import LoaderSettings
 from kafeed.schema import make_document
 
@@ -122,17 +124,24 @@ def _doc(partition: int, offset: int, tokens: int = 3) -> bytes:
                          vocab_size=65536).SerializeToString()
 
 
-def _reader(consumer: Consumer, end: int | None, cap: int = CAP, **options: Any) -> KafkaReader:
+def _reader(consumer: Consumer, end: int | None, cap: int = CAP, **options: Any) -> ShardReader:
     settings = LoaderSettings(topics=("t",), seq_len=8, eos_id=0, queue_records=cap, consume_batch=1000,
                               end=None if end is None else "latest", **options)
-    reader = KafkaReader(settings, index=0, count=1)
+    reader = kafka_reader(settings, index=0, count=1)
     reader.load_plan({f"t:{p}": {"next": 0, "end": end, "delivered": [], "partial": {}}
                       for _, p in consumer.logs})
-    reader._consumer = consumer
+    source = reader.source
+    assert isinstance(source, KafkaSource)
+    source._shards, source.parts, source._consumer = reader, reader.parts, consumer
     for _, p in consumer.logs:
-        reader._add_partition("t", p)
-    reader._assign_all()
+        source._add_partition("t", p)
+    source._assign_all()
     return reader
+
+
+def _source(reader: ShardReader) -> KafkaSource:
+    assert isinstance(reader.source, KafkaSource)
+    return reader.source
 
 
 def _in_turn(records: int) -> list[tuple[str, int]]:
@@ -143,7 +152,7 @@ def _in_turn(records: int) -> list[tuple[str, int]]:
 IN_TURN = _in_turn(RECORDS)
 
 
-def _take_all(reader: KafkaReader) -> list[tuple[str, int]]:
+def _take_all(reader: ShardReader) -> list[tuple[str, int]]:
     """Take (and deliver) records until the reader is used up; each payload must be its record's."""
     taken: list[tuple[str, int]] = []
     while (item := reader.take()) is not None:
@@ -168,14 +177,14 @@ def test_a_partition_never_holds_more_than_its_cap_and_nothing_is_lost_or_read_t
     consumer = kind({("t", p): [_doc(p, o) for o in range(RECORDS)] for p in (0, 1)})
     reader = _reader(consumer, end=RECORDS)
     held: list[int] = []
-    pull = reader._pull
+    pull = _source(reader)._pull
 
     def pull_and_look(timeout: float) -> tuple[int, bool]:  # records enter the queues only here
         out = pull(timeout)
         held.append(max(len(p.queue) for p in reader.parts))
         return out
 
-    monkeypatch.setattr(reader, "_pull", pull_and_look)
+    monkeypatch.setattr(_source(reader), "_pull", pull_and_look)
     taken = _take_all(reader)
     assert max(held) == CAP
     if kind is Consumer:
@@ -262,7 +271,7 @@ def test_only_a_bounded_reader_cuts_the_brokers_long_poll_short() -> None:
     # (500 ms by default) would only hold back the fetch of a partition resumed meanwhile.
     def wait_ms(**options: Any) -> Any:
         settings = LoaderSettings(topics=("t",), seq_len=8, eos_id=0, **options)
-        return KafkaReader(settings, index=0, count=1).consumer_config().get("fetch.wait.max.ms")
+        return KafkaSource(settings, index=0, count=1).consumer_config().get("fetch.wait.max.ms")
 
     assert wait_ms(end="latest") == BOUNDED_FETCH_WAIT_MS
     assert wait_ms(end=None) is None  # live: the long poll hands a fresh record on as it lands
@@ -283,10 +292,10 @@ def test_a_caught_up_partition_near_its_cap_does_not_shrink_the_others_pulls() -
         return consume(num_messages, timeout)
 
     consumer.consume = consume_and_count  # type: ignore[method-assign]
-    reader._pull(0)  # partition 0's records and its end-of-partition event
+    _source(reader)._pull(0)  # partition 0's records and its end-of-partition event
     assert len(reader.parts[0].queue) == CAP - 1 and reader.parts[0].eof
     asked.clear()
-    reader._pull(0)
+    _source(reader)._pull(0)
     assert asked and min(asked) > 1
 
 
@@ -328,7 +337,7 @@ def test_a_check_between_two_takes_fetches_no_record_twice(monkeypatch: pytest.M
     # their fetching goes on) right as records are taken. Looked at after a record left its
     # queue but before the reader counted it read, an emptied partition was sought back to
     # that record, fetched it again, and the copy took a turn: another order under load.
-    monkeypatch.setattr("kafeed.loader.kafka_fetch.CHECK_S", 0.0)
+    monkeypatch.setattr(KafkaSource, "check_s", 0.0)
     consumer = Consumer({("t", p): [_doc(p, o) for o in range(RECORDS)] for p in (0, 1)})
     reader = _reader(consumer, end=RECORDS, cap=1)  # each take empties its partition's queue
     taken = _take_all(reader)
@@ -352,7 +361,7 @@ def test_a_refill_stops_once_every_partition_is_at_its_cap(monkeypatch: pytest.M
     # A refill pulls until the queues hold the target in bytes (here about 3 MiB). Caps of
     # about 2 MiB together stop it first: every partition paused at its cap, and a pull
     # after that waited out the refill's deadline (50 ms) for records none could bring.
-    monkeypatch.setattr("kafeed.loader.kafka_fetch.CHECK_S", 0.0)
+    monkeypatch.setattr(KafkaSource, "check_s", 0.0)
     records = 2000
     consumer = PausedWaits({("t", p): [_doc(p, o, tokens=400) for o in range(records)] for p in (0, 1)})
     cap = 2 * 1024 * 1024 // (2 * len(consumer.logs[("t", 0)][0]))
@@ -360,17 +369,17 @@ def test_a_refill_stops_once_every_partition_is_at_its_cap(monkeypatch: pytest.M
     taken = _take_all(reader)
     assert taken == _in_turn(records)
     assert consumer.paused_waits == 0
-    assert not reader.read_ahead.held_by_caps(cap, 2)  # the caps can reach the refill half
+    assert not _source(reader).read_ahead.held_by_caps(cap, 2)  # the caps can reach the refill half
 
 
 def test_a_reader_held_by_its_caps_is_resumed_without_a_wait(monkeypatch: pytest.MonkeyPatch) -> None:
     # Caps of a few hundred bytes under a target of megabytes: the reader never leaves the
     # refill half of the target, so its partitions stay resumed whatever a refill brings,
     # and waiting for one only idled the caller (a mixture's batches, one reader per source).
-    monkeypatch.setattr("kafeed.loader.kafka_fetch.CHECK_S", 0.0)
+    monkeypatch.setattr(KafkaSource, "check_s", 0.0)
     consumer = Consumer({("t", p): [_doc(p, o) for o in range(RECORDS)] for p in (0, 1)})
     reader = _reader(consumer, end=RECORDS)
-    hold, pull = reader._hold, reader._pull
+    hold, pull = _source(reader)._hold, _source(reader)._pull
     holding = [False]
     waited: list[float] = []
 
@@ -386,12 +395,12 @@ def test_a_reader_held_by_its_caps_is_resumed_without_a_wait(monkeypatch: pytest
             waited.append(timeout)
         return pull(timeout)
 
-    monkeypatch.setattr(reader, "_hold", hold_and_look)
-    monkeypatch.setattr(reader, "_pull", pull_and_look)
+    monkeypatch.setattr(_source(reader), "_hold", hold_and_look)
+    monkeypatch.setattr(_source(reader), "_pull", pull_and_look)
     assert _take_all(reader) == IN_TURN
     assert consumer.seeks  # partitions were paused at their caps and resumed
     assert waited == []
-    assert reader.read_ahead.held_by_caps(CAP, 2)
+    assert _source(reader).read_ahead.held_by_caps(CAP, 2)
 
 
 def test_queued_records_give_the_cyclic_collector_nothing_to_track() -> None:

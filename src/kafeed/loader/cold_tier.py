@@ -72,7 +72,7 @@ class ColdTier:
         if raw is not None:
             row: RawRow = raw
             return self._decoder.decode(topic, row.partition, (offset, row.value(), stamp, 0, row.key()))
-        self._decoder.accept_cold(topic, payload)
+        self._decoder.accept_cold(topic)
         return payload
 
     def fetch(self, by_tp: dict[tuple[str, int], Partition], consumer: Any,

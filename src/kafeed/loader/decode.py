@@ -1,9 +1,9 @@
 """Turn consumed messages into token arrays or sample dicts; bad records are skipped.
 
 A bad record (undecodable, tombstone, unknown dtype, token count that does not match the
-payload, another tokenizer than asked for) is counted, logged with where it came from,
-and produced to the dead-letter topic when one is set. Bad records among good ones never
-stop training.
+payload, another tokenizer than asked for) is logged with where it came from, produced to
+the dead-letter topic when one is set, and counted by the reader (kafeed.loader.reader).
+Bad records among good ones never stop training.
 
 A topic of the wrong record type does: once a reader has taken :data:`WRONG_TYPE_AFTER`
 records with a value from one topic and decoded none of them (tombstones do not count),
@@ -62,16 +62,14 @@ def sniff(value: bytes, kind: RecordKind) -> str:
 
 
 class RecordDecoder:
-    """Decodes for one reader, by its record kind (kafeed.loader.record_kinds); updates that
-    reader's ``stats`` ("tokens", "bad")."""
+    """Decodes for one reader, by its record kind (kafeed.loader.record_kinds). The reader
+    counts what it takes (kafeed.loader.reader); the decoder logs and dead-letters bad records."""
 
-    def __init__(self, settings: LoaderSettings, stats: dict[str, int], clients: KafkaClients) -> None:
+    def __init__(self, settings: LoaderSettings, clients: KafkaClients) -> None:
         self.settings = settings
         self._clients = clients  # the dead-letter producer's
-        self.stats = stats
         self.kind = KINDS[settings.kind]
         self._parse = self.kind.parse
-        self._count = self.kind.count
         self._producer: Any = None
         # Topics not yet shown to hold the right record type: topic -> [records bad, last value].
         self._unproven: dict[str, list[Any]] = {t: [0, b""] for t in settings.topics}
@@ -83,26 +81,24 @@ class RecordDecoder:
         general = partial(self.decode, topic, partition)
         if self.kind.fast is None:
             return general
-        return self.kind.fast(topic, self.settings.tokenizer, self.stats, self._unproven, general)
+        return self.kind.fast(topic, self.settings.tokenizer, self._unproven, general)
 
     def decode(self, topic: str, partition: int, entry: Entry) -> Any:
         """A queued record's payload, from its value; ``None`` for a bad record (already
-        counted and dead-lettered)."""
+        logged and dead-lettered)."""
         offset, value, _stamp, _nbytes, key = entry
         try:
-            payload, record, tokens = self._parse(value, (topic, partition, offset), self.settings.tokenizer)
+            payload, record, _tokens = self._parse(value, (topic, partition, offset), self.settings.tokenizer)
         except SchemaError as exc:
             self._bad(topic, partition, offset, value, key, exc)
             return None
-        self.stats["tokens"] += tokens
         if self._unproven:
             self._prove(topic, record)
         return payload
 
-    def accept_cold(self, topic: str, payload: Any) -> None:
-        """Count a payload decoded from an archive table's columns (the table is checked to
-        hold this record type: it proves the topic's)."""
-        self.stats["tokens"] += self._count(payload)
+    def accept_cold(self, topic: str) -> None:
+        """A payload was decoded from ``topic``'s archive table columns: the table is checked
+        to hold this record type, which proves the topic's."""
         self._unproven.pop(topic, None)
 
     def _prove(self, topic: str, record: Message) -> None:
@@ -113,7 +109,6 @@ class RecordDecoder:
 
     def _bad(self, topic: str, partition: int, offset: int, value: bytes | None,
              key: bytes | None, exc: SchemaError) -> None:
-        self.stats["bad"] += 1
         log.warning("kafeed loader: skipped a bad record: %s", exc.message)
         self._dead_letter(topic, partition, offset, value, key, exc)
         unproven = self._unproven.get(topic)

@@ -11,7 +11,7 @@ again after it resumes (:meth:`KafkaFetch._refetch`). A record the consumer hand
 partition) is dropped as it comes, so it takes no turn. The cold tier's partitions are filled
 from their archive tables first (kafeed.loader.cold_tier).
 
-:class:`KafkaFetch` is the fetching half of :class:`kafeed.loader.reader.KafkaReader`.
+:class:`KafkaFetch` is the fetching part of :class:`kafeed.loader.kafka_source.KafkaSource`.
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ from kafeed.loader.kafka_flow import KafkaFlow
 from kafeed.loader.parent import ParentWatch
 from kafeed.loader.partition import Entry, Partition
 from kafeed.loader.prefetch import Stopped
-from kafeed.loader.read_ahead import CHECK_S, ReadAhead, pull_size
-from kafeed.loader.readers import Ref
+from kafeed.loader.read_ahead import ReadAhead, pull_size
 from kafeed.loader.settings import LoaderSettings
+from kafeed.loader.source import Shards
 
 log = logging.getLogger("kafeed")
 
@@ -45,22 +45,20 @@ def _entry(msg: Any) -> Entry:
 
 
 class KafkaFetch(KafkaFlow):
-    """Fetching for a Kafka reader (the attributes below are the reader's); pausing and
-    resuming partitions is :class:`KafkaFlow`'s."""
+    """Fetching for a Kafka source (the attributes below are the source's; ``parts`` are
+    its reader's shards); pausing and resuming partitions is :class:`KafkaFlow`'s."""
 
     settings: LoaderSettings
     index: int
     parts: list[Partition]
-    stats: dict[str, int]
     read_ahead: ReadAhead
+    _shards: Shards
     _by_tp: dict[tuple[str, int], Partition]
     _consumer: Any
     _cold_tier: ColdTier
     _decoder: RecordDecoder
     _parent: ParentWatch | None
     _stop: threading.Event | None
-    _restored: dict[Ref, Any]
-    _check_at: float
     _last_error_log: float
 
     def _fetch(self, timeout: float) -> int:
@@ -231,12 +229,10 @@ class KafkaFetch(KafkaFlow):
             if self._stop.is_set():
                 raise Stopped(f"reader {self.index} was stopped")
 
-    def _top_up(self) -> None:
-        """Now and then while records are taken: update the rate, pause or resume, and move
-        what librdkafka has fetched into the queues while they hold less than the target
+    def top_up(self, now: float) -> None:
+        """Every ``CHECK_S`` while records are taken: update the rate, pause or resume, and
+        move what librdkafka has fetched into the queues while they hold less than the target
         (never waiting), so its fetcher keeps going."""
-        now = time.monotonic()
-        self._check_at = now + CHECK_S
         ahead = self.read_ahead
         ahead.tick(now)
         if ahead.want_more:
@@ -263,7 +259,7 @@ class KafkaFetch(KafkaFlow):
         """An in-flight record of an exact resume, re-read from Kafka or the table."""
         offset = entry[0]
         part.restore.discard(offset)
-        self._restored[(part.key, offset)] = decode(entry)
+        self._shards.restore((part.key, offset), decode(entry))
         part.stamps[offset] = entry[2]
 
     def _log_error(self, err: Any) -> None:
@@ -276,7 +272,6 @@ class KafkaFetch(KafkaFlow):
 
     def _restore(self) -> None:
         """Re-read the in-flight records of an exact resume (shuffle buffer, packer carry)."""
-        counted = dict(self.stats)  # the saved counts include these records: not twice
         waiting = [p for p in self.parts if p.restore]
         while any(p.restore for p in waiting):
             self._fetch(self.settings.poll_timeout_s)
@@ -287,5 +282,4 @@ class KafkaFetch(KafkaFlow):
                     log.warning("kafeed loader: %d in-flight record(s) of %s are gone (retention?): %s",
                                 len(lost), p.key, lost[:5])
                     p.restore.clear()
-        self.stats.update(counted)
 

@@ -5,8 +5,8 @@ resume from the reader's counts; :class:`KafkaFlow` applies it: pausing a partit
 its fetching (and makes librdkafka drop what it had fetched for it), resuming one seeks it
 to where its fetching goes on so that librdkafka's fetcher wakes at once.
 
-:class:`KafkaFlow` is the flow-control part of :class:`kafeed.loader.reader.KafkaReader`,
-under its fetching half (kafeed.loader.kafka_fetch).
+:class:`KafkaFlow` is the flow-control part of :class:`kafeed.loader.kafka_source.KafkaSource`,
+under its fetching part (kafeed.loader.kafka_fetch).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from kafeed.loader.settings import LoaderSettings
 
 
 class KafkaFlow:
-    """Pausing and resuming a Kafka reader's partitions (the attributes below are the reader's)."""
+    """Pausing and resuming a Kafka source's partitions (the attributes below are the source's)."""
 
     settings: LoaderSettings
     parts: list[Partition]

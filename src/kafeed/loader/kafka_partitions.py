@@ -2,7 +2,7 @@
 assignment at open, the group's callbacks in group mode, the saved positions checked against
 the logs as they are now (kafeed.loader.resume), and the cold tier's start below a log start.
 
-:class:`KafkaPartitions` is that half of :class:`kafeed.loader.reader.KafkaReader`.
+:class:`KafkaPartitions` is that part of :class:`kafeed.loader.kafka_source.KafkaSource`.
 """
 
 from __future__ import annotations
@@ -23,22 +23,20 @@ from kafeed.loader.resume import (
     done_at_open,
 )
 from kafeed.loader.settings import LoaderSettings
+from kafeed.loader.source import Shards
 from kafeed.loader.state import check_positions
 
 log = logging.getLogger("kafeed")
 
 
 class KafkaPartitions:
-    """A Kafka reader's partitions (the attributes below are the reader's)."""
+    """A Kafka source's partitions (the attributes below are the source's; ``_shards`` is its
+    reader's, kafeed.loader.source.Shards)."""
 
     settings: LoaderSettings
-    known: dict[str, int]
-    parts: list[Partition]
-    rr: int
     read_ahead: ReadAhead
-    _starts: dict[str, PartitionStart]
+    _shards: Shards
     _by_tp: dict[tuple[str, int], Partition]
-    _by_key: dict[str, Partition]
     _consumer: Any
     _decoder: RecordDecoder
     _cold_tier: ColdTier
@@ -49,10 +47,11 @@ class KafkaPartitions:
         """Before anything is fetched: every saved partition exists, every owned one older than
         the state is in it, and the saved positions of the ones this reader resumes lie inside
         their current logs (kafeed.loader.resume)."""
-        check_saved_partitions(self._starts, every)
-        check_known_partitions(self._starts, owned, self.known)
-        for key in sorted(owned & set(self._starts)):
-            start = self._starts[key]
+        starts = self._shards.starts
+        check_saved_partitions(starts, every)
+        check_known_partitions(starts, owned, self._shards.known)
+        for key in sorted(owned & set(starts)):
+            start = starts[key]
             topic, partition = parse_key(key)
             low, high = watermarks(self._consumer, topic, partition, self.settings)
             self._log_starts[key] = low
@@ -64,7 +63,7 @@ class KafkaPartitions:
 
     def _add_partition(self, topic: str, partition: int, committed: int | None = None) -> Partition:
         key = partition_key(topic, partition)
-        start = self._starts.get(key)
+        start = self._shards.starts.get(key)
         if start is None:
             if committed is not None and committed >= 0:
                 first = committed
@@ -82,16 +81,14 @@ class KafkaPartitions:
         part.fetch_done = done_at_open(start)
         if topic in self._cold_tier.sources and not part.fetch_done and part.seek < self._log_start(key):
             self._cold_tier.begin(part, self._log_start(key))
-        self.parts.append(part)
-        self.parts.sort(key=lambda x: (x.topic, x.partition))
+        self._shards.add(part)
         self._by_tp[(topic, partition)] = part
-        self._by_key[key] = part
         return part
 
     def _assign_all(self) -> None:
         from kafeed.kafka.types import TopicPartition
 
-        tps = [TopicPartition(p.topic, p.partition, p.seek) for p in self.parts
+        tps = [TopicPartition(p.topic, p.partition, p.seek) for p in self._shards.parts
                if not p.fetch_done and p.cold_until is None]
         self._consumer.assign(tps)
 
@@ -121,10 +118,8 @@ class KafkaPartitions:
         for tp in partitions:
             part = self._by_tp.pop((tp.topic, tp.partition), None)
             if part is not None:
-                self._by_key.pop(part.key, None)
+                self._shards.remove(part.key)
                 self.read_ahead.dropped(sum(entry[3] for entry in part.queue))
-                self.parts.remove(part)
-        self.rr = self.rr % len(self.parts) if self.parts else 0
         try:
             consumer.unassign()
         except Exception as exc:

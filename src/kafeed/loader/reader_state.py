@@ -1,5 +1,6 @@
-"""The state both readers share (kafeed.loader.state): per shard the next position, the
-first not yet taken, the end and what was delivered beyond the next; the cursor; the counts.
+"""The reader's state (kafeed.loader.state), whichever its source: per shard the next
+position, the first not yet taken, the end and what was delivered beyond the next; the
+cursor; the counts.
 
 Resume a reader with :meth:`ReaderState.load_state_dict` (exact: the in-flight records are
 re-read when it opens) or :meth:`ReaderState.load_plan` (elastic) before it opens.
@@ -22,18 +23,11 @@ class ReaderState:
     parts: list[Partition]
     rr: int
     stats: dict[str, int]
-    _starts: dict[str, PartitionStart]
+    starts: dict[str, PartitionStart]
     _restored: dict[Ref, Any]
 
     def _opened(self) -> bool:
         raise NotImplementedError
-
-    def delivered(self, ref: Ref, *, handed_out: bool = True) -> None:
-        raise NotImplementedError
-
-    def delivered_many(self, refs: list[Ref]) -> None:
-        for ref in refs:
-            self.delivered(ref)
 
     def restored(self) -> dict[Ref, Any]:
         """The in-flight records of an exact resume, re-read by ``open()`` (decoded; ``None``
@@ -54,7 +48,7 @@ class ReaderState:
             raise RuntimeError("load_state_dict() must come before open()")
         require_keys(state, STATE_KEYS, "reader state")
         check_version(state["version"], STATE_VERSION, "Reader state")
-        self._starts = exact_starts(state["partitions"], in_flight)
+        self.starts = exact_starts(state["partitions"], in_flight)
         self.rr = int(state["rr"])
         self.stats.update(state["stats"])  # in place: a decoder may count into the same dict
 
@@ -62,4 +56,4 @@ class ReaderState:
         """Resume elastically from per-shard positions (kafeed.loader.state.partition_plan)."""
         if self._opened():
             raise RuntimeError("load_plan() must come before open()")
-        self._starts = plan_starts(plan)
+        self.starts = plan_starts(plan)

@@ -1,59 +1,111 @@
-"""What a reader needs of a source of records that it pulls by position.
+"""What the reader needs of a source of records: its shards, and their queues filled.
 
-A source holds *shards* (a file, a table's Kafka partition), each a run of records at
-positions ``first .. end - 1``. A reader opens it, asks each shard's extent, and reads
-records a chunk at a time from any position, so a resume goes back exactly to a record in
-the middle of a shard. Positions are what the loader state saves, under the key
-``"<source name>:<shard>"`` (kafeed.loader.state), as for a Kafka partition.
+A source holds *shards* (a Kafka partition, a file), each a run of records at increasing
+positions (an offset, a row), with gaps where a source has them (Kafka's transaction
+markers). The one reader (kafeed.loader.reader.ShardReader) hands their records out in a
+deterministic order and keeps what the state needs; the source decides which shards the
+reader owns and where each starts, and fills each shard's queue
+(:class:`kafeed.loader.partition.Partition`) with entries in position order, each with how
+it decodes (``Partition.decode``, by the record kind: kafeed.loader.record_kinds).
 
-Local Parquet/Arrow files implement it (kafeed.loader.file_source). Kafka partitions are
-pushed by librdkafka's fetcher, not pulled, and are read by kafeed.loader.reader under the
-read-ahead policy (kafeed.loader.read_ahead); their offsets have gaps (transaction markers),
-where a shard's positions here are dense. A topic's Iceberg cold tier
-(kafeed.loader.archive_source) is read for that reader, by ranges of offsets of several
-partitions in one scan, into the same partition queues and as the same entries as Kafka's
-records (kafeed.loader.partition).
+Two sources implement it:
 
-To add a source: implement :class:`Source` in a module of its own, and name it where
-readers are made (kafeed.loader.readers.make_reader).
+- Kafka partitions (kafeed.loader.kafka_source): librdkafka's fetcher pushes records, paused
+  and resumed under the read-ahead policy (kafeed.loader.read_ahead); in a consumer group,
+  shards come and go with the group's assignments. Below a partition's log start, its
+  queue is filled from the topic's Iceberg table (kafeed.loader.cold_tier), as the same
+  entries, so the order and the state do not depend on the tier.
+- local Parquet/Arrow files (kafeed.loader.file_source): a chunk (a row group) at a time,
+  pulled by row.
+
+A source's records are handed out *interleaved* (one per shard in turn: Kafka, whose shards
+all grow at once) or *in turn* (each shard to its end, then the next: files, of which one
+is open at a time). To add a source: implement :class:`Source` in a module of its own, and
+make its reader in kafeed.loader.readers.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Protocol
 
+from kafeed.loader.partition import Partition
+from kafeed.loader.resume import PartitionStart
+from kafeed.loader.settings import LoaderSettings
 
-@dataclass(frozen=True)
-class Chunk:
-    """Records ``first .. first + len(payloads) - 1`` of one shard, decoded by their record
-    kind (kafeed.loader.record_kinds); ``None`` for a record that is not of that kind."""
 
-    first: int
-    payloads: list[Any]
+class Shards(Protocol):
+    """What a source may use of its reader: the shards, to add to and fill, and what a
+    resume loaded (kafeed.loader.reader_state)."""
 
-    @property
-    def stop(self) -> int:
-        return self.first + len(self.payloads)
+    settings: LoaderSettings
+    index: int  # this reader, of ``count``: which shards it owns (kafeed.loader.assignment)
+    count: int
+    parts: list[Partition]  # the reader's shards, sorted by key; the order's
+    rr: int  # whose turn it is
+    known: dict[str, int]  # per source name, the highest shard the loaded state names
+    # Per shard key, where it starts (empty: a fresh reader).
+    starts: dict[str, PartitionStart]
+
+    def restore(self, ref: tuple[str, int], payload: Any) -> None:
+        """An in-flight record of an exact resume, re-read (its payload; None: bad now)."""
+        ...
+
+    def add(self, part: Partition) -> None:
+        """Take ``part`` into the order."""
+        ...
+
+    def remove(self, key: str) -> Partition | None:
+        """Drop a shard from the order (a Kafka partition revoked); returns it."""
+        ...
 
 
 class Source(Protocol):
-    """A source of records read by position (see the module docstring)."""
+    """A source of records for one reader (see the module docstring)."""
 
-    name: str
+    name: str  # in errors; for files, the shard keys' "<name>:<file number>"
+    interleaved: bool  # records handed out one per shard in turn, else each shard to its end
+    check_s: float  # how often top_up() is due (inf: never)
 
-    def open(self) -> list[int]:
-        """Open the source; returns every shard number, sorted."""
+    @property
+    def assigned(self) -> bool:
+        """Whether it knows its shards (a consumer group's come in a callback)."""
         ...
 
-    def extent(self, shard: int) -> tuple[int, int]:
-        """The first position of ``shard`` and the one past its last record."""
+    @property
+    def opened(self) -> bool:
         ...
 
-    def read(self, shard: int, first: int, most: int) -> Chunk:
-        """Up to ``most`` records of ``shard`` from position ``first`` (at least one when
-        ``first`` lies before the shard's end; the source may return fewer, as its storage
-        is laid out)."""
+    def open(self, shards: Shards) -> None:
+        """Add the reader's shards (``shards.add``), now or as they are assigned, each from
+        where ``shards.starts`` says, and re-read the in-flight records of an exact resume
+        (``shards.restore``)."""
+        ...
+
+    def fill(self, wait: float, turn: Partition | None = None) -> int:
+        """Queue records, waiting up to ``wait`` for some; ``turn``: the shard whose turn
+        found its queue empty. Returns how many records were queued (or restored)."""
+        ...
+
+    def wake(self, part: Partition) -> None:
+        """``part``'s turn found its queue empty while it was paused (``Partition.paused``)."""
+        ...
+
+    def taken(self, nbytes: int) -> None:
+        """A queued record was taken (its entry's bytes); once per record."""
+        ...
+
+    def top_up(self, now: float) -> None:
+        """Every ``check_s`` while records are taken."""
+        ...
+
+    def check_decoded(self) -> None:
+        """At the end of a bounded run: raise SchemaError for a topic none of whose records
+        decoded (kafeed.loader.decode)."""
+        ...
+
+    def stop_on(self, stop: Any) -> None:
+        """Waits for records raise kafeed.loader.prefetch.Stopped once ``stop`` (a
+        ``threading.Event``) is set."""
         ...
 
     def close(self) -> None:

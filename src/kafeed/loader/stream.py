@@ -19,8 +19,9 @@ from kafeed.errors import ResumeMismatch
 from kafeed.loader.delivered import Delivered
 from kafeed.loader.packing import STATE_VERSION as PACKER_VERSION
 from kafeed.loader.packing import Span, TokenPacker, Window
+from kafeed.loader.reader import ShardReader
 from kafeed.loader.readers import STATE_VERSION as READER_VERSION
-from kafeed.loader.readers import Item, Reader, Ref
+from kafeed.loader.readers import Item, Ref
 from kafeed.loader.settings import LoaderSettings
 from kafeed.loader.shuffle import STATE_VERSION as SHUFFLE_VERSION
 from kafeed.loader.shuffle import ShuffleBuffer
@@ -39,7 +40,7 @@ class _Stream:
     buffer and (tokens) the packer. Each piece saves and restores itself; the stream's
     state is their states side by side (the reader entry of kafeed.loader.state)."""
 
-    def __init__(self, settings: LoaderSettings, reader: Reader) -> None:
+    def __init__(self, settings: LoaderSettings, reader: ShardReader) -> None:
         self.settings = settings
         self.reader = reader
         self.shuffle: ShuffleBuffer[Item] | None = None
@@ -156,7 +157,7 @@ class _Stream:
 class TokenStream(_Stream):
     """Packed windows of ``seq_len + 1`` token ids, ``batch_size`` at a time."""
 
-    def __init__(self, settings: LoaderSettings, reader: Reader) -> None:
+    def __init__(self, settings: LoaderSettings, reader: ShardReader) -> None:
         super().__init__(settings, reader)
         self.packer = TokenPacker(settings.window, settings.eos)
 
@@ -285,8 +286,8 @@ class SampleStream(_Stream):
         if not items or (self.settings.drop_last and len(items) < batch_size):
             return None  # a dropped tail stays undelivered: the state still points before it
         out = []
+        self.reader.delivered_many([ref for ref, _, _ in items])
         for ref, sample, _ in items:
-            self.reader.delivered(ref)
             topic, _, partition = ref[0].rpartition(":")
             out.append({**sample, "topic": topic, "partition": int(partition), "offset": ref[1]})
         self.last_delivered = self.reader.drain_delivered()
