@@ -14,6 +14,7 @@ as local shards for litdata (``TokensLoader`` chunks) and MosaicML streaming (MD
                  num_workers=0 and ``--workers``;
 - baseline w0/wN: the same with the kafeed of ``--baseline-src`` (another commit's ``src/``,
                  e.g. ``git worktree add /tmp/base <rev>``), so before/after are one run;
+                 and ``baseline files arrow``, the files arrow read below with it;
 - files arrow / files parquet: StreamLoader(FileTokenDataset) over the same documents as
                  Arrow IPC or Parquet files (a row per document, one file per partition),
                  num_workers=0: the files source against litdata and Mosaic on local shards;
@@ -395,6 +396,7 @@ RATIOS = [
     ("kafeed/baseline", "kafeed w0", "baseline w0"),
     ("kafeed/baseline, workers", "kafeed wN", "baseline wN"),
     ("baseline workers/w0", "baseline wN", "baseline w0"),
+    ("files/baseline", "files arrow", "baseline files arrow"),
 ]
 
 
@@ -481,8 +483,10 @@ def main() -> int:
             if args.baseline_src:
                 runs["baseline w0"] = ("kafeed", {**common, "workers": 0}, args.baseline_src)
                 runs["baseline wN"] = ("kafeed", {**common, "workers": args.workers}, args.baseline_src)
-            runs = {k: v for k, v in runs.items() if k.split()[0] not in skip and not (k.endswith("wN") and
-                                                                                        not args.workers)}
+                runs["baseline files arrow"] = ("files", {**runs["files arrow"][1]}, args.baseline_src)
+            runs = {k: v for k, v in runs.items()
+                    if k.split()[0] not in skip and not (k.endswith("wN") and not args.workers)
+                    and not (k.startswith("baseline files") and "files" in skip)}
             rows: dict[str, dict[str, float]] = {}
             read_apart("bare", common)  # warm the page cache
             for attempt in range(args.repeat):
