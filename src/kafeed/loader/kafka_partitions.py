@@ -115,11 +115,10 @@ class KafkaPartitions:
                  ", ".join(f"{tp.topic}:{tp.partition}" for tp in partitions))
 
     def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
-        for tp in partitions:
-            part = self._by_tp.pop((tp.topic, tp.partition), None)
-            if part is not None:
-                self._shards.remove(part.key)
-                self.read_ahead.dropped(sum(entry[3] for entry in part.queue))
+        revoked = [part for tp in partitions if (part := self._by_tp.pop((tp.topic, tp.partition), None))]
+        for part in revoked:
+            self.read_ahead.dropped(sum(entry[3] for entry in part.queue))
+        self._shards.remove([part.key for part in revoked])
         try:
             consumer.unassign()
         except Exception as exc:

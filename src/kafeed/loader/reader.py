@@ -75,12 +75,12 @@ class ShardReader(ReaderState):
         self.parts.sort(key=lambda x: (x.topic, x.partition))
         self._by_key[part.key] = part
 
-    def remove(self, key: str) -> Partition | None:
-        part = self._by_key.pop(key, None)
-        if part is not None:
-            self.parts.remove(part)
-            self.rr = self.rr % len(self.parts) if self.parts else 0
-        return part
+    def remove(self, keys: list[str]) -> None:
+        for key in keys:
+            part = self._by_key.pop(key, None)
+            if part is not None:
+                self.parts.remove(part)
+        self.rr = self.rr % len(self.parts) if self.parts else 0
 
     def restore(self, ref: Ref, payload: Any) -> None:
         self._restored[ref] = payload

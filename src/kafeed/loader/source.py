@@ -54,8 +54,8 @@ class Shards(Protocol):
         """Take ``part`` into the order."""
         ...
 
-    def remove(self, key: str) -> Partition | None:
-        """Drop a shard from the order (a Kafka partition revoked); returns it."""
+    def remove(self, keys: list[str]) -> None:
+        """Drop shards from the order (Kafka partitions revoked)."""
         ...
 
 
