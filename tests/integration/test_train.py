@@ -119,12 +119,17 @@ def test_kill_and_resume_equals_uninterrupted(kafka: ConnectionSettings, tokens_
     rng = random.Random()
     for kill_after in kills:
         proc = _train_cli(kafka, tokens_topic, ckpt, "--resume", *steps)
-        # kill -9 at a random moment once the checkpoint of step `kill_after` exists
+        # kill -9 at a random moment once the checkpoint of step `kill_after` exists, and
+        # before the next one: a step takes a few ms here, and a run that reached its end first
+        # would not have been killed at all
         marker = ckpt / f"step-{kill_after:08d}.json"
+        following = ckpt / f"step-{kill_after + 10:08d}.json"
         deadline = time.monotonic() + 180
         while not marker.exists() and time.monotonic() < deadline and proc.poll() is None:
             time.sleep(0.02)
-        time.sleep(rng.uniform(0.0, 0.2))
+        until = time.monotonic() + rng.uniform(0.0, 0.2)
+        while time.monotonic() < until and not following.exists():
+            time.sleep(0.002)
         proc.send_signal(signal.SIGKILL)
         proc.communicate()
     interrupted = CheckpointManager(ckpt).load_latest()
