@@ -33,6 +33,27 @@ class Stateful(Generic[T]):
     same_state: bool = True
 
 
+def piece_case(build: Callable[[], Any], step: Callable[[Any], Any]) -> Stateful[Any]:
+    """A reader or a stream (anything with ``open``, ``state_dict``, ``load_state_dict`` and
+    ``close``): built, loaded with a saved state before it opens, opened at its first step."""
+
+    class Node:
+        def __init__(self) -> None:
+            self.piece = build()
+            self.opened = False
+
+        def open(self) -> Any:
+            if not self.opened:
+                self.piece.open()
+                self.opened = True
+            return self.piece
+
+    return Stateful(make=Node, step=lambda node: step(node.open()),
+                    state=lambda node: node.open().state_dict(),
+                    load=lambda node, state: node.piece.load_state_dict(state),
+                    close=lambda node: node.piece.close())
+
+
 def _norm(value: Any) -> Any:
     """Make outputs comparable: numpy / torch arrays become nested lists."""
     if hasattr(value, "tolist"):

@@ -15,7 +15,7 @@ from kafeed.loader.settings import LoaderSettings
 from kafeed.loader.stream import SampleStream, TokenStream
 from tests.integration.loader_data import EOS, counts, produce_docs, produce_samples
 from tests.kafka_fixtures import TopicFactory
-from tests.stateful_harness import Stateful, check_save_resume
+from tests.stateful_harness import Stateful, check_save_resume, piece_case
 
 
 @pytest.fixture
@@ -28,26 +28,6 @@ def _settings(kafka: ConnectionSettings, topic: str, **kw: Any) -> LoaderSetting
     return LoaderSettings(**{"topics": (topic,), "seq_len": 15, "eos_id": EOS, "connection": kafka, **kw})
 
 
-def _piece_case(settings: LoaderSettings, build: Any, step: Any) -> Stateful[Any]:
-    """A reader or a stream: built, loaded with a saved state (before it opens), then driven."""
-
-    class Node:
-        def __init__(self) -> None:
-            self.piece = build(settings)
-            self.opened = False
-
-        def open(self) -> Any:
-            if not self.opened:
-                self.piece.open()
-                self.opened = True
-            return self.piece
-
-    return Stateful(make=Node, step=lambda node: step(node.open()),
-                    state=lambda node: node.open().state_dict(),
-                    load=lambda node, state: node.piece.load_state_dict(state),
-                    close=lambda node: node.piece.close())
-
-
 def _reader_step(reader: ShardReader) -> Any:
     item = reader.take()
     if item is None:
@@ -57,17 +37,17 @@ def _reader_step(reader: ShardReader) -> Any:
 
 
 def _reader_case(settings: LoaderSettings) -> Stateful[Any]:
-    return _piece_case(settings, lambda s: kafka_reader(s, index=0, count=1), _reader_step)
+    return piece_case(lambda: kafka_reader(settings, index=0, count=1), _reader_step)
 
 
 def _stream_case(settings: LoaderSettings) -> Stateful[Any]:
-    return _piece_case(settings, lambda s: TokenStream(s, kafka_reader(s, index=0, count=1)),
-                       lambda stream: stream.next_batch(3))
+    return piece_case(lambda: TokenStream(settings, kafka_reader(settings, index=0, count=1)),
+                      lambda stream: stream.next_batch(3))
 
 
 def _sample_stream_case(settings: LoaderSettings) -> Stateful[Any]:
-    return _piece_case(settings, lambda s: SampleStream(s, kafka_reader(s, index=0, count=1)),
-                       lambda stream: stream.next_batch(3))
+    return piece_case(lambda: SampleStream(settings, kafka_reader(settings, index=0, count=1)),
+                      lambda stream: stream.next_batch(3))
 
 
 def _iter_case(make_obj: Any, *, same_state: bool = True) -> Stateful[Any]:

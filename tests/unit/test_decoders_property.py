@@ -27,34 +27,13 @@ from kafeed.prepare.decode import decode_batch
 from kafeed.schema import decode_avro, decode_document, decode_raw, decode_sample, encode_avro, make_document
 from kafeed.schema.records_pb2 import TokenizedDocument, TrainingSample
 from kafeed.stream import Record
+from tests.mutations import edit, mutated
 
 # How many examples: the hypothesis profile (tests/conftest.py), 10,000 under `make test-all`.
 MANY = settings(deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 _FLOAT32_MAX = struct.unpack("<f", b"\xff\xff\x7f\x7f")[0]
-
-
-def _edit(valid: bytes, script: bytes) -> bytes:
-    """Apply an edit script to ``valid``: each 3 bytes (op, position, value) set, cut, insert or
-    delete. Drawing the script as one byte string keeps generation cheap (10,000 runs)."""
-    data = bytearray(valid)
-    for i in range(0, len(script) - 2, 3):
-        op, pos, value = script[i] % 4, script[i + 1] * max(len(data), 1) // 256, script[i + 2]
-        if op == 0 and data:
-            data[pos] = value
-        elif op == 1:
-            del data[pos:]
-        elif op == 2:
-            data[pos:pos] = bytes([value])
-        else:
-            del data[pos:pos + 1 + value % 8]
-    return bytes(data)
-
-
-def _mutated(pool: list[bytes]) -> st.SearchStrategy[bytes]:
-    """Valid encodings from ``pool`` with one to four edits."""
-    return st.builds(_edit, st.sampled_from(pool), st.binary(min_size=3, max_size=12))
 
 
 def _sample_pool(n: int = 64) -> list[TrainingSample]:
@@ -76,8 +55,8 @@ _SAMPLES = _sample_pool()
 _DOCUMENTS = [make_document([*range(i * 7 % 50), 65_535 * (i % 2)], id=f"d{i}",
                             vocab_size=[65_536, 1 << 20][i % 2], tokenizer="t", source="s")
               for i in range(32)]
-_protobuf_inputs = st.one_of(st.binary(max_size=256), _mutated([s.SerializeToString() for s in _SAMPLES]))
-_avro_inputs = st.one_of(st.binary(max_size=256), _mutated([encode_avro(s) for s in _SAMPLES]))
+_protobuf_inputs = st.one_of(st.binary(max_size=256), mutated([s.SerializeToString() for s in _SAMPLES]))
+_avro_inputs = st.one_of(st.binary(max_size=256), mutated([encode_avro(s) for s in _SAMPLES]))
 
 
 @MANY
@@ -92,7 +71,7 @@ def test_training_sample_decoder(value: bytes) -> None:
 
 
 @MANY
-@given(st.one_of(st.binary(max_size=256), _mutated([d.SerializeToString() for d in _DOCUMENTS])))
+@given(st.one_of(st.binary(max_size=256), mutated([d.SerializeToString() for d in _DOCUMENTS])))
 def test_tokenized_document_decoder(value: bytes) -> None:
     try:
         doc = decode_document(value, topic="tokens", partition=1, offset=2)
@@ -179,7 +158,7 @@ def _check_mapping(items: list[Item], mapper: Mapper) -> None:
 
 @MANY
 @given(st.one_of(st.binary(max_size=200), _objects.map(_line),
-                 st.builds(_edit, _objects.map(_line), st.binary(min_size=3, max_size=12))),
+                 st.builds(edit, _objects.map(_line), st.binary(min_size=3, max_size=12))),
        st.sampled_from(_MAPPERS))
 def test_jsonl_lines_become_samples_or_dead_letters(data: bytes, mapper: Mapper) -> None:
     batches = list(read_jsonl(io.BytesIO(data), Position(), 2))
@@ -204,7 +183,7 @@ _tables = st.lists(st.tuples(*(st.sampled_from(_CELLS) for _ in range(3))), max_
 
 @MANY
 @given(st.one_of(st.binary(max_size=200), _tables,
-                 st.builds(_edit, _tables, st.binary(min_size=3, max_size=12))), st.sampled_from(_MAPPERS))
+                 st.builds(edit, _tables, st.binary(min_size=3, max_size=12))), st.sampled_from(_MAPPERS))
 def test_csv_rows_become_samples_or_dead_letters(data: bytes, mapper: Mapper) -> None:
     batches = list(read_csv(io.BytesIO(data), Position(), 2))
     items = [i for b, _ in batches for i in b]

@@ -14,6 +14,7 @@ from kafeed.kafka import FakeKafka
 from kafeed.loader.decode import RecordDecoder
 from kafeed.loader.settings import LoaderSettings
 from kafeed.schema import make_document
+from tests.mutations import mutated
 
 MANY = settings(deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 _POOL = [make_document(np.arange(i * 5 % 40, dtype=np.int64) + 65_530 * (i % 3 == 0), id=f"d{i}",
@@ -37,23 +38,6 @@ def _decoder(tokenizer: str | None) -> RecordDecoder:
     return RecordDecoder(loader, FakeKafka())
 
 
-def _edit(valid: bytes, script: bytes) -> bytes | None:
-    """``valid`` with edits (set, cut, insert a byte); an empty script on the first record
-    stands for a tombstone."""
-    if not script and valid == _POOL[0]:
-        return None
-    data = bytearray(valid)
-    for i in range(0, len(script) - 2, 3):
-        op, pos, value = script[i] % 3, script[i + 1] * max(len(data), 1) // 256, script[i + 2]
-        if op == 0 and data:
-            data[pos] = value
-        elif op == 1:
-            del data[pos:]
-        else:
-            data[pos:pos] = bytes([value])
-    return bytes(data)
-
-
 def _same(a: Any, b: Any) -> bool:
     if a is None or b is None:
         return a is b
@@ -61,8 +45,7 @@ def _same(a: Any, b: Any) -> bool:
 
 
 @MANY
-@given(values=st.lists(st.builds(_edit, st.sampled_from(_POOL), st.binary(max_size=9)), min_size=1,
-                       max_size=20),
+@given(values=st.lists(st.one_of(st.none(), st.sampled_from(_POOL), mutated(_POOL)), min_size=1, max_size=20),
        tokenizer=st.sampled_from([None, "tok0", "tok1"]))
 def test_the_fast_decode_agrees_with_the_general_one(values: list[bytes | None],
                                                      tokenizer: str | None) -> None:

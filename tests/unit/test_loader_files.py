@@ -17,7 +17,7 @@ from kafeed.loader.opening import Topology, open_stream
 from kafeed.loader.readers import file_reader
 from kafeed.loader.settings import LoaderSettings
 from kafeed.loader.stream import TokenStream
-from tests.stateful_harness import Stateful, check_save_resume
+from tests.stateful_harness import Stateful, check_save_resume, piece_case
 
 EOS = 0
 DOCS_PER_FILE = 50
@@ -64,22 +64,8 @@ def _stream(settings: LoaderSettings, topo: Topology = ONE, saved: Any = None) -
 
 
 def _stream_case(settings: LoaderSettings) -> Stateful[Any]:
-    class Node:
-        def __init__(self) -> None:
-            reader = file_reader(settings, index=0, count=1)
-            self.stream = TokenStream(settings, reader)
-            self.opened = False
-
-        def open(self) -> TokenStream:
-            if not self.opened:
-                self.stream.open()
-                self.opened = True
-            return self.stream
-
-    return Stateful(make=Node, step=lambda node: node.open().next_batch(3),
-                    state=lambda node: node.open().state_dict(),
-                    load=lambda node, state: node.stream.load_state_dict(state),
-                    close=lambda node: node.stream.close())
+    return piece_case(lambda: TokenStream(settings, file_reader(settings, index=0, count=1)),
+                      lambda stream: stream.next_batch(3))
 
 
 @pytest.mark.parametrize("arrow", [False, True])

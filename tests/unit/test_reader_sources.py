@@ -19,7 +19,7 @@ from kafeed.loader.resume import PartitionStart
 from kafeed.loader.settings import LoaderSettings
 from kafeed.loader.source import Shards
 from kafeed.loader.stream import TokenStream
-from tests.stateful_harness import Stateful, check_save_resume
+from tests.stateful_harness import check_save_resume, piece_case
 
 EOS = 0
 SHARDS = 3
@@ -128,18 +128,5 @@ def test_every_record_once_in_the_sources_order(interleaved: bool) -> None:
 @pytest.mark.parametrize("interleaved", [True, False])
 @pytest.mark.parametrize("first", [0, 5, 17])
 def test_a_new_source_resumes_exactly_in_the_middle_of_a_shard(interleaved: bool, first: int) -> None:
-    class Node:
-        def __init__(self) -> None:
-            self.stream = _stream(interleaved, shuffle_buffer=6, seed=2)
-            self.opened = False
-
-        def open(self) -> TokenStream:
-            if not self.opened:
-                self.stream.open()
-                self.opened = True
-            return self.stream
-
-    check_save_resume(Stateful(make=Node, step=lambda node: node.open().next_batch(2),
-                               state=lambda node: node.open().state_dict(),
-                               load=lambda node, state: node.stream.load_state_dict(state),
-                               close=lambda node: node.stream.close()), first, 12)
+    check_save_resume(piece_case(lambda: _stream(interleaved, shuffle_buffer=6, seed=2),
+                                 lambda stream: stream.next_batch(2)), first, 12)
