@@ -127,3 +127,54 @@ def test_confluent_kafka_is_imported_only_by_kafeed_kafka() -> None:
     assert found - CONFLUENT_OUTSIDE_KAFKA == set(), (
         "get clients from kafeed.kafka.KafkaClients and types from kafeed.kafka.types instead")
     assert CONFLUENT_OUTSIDE_KAFKA - found == set(), "these no longer import it: drop them from the list"
+
+
+# kafeed.loader's modules, lowest first: the pieces (flow control, decoding, record kinds,
+# packing, shuffling, state, the archive's rows) below the sources, the sources below the one
+# reader, the reader below the streams, and all of them below the datasets and StreamLoader.
+# A module imports only from its own layer or below.
+LOADER_LAYERS: list[set[str]] = [
+    {"assignment", "at_exit", "collate", "deferred_entry", "delivered", "device_feed",
+     "forkserver_guard", "loader_options", "main_guard", "parent", "partition", "prefetch_thread",
+     "rank_sync", "read_ahead", "record_kinds", "shared_slots", "worker_error", "metrics",
+     "prefetch", "settings", "bundles", "decode", "file_rows", "kafka_flow", "offsets",
+     "state_fields", "archive_source", "state", "cold_tier", "group_mirror", "mixing", "packing",
+     "resume", "shuffle"},
+    {"source", "file_source", "kafka_fetch", "kafka_partitions", "kafka_source"},
+    {"reader_state", "reader", "readers"},
+    {"stream", "opening", "windows_ahead", "mixture_stream"},
+    {"dataset", "file_dataset", "mixture", "batch_view", "worker_start", "stream_loader", "__init__"},
+]
+LOADER = ROOT / "loader"
+
+
+def _loader_layer(module: str) -> int:
+    for index, layer in enumerate(LOADER_LAYERS):
+        if module in layer:
+            return index
+    raise AssertionError(f"kafeed.loader.{module} has no layer in LOADER_LAYERS: add it where it belongs")
+
+
+def _loader_imports(path: Path) -> set[str]:
+    """The kafeed.loader modules ``path`` imports, at any depth of its code."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and node.module == "kafeed.loader":
+            found.update(alias.name for alias in node.names if (LOADER / f"{alias.name}.py").exists())
+        else:
+            names = [node.module] if isinstance(node, ast.ImportFrom) and node.module else (
+                [alias.name for alias in node.names] if isinstance(node, ast.Import) else [])
+            found.update(name.split(".")[2] for name in names
+                         if name.startswith("kafeed.loader.") and len(name.split(".")) > 2)
+    return found
+
+
+def test_loader_pieces_import_only_from_their_layer_or_below() -> None:
+    wrong = [
+        f"loader.{path.stem} (layer {_loader_layer(path.stem)}) imports loader.{dst} "
+        f"(layer {_loader_layer(dst)})"
+        for path in sorted(LOADER.glob("*.py"))
+        for dst in sorted(_loader_imports(path))
+        if _loader_layer(dst) > _loader_layer(path.stem)
+    ]
+    assert not wrong, "\n".join(wrong)

@@ -9,8 +9,9 @@ from typing import Any
 import numpy as np
 
 from kafeed.kafka import FakeKafka
+from kafeed.loader.partition import Ref
 from kafeed.loader.reader import ShardReader
-from kafeed.loader.readers import Ref, kafka_reader
+from kafeed.loader.readers import kafka_reader
 from kafeed.loader.settings import LoaderSettings
 from kafeed.schema import make_document
 

@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from kafeed.loader.partition import Ref
 from kafeed.loader.state import check_version, require_keys
 
-Ref = tuple[str, int]
 Tokens = npt.NDArray[np.integer[Any]]
 # A document that pop_windows cut: (ref, where its tokens begin in the tokens cut, tokens of
 # it emitted before, where its end-of-document token falls: past the cut when unfinished).

@@ -19,6 +19,9 @@ from typing import Any, TypeAlias
 
 # (offset, data, timestamp_ms, nbytes, extra): see the module docstring
 Entry: TypeAlias = tuple[int, Any, int, int, Any]
+Ref: TypeAlias = tuple[str, int]  # a record: its shard's key, its position
+# What a reader hands out: the record, its payload, the tokens of it emitted before a resume.
+Item: TypeAlias = tuple[Ref, Any, int]
 
 
 def _by_source(entry: Entry) -> Any:

@@ -21,9 +21,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from kafeed.errors import SchemaError
-from kafeed.loader.partition import Partition
+from kafeed.loader.partition import Item, Partition, Ref
 from kafeed.loader.reader_state import ReaderState
-from kafeed.loader.readers import Item, Ref
 from kafeed.loader.record_kinds import KINDS
 from kafeed.loader.resume import PartitionStart
 from kafeed.loader.settings import LoaderSettings

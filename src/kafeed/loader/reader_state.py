@@ -11,10 +11,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from kafeed.loader.partition import Partition
-from kafeed.loader.readers import STATE_KEYS, STATE_VERSION, Ref
+from kafeed.loader.partition import Partition, Ref
 from kafeed.loader.resume import PartitionStart, exact_starts, plan_starts
 from kafeed.loader.state import check_version, require_keys
+
+STATE_VERSION = 1  # of a reader's state, whichever its source
+STATE_KEYS = ("version", "partitions", "rr", "stats")
 
 
 class ReaderState:

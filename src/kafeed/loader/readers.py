@@ -1,4 +1,4 @@
-"""The one place readers are made for a source, and what a reader hands out.
+"""The one place readers are made for a source.
 
 A reader hands out one source's records in a deterministic order and tracks, per shard,
 what is in flight and what was delivered: that is its state (kafeed.loader.state). There is
@@ -9,7 +9,7 @@ source, make its reader here.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kafeed.loader.parent import ParentWatch
 from kafeed.loader.settings import LoaderSettings
@@ -17,12 +17,6 @@ from kafeed.loader.settings import LoaderSettings
 if TYPE_CHECKING:
     from kafeed.kafka import KafkaClients
     from kafeed.loader.reader import ShardReader
-
-Ref = tuple[str, int]
-Item = tuple[Ref, Any, int]  # (shard key, position), payload, tokens already emitted
-STATE_VERSION = 1  # of a reader's state, whichever its source
-STATE_KEYS = ("version", "partitions", "rr", "stats")
-
 
 def kafka_reader(settings: LoaderSettings, *, index: int, count: int, client_stats: bool = False,
                  parent: ParentWatch | None = None, clients: KafkaClients | None = None) -> ShardReader:

@@ -19,11 +19,10 @@ from typing import Any
 
 from kafeed.errors import ResumeMismatch
 from kafeed.loader.assignment import parse_key, partition_key
+from kafeed.loader.partition import Ref
 from kafeed.loader.state import RECREATED_HINT, partition_plan
 
 log = logging.getLogger("kafeed")
-
-Ref = tuple[str, int]
 
 
 @dataclass

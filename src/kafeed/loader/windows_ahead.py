@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafeed.loader.packing import Span, Window
-from kafeed.loader.readers import Ref
+from kafeed.loader.partition import Ref
 from kafeed.loader.stream import TokenStream
 
 
