@@ -40,10 +40,10 @@ CHILD = r"""
 import json, sys, time
 from kafeed.loader import kafka_source
 first = []
-config = kafka_source.KafkaSource.consumer_config
+extra = kafka_source.KafkaSource._consumer_extra
 def traced(self):
-    conf = config(self)
-    chained = conf.get("stats_cb")
+    conf = extra(self)
+    chained = self._clients.config(conf, stage=self._stage).get("stats_cb")  # the loader's own, if any
     def on_stats(text):
         if not first:
             doc = json.loads(text)
@@ -54,7 +54,7 @@ def traced(self):
             chained(text)
     conf.update({"stats_cb": on_stats, "statistics.interval.ms": 50})
     return conf
-kafka_source.KafkaSource.consumer_config = traced
+kafka_source.KafkaSource._consumer_extra = traced
 from kafeed.cli.main import main
 code = main(sys.argv[1:])
 print(json.dumps({"first_fetch": first[0] if first else None}), file=sys.stderr, flush=True)

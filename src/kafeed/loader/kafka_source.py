@@ -46,7 +46,6 @@ class KafkaSource(KafkaPartitions, KafkaFetch):
         parent: ParentWatch | None = None, clients: KafkaClients | None = None,
     ) -> None:
         self.settings = settings
-        self.name = ",".join(settings.topics)
         self._clients = clients or KafkaClients(settings.connection)
         self.index = index
         self.count = count
@@ -71,10 +70,6 @@ class KafkaSource(KafkaPartitions, KafkaFetch):
     @property
     def opened(self) -> bool:
         return self._consumer is not None
-
-    @property
-    def consumer(self) -> Any:
-        return self._consumer
 
     def consumer_config(self) -> dict[str, Any]:
         """The consumer's whole librdkafka config (kafeed.kafka.KafkaClients adds the connection's)."""

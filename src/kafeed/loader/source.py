@@ -28,25 +28,20 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from kafeed.loader.partition import Partition
+from kafeed.loader.partition import Partition, Ref
 from kafeed.loader.resume import PartitionStart
-from kafeed.loader.settings import LoaderSettings
 
 
 class Shards(Protocol):
     """What a source may use of its reader: the shards, to add to and fill, and what a
     resume loaded (kafeed.loader.reader_state)."""
 
-    settings: LoaderSettings
-    index: int  # this reader, of ``count``: which shards it owns (kafeed.loader.assignment)
-    count: int
     parts: list[Partition]  # the reader's shards, sorted by key; the order's
-    rr: int  # whose turn it is
     known: dict[str, int]  # per source name, the highest shard the loaded state names
     # Per shard key, where it starts (empty: a fresh reader).
     starts: dict[str, PartitionStart]
 
-    def restore(self, ref: tuple[str, int], payload: Any) -> None:
+    def restore(self, ref: Ref, payload: Any) -> None:
         """An in-flight record of an exact resume, re-read (its payload; None: bad now)."""
         ...
 
@@ -62,7 +57,6 @@ class Shards(Protocol):
 class Source(Protocol):
     """A source of records for one reader (see the module docstring)."""
 
-    name: str  # in errors; for files, the shard keys' "<name>:<file number>"
     interleaved: bool  # records handed out one per shard in turn, else each shard to its end
     check_s: float  # how often top_up() is due (inf: never)
 
