@@ -85,11 +85,12 @@ class Source(Protocol):
         ...
 
     def taken(self, nbytes: int) -> None:
-        """A queued record was taken (its entry's bytes); once per record."""
+        """A queued record was taken (its entry's bytes): once per record, for a source with
+        a read-ahead to keep (``check_s`` finite; never called otherwise)."""
         ...
 
     def top_up(self, now: float) -> None:
-        """Every ``check_s`` while records are taken."""
+        """Every ``check_s`` while records are taken (never when it is infinite)."""
         ...
 
     def check_decoded(self) -> None:
