@@ -369,11 +369,13 @@ READS = {"bare": read_bare, "bare-batches": read_bare_batches, "kafeed": read_ka
          "litdata": read_litdata, "mosaic": read_mosaic, "memmap": read_memmap}
 
 
-def read_apart(kind: str, args: dict[str, Any], src: str | None = None) -> dict[str, float]:
-    """One read in a process of its own, with the kafeed of ``src`` (default: this one)."""
+def read_apart(kind: str, args: dict[str, Any], src: str | None = None, *,
+               script: str = __file__) -> dict[str, float]:
+    """One read in a process of its own, with the kafeed of ``src`` (default: this one):
+    ``script --child kind args`` (this script's, or another benchmark's) prints its result."""
     path = [src] if src else []
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(path + sys.path)}
-    out = subprocess.run([sys.executable, __file__, "--child", kind, json.dumps(args)],
+    out = subprocess.run([sys.executable, script, "--child", kind, json.dumps(args)],
                          capture_output=True, text=True, env=env, timeout=900)
     if out.returncode != 0:
         raise RuntimeError(f"{kind} read failed:\n{out.stderr[-3000:]}")

@@ -22,16 +22,14 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import os
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from bench_loader import read_apart
 
 PARTITIONS = 4
 
@@ -124,17 +122,6 @@ def child(kind: str, args: dict[str, Any]) -> dict[str, float]:
     return {"ns_record": best / records * 1e9, "ns_token": best / tokens * 1e9}
 
 
-def run_apart(kind: str, args: dict[str, Any], src: str | None) -> dict[str, float]:
-    path = [src] if src else []
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path + sys.path)}
-    out = subprocess.run([sys.executable, __file__, "--child", kind, json.dumps(args)],
-                         capture_output=True, text=True, env=env, timeout=900)
-    if out.returncode != 0:
-        raise RuntimeError(f"{kind} read failed:\n{out.stderr[-3000:]}")
-    result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
-    return result
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
@@ -155,7 +142,7 @@ def main() -> None:
         for attempt in range(args.processes):
             for kind in ("kafka", "files"):
                 for name, src in versions.items():
-                    got = run_apart(kind, params, src)
+                    got = read_apart(kind, params, src, script=__file__)
                     row = results.setdefault(f"{kind} {name}", {"ns_record": [], "ns_token": []})
                     for key in row:
                         row[key].append(got[key])
