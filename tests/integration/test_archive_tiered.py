@@ -18,7 +18,7 @@ from kafeed.archive import CatalogSettings
 from kafeed.archive.sink import run_archive
 from kafeed.cli.main import main
 from kafeed.config import ConnectionSettings
-from kafeed.loader.readers import kafka_reader
+from kafeed.loader.readers import kafka_reader, table_reader
 from kafeed.loader.settings import LoaderSettings
 from kafeed.loader.stream import TokenStream
 from kafeed.schema.codec import decode_document
@@ -27,7 +27,7 @@ from kafeed.train.wiring import lineage_of
 from tests.integration.archive_support import settings as archive_settings
 from tests.integration.archive_support import topic_records
 from tests.integration.loader_data import EOS, produce_docs, produce_samples
-from tests.stateful_harness import Stateful, check_save_resume
+from tests.stateful_harness import Stateful, check_save_resume, piece_case
 
 
 def small_segment_topic(kafka: ConnectionSettings, name: str, partitions: int = 2) -> str:
@@ -231,3 +231,32 @@ def test_lineage_lists_the_documents_a_checkpoint_trained_on(
     assert main(["lineage", str(tmp_path / "ck"), "--archive", "arch.other",
                  "--warehouse", str(tmp_path)]) == 2
     assert "which checkpoint" in capsys.readouterr().err
+
+
+def test_archive_only_reads_the_topic_as_archived_without_the_cluster(kafka: ConnectionSettings, topic: str,
+                                                                        tmp_path: Path) -> None:
+    produce_docs(kafka.bootstrap, topic, 300, bad=[5, 170])
+    # The reference: the topic read from Kafka, by one rank (both partitions, interleaved) and
+    # by each of two (one partition each).
+    expected = {(rank, world): windows(topic, **options(kafka, None, rank=rank, world_size=world))
+                for rank, world in ((0, 1), (0, 2), (1, 2))}
+    assert run_archive(archive_settings(topic, tmp_path), kafka, until_caught_up=True).rows_written == 300
+    # No broker listens there: a loader that reached for the cluster would fail or hang.
+    nowhere = ConnectionSettings(bootstrap="127.0.0.1:9")
+    for (rank, world), reference in expected.items():
+        got = windows(topic, **options(nowhere, tmp_path, rank=rank, world_size=world, archive_only=True))
+        assert got == reference
+    # Saved in the middle of a partition, resumed exactly, from the table alone.
+    settings = LoaderSettings(topics=(topic,), **options(nowhere, tmp_path, archive_only=True))
+    check_save_resume(piece_case(lambda: TokenStream(settings, table_reader(settings, index=0, count=1)),
+                                 lambda stream: stream.next_batch(3)), 30, 40)
+
+
+def test_archive_only_refuses_what_it_cannot_read() -> None:
+    base = {"topics": ("t",), "seq_len": 8, "eos_id": 0, "end": "latest"}
+    with pytest.raises(ValueError, match="name them with archive="):
+        LoaderSettings(**base, archive_only=True)
+    with pytest.raises(ValueError, match="start='latest' does not apply"):
+        LoaderSettings(**base, archive="arch.t", archive_only=True, start="latest")
+    with pytest.raises(ValueError, match="end=None does not apply"):
+        LoaderSettings(**{**base, "end": None}, archive="arch.t", archive_only=True)

@@ -140,7 +140,7 @@ LOADER_LAYERS: list[set[str]] = [
      "prefetch", "settings", "bundles", "decode", "file_rows", "kafka_flow", "offsets",
      "state_fields", "archive_source", "state", "cold_tier", "group_mirror", "mixing", "packing",
      "resume", "shuffle"},
-    {"source", "file_source", "kafka_fetch", "kafka_partitions", "kafka_source"},
+    {"source", "file_source", "kafka_fetch", "kafka_partitions", "kafka_source", "table_source"},
     {"reader_state", "reader", "readers"},
     {"stream", "opening", "windows_ahead", "mixture_stream"},
     {"dataset", "file_dataset", "mixture", "batch_view", "worker_start", "stream_loader", "__init__"},

@@ -31,7 +31,7 @@ import numpy as np
 from kafeed.archive.catalog import check_table, load_table, open_catalog
 from kafeed.archive.position import read_positions
 from kafeed.archive.rows import record_value
-from kafeed.archive.schema import offsets_key
+from kafeed.archive.schema import PROP_CLUSTER, offsets_key
 from kafeed.errors import ConfigError
 from kafeed.loader.offsets import explicit_offset, timestamp_ms
 from kafeed.loader.partition import Entry
@@ -101,14 +101,21 @@ class ArchiveSource:
         self._last: tuple[tuple[str, ...], pa.Table] | None = None
         self._tokenizer = settings.tokenizer
 
-    def open(self, cluster_id: str) -> None:
-        """Load the table and refuse one that is not this topic's on this cluster, of this kind."""
+    def open(self, cluster_id: str | None) -> None:
+        """Load the table and refuse one that is not this topic's on this cluster, of this kind
+        (``cluster_id`` None: the table's own, for a table read without its cluster)."""
         _import_pyiceberg()
-        self._cluster_id = cluster_id
         table = load_table(open_catalog(self.settings.archive_catalog), self.identifier)
+        if cluster_id is None:
+            cluster_id = str(table.properties.get(PROP_CLUSTER, ""))
+        self._cluster_id = cluster_id
         check_table(table, self.identifier, topic=self.topic, cluster_id=cluster_id,
                     kind=self.settings.kind)
         self._pin(table)
+
+    def partitions(self) -> dict[int, int]:
+        """``{partition: the offset past its last archived record}`` as of the pinned snapshot."""
+        return dict(self._positions)
 
     def _pin(self, table: Any) -> None:
         self._table = table

@@ -3,8 +3,8 @@
 A reader hands out one source's records in a deterministic order and tracks, per shard,
 what is in flight and what was delivered: that is its state (kafeed.loader.state). There is
 one reader, :class:`kafeed.loader.reader.ShardReader`, over any source
-(kafeed.loader.source): Kafka partitions with their cold tier, or local files. To add a
-source, make its reader here.
+(kafeed.loader.source): Kafka partitions with their cold tier, archive tables alone, or local
+files. To add a source, make its reader here.
 """
 
 from __future__ import annotations
@@ -40,9 +40,21 @@ def file_reader(settings: LoaderSettings, *, index: int, count: int,
     return ShardReader(settings, source, index=index, count=count)
 
 
+def table_reader(settings: LoaderSettings, *, index: int, count: int,
+                 parent: ParentWatch | None = None) -> ShardReader:
+    """Reader ``index`` of ``count`` over the archive tables of ``settings`` alone."""
+    from kafeed.loader.reader import ShardReader
+    from kafeed.loader.table_source import TableSource
+
+    source = TableSource(settings, index=index, count=count, parent=parent)
+    return ShardReader(settings, source, index=index, count=count)
+
+
 def make_reader(settings: LoaderSettings, *, index: int, count: int, client_stats: bool,
                 parent: ParentWatch | None) -> ShardReader:
     """Reader ``index`` of ``count`` for the source ``settings`` name."""
     if settings.files:
         return file_reader(settings, index=index, count=count, parent=parent)
+    if settings.archive_only:
+        return table_reader(settings, index=index, count=count, parent=parent)
     return kafka_reader(settings, index=index, count=count, client_stats=client_stats, parent=parent)

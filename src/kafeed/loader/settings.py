@@ -95,6 +95,9 @@ class LoaderSettings(BaseModel):
     consumer_config: Mapping[str, str | int | float | bool] = Field(default_factory=dict)
     archive: str | Mapping[str, str] | None = None
     archive_catalog: CatalogSettings = Field(default_factory=CatalogSettings)
+    # Read only the archive tables (archive=), never the cluster: the topics as archived
+    # (kafeed.loader.table_source).
+    archive_only: bool = False
     # Local Parquet/Arrow files read instead of Kafka (kafeed.loader.file_source): files,
     # directories or glob patterns; ``topics`` then names the one source they make.
     files: tuple[str, ...] = ()
@@ -128,6 +131,8 @@ class LoaderSettings(BaseModel):
             self._check_archive(self.archive)
         if self.files:
             self._check_files()
+        if self.archive_only:
+            self._check_archive_only()
         return self
 
     def _check_files(self) -> None:
@@ -138,6 +143,18 @@ class LoaderSettings(BaseModel):
                                      ("dlq_topic", self.dlq_topic, None)):
             if value != allowed and not (name == "mode" and value == "replicated"):
                 raise ValueError(f"files= read every row of every file: {name}={value!r} does not apply")
+
+    def _check_archive_only(self) -> None:
+        if self.archive is None:
+            raise ValueError("archive_only=True reads the archive tables: name them with archive=")
+        if set(self.archive_tables()) != set(self.topics):
+            raise ValueError("archive_only=True reads every topic from its table: archive= must name "
+                             "one for each")
+        for name, value, allowed in (("start", self.start, "earliest"), ("end", self.end, "latest"),
+                                     ("dlq_topic", self.dlq_topic, None)):
+            if value != allowed:
+                raise ValueError(f"archive_only=True reads every archived record: {name}={value!r} "
+                                 "does not apply")
 
     def _check_archive(self, archive: str | Mapping[str, str]) -> None:
         if self.mode == "group":

@@ -8,13 +8,15 @@ reader owns and where each starts, and fills each shard's queue
 (:class:`kafeed.loader.partition.Partition`) with entries in position order, each with how
 it decodes (``Partition.decode``, by the record kind: kafeed.loader.record_kinds).
 
-Two sources implement it:
+Three sources implement it:
 
 - Kafka partitions (kafeed.loader.kafka_source): librdkafka's fetcher pushes records, paused
   and resumed under the read-ahead policy (kafeed.loader.read_ahead); in a consumer group,
   shards come and go with the group's assignments. Below a partition's log start, its
   queue is filled from the topic's Iceberg table (kafeed.loader.cold_tier), as the same
   entries, so the order and the state do not depend on the tier.
+- archived topics read from their Iceberg tables alone, never the cluster
+  (kafeed.loader.table_source, ``archive_only=True``), under the same keys and offsets;
 - local Parquet/Arrow files (kafeed.loader.file_source): a chunk (a row group) at a time,
   pulled by row.
 
