@@ -34,6 +34,15 @@ def assign(partitions: Iterable[TopicPartition], index: int, count: int) -> list
     return [tp for i, tp in enumerate(ordered) if i % count == index]
 
 
+def owned(every: list[TopicPartition], mode: str, index: int, count: int) -> list[TopicPartition]:
+    """The shards of ``every`` reader ``index`` of ``count`` reads: all of them in replicated
+    mode, else its share (:func:`assign`), with a warning when some readers get none."""
+    if mode == "replicated":
+        return every
+    warn_if_idle(len(every), count)
+    return assign(every, index, count)
+
+
 def warn_if_idle(num_partitions: int, count: int) -> None:
     """Say clearly that some readers will get nothing (they end at once)."""
     if num_partitions < count:

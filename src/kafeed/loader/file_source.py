@@ -17,12 +17,12 @@ from itertools import repeat
 from operator import itemgetter
 
 from kafeed.errors import ResumeMismatch
-from kafeed.loader.assignment import assign, partition_key, warn_if_idle
+from kafeed.loader.assignment import owned, partition_key
 from kafeed.loader.file_rows import FileRows
 from kafeed.loader.parent import ParentWatch
 from kafeed.loader.partition import Partition
-from kafeed.loader.prefetch import Stopped
-from kafeed.loader.resume import PartitionStart, check_known_partitions, check_saved_partitions, done_at_open
+from kafeed.loader.prefetch_thread import check_running
+from kafeed.loader.resume import PartitionStart, check_starts, partition_at
 from kafeed.loader.settings import LoaderSettings
 from kafeed.loader.source import Shards
 from kafeed.loader.state import RECREATED_HINT, check_positions
@@ -54,14 +54,9 @@ class FileSource:
     def open(self, shards: Shards) -> None:
         every = [(self.name, shard) for shard in self._rows.open()]
         self.opened = True
-        if self.settings.mode == "replicated":
-            owned = every
-        else:
-            warn_if_idle(len(every), self.count)
-            owned = assign(every, self.index, self.count)
-        check_saved_partitions(shards.starts, every)
-        check_known_partitions(shards.starts, {partition_key(*tp) for tp in owned}, shards.known)
-        for name, shard in owned:
+        mine = owned(every, self.settings.mode, self.index, self.count)
+        check_starts(shards.starts, every, {partition_key(*tp) for tp in mine}, shards.known)
+        for name, shard in mine:
             key = partition_key(name, shard)
             end = self._rows.rows(shard)
             start = shards.starts.get(key)
@@ -71,11 +66,8 @@ class FileSource:
                 raise ResumeMismatch(f"The saved loader state has {start.end} rows for shard {key}, "
                                      f"which now has {end}: the files changed.", hint=RECREATED_HINT)
             check_positions(key, start.next, start.read, 0, end)
-            part = Partition(key=key, topic=name, partition=shard, read=start.read, end=end,
-                             delivered=set(start.delivered), partial=dict(start.partial),
-                             restore=set(start.restore), in_flight=set(start.restore), seek=start.next,
-                             decode=_payload)
-            part.fetch_done = done_at_open(start) or start.read >= end
+            part = partition_at(key, name, shard, start, _payload)
+            part.fetch_done = part.fetch_done or start.read >= end
             self._restore(shards, part)
             shards.add(part)
 
@@ -96,10 +88,7 @@ class FileSource:
 
     def fill(self, wait: float, turn: Partition | None = None) -> int:
         """Queue ``turn``'s next chunk of rows (its row group's rest, at most ``queue_records``)."""
-        if self._parent is not None:
-            self._parent.check()
-        if self._stop is not None and self._stop.is_set():
-            raise Stopped(f"reader {self.index} was stopped")
+        check_running(self._parent, self._stop, self.index)
         if turn is None or turn.fetch_done:
             return 0
         first = turn.read if not turn.queue else turn.queue[-1][0] + 1

@@ -29,7 +29,7 @@ from kafeed.loader.decode import RecordDecoder
 from kafeed.loader.kafka_flow import KafkaFlow
 from kafeed.loader.parent import ParentWatch
 from kafeed.loader.partition import Entry, Partition
-from kafeed.loader.prefetch import Stopped
+from kafeed.loader.prefetch_thread import Stopped, check_running
 from kafeed.loader.read_ahead import ReadAhead, pull_size
 from kafeed.loader.settings import LoaderSettings
 from kafeed.loader.source import Shards
@@ -78,10 +78,7 @@ class KafkaFetch(KafkaFlow):
         it brought all it asked for, so librdkafka may hold more)."""
         from kafeed.kafka.types import KafkaError
 
-        if self._parent is not None:
-            self._parent.check()
-        if self._stop is not None and self._stop.is_set():
-            raise Stopped(f"reader {self.index} was stopped")
+        check_running(self._parent, self._stop, self.index)
         if self.settings.bounded:
             timeout = min(timeout, 0.05)
         cold = self._cold_tier

@@ -16,12 +16,7 @@ from kafeed.loader.decode import RecordDecoder
 from kafeed.loader.offsets import resolve_end, resolve_start, watermarks
 from kafeed.loader.partition import Partition
 from kafeed.loader.read_ahead import ReadAhead
-from kafeed.loader.resume import (
-    PartitionStart,
-    check_known_partitions,
-    check_saved_partitions,
-    done_at_open,
-)
+from kafeed.loader.resume import PartitionStart, check_starts, partition_at
 from kafeed.loader.settings import LoaderSettings
 from kafeed.loader.source import Shards
 from kafeed.loader.state import check_positions
@@ -48,8 +43,7 @@ class KafkaPartitions:
         the state is in it, and the saved positions of the ones this reader resumes lie inside
         their current logs (kafeed.loader.resume)."""
         starts = self._shards.starts
-        check_saved_partitions(starts, every)
-        check_known_partitions(starts, owned, self._shards.known)
+        check_starts(starts, every, owned, self._shards.known)
         for key in sorted(owned & set(starts)):
             start = starts[key]
             topic, partition = parse_key(key)
@@ -74,11 +68,7 @@ class KafkaPartitions:
                     first = source.cold_start(key, partition, first, self._log_start(key))
             end = resolve_end(self._consumer, topic, partition, self.settings)
             start = PartitionStart(next=first, read=first, end=end)
-        part = Partition(key=key, topic=topic, partition=partition, read=start.read, end=start.end,
-                          delivered=set(start.delivered), partial=dict(start.partial),
-                          restore=set(start.restore), in_flight=set(start.restore), seek=start.next,
-                          decode=self._decoder.for_partition(topic, partition))
-        part.fetch_done = done_at_open(start)
+        part = partition_at(key, topic, partition, start, self._decoder.for_partition(topic, partition))
         if topic in self._cold_tier.sources and not part.fetch_done and part.seek < self._log_start(key):
             self._cold_tier.begin(part, self._log_start(key))
         self._shards.add(part)

@@ -18,7 +18,7 @@ import time
 from typing import Any
 
 from kafeed.kafka import KafkaClients, close_consumer
-from kafeed.loader.assignment import assign, partition_key, warn_if_idle
+from kafeed.loader.assignment import owned, partition_key
 from kafeed.loader.cold_tier import ColdTier
 from kafeed.loader.decode import RecordDecoder
 from kafeed.loader.kafka_fetch import KafkaFetch
@@ -115,13 +115,9 @@ class KafkaSource(KafkaPartitions, KafkaFetch):
         every = list_partitions(self._consumer, self.settings)
         if self._cold_tier.sources:
             self._cold_tier.open(self._consumer)
-        if self.settings.mode == "replicated":
-            owned = every
-        else:
-            warn_if_idle(len(every), self.count)
-            owned = assign(every, self.index, self.count)
-        self._check_starts(every, {partition_key(t, p) for t, p in owned})
-        for topic, p in owned:
+        mine = owned(every, self.settings.mode, self.index, self.count)
+        self._check_starts(every, {partition_key(t, p) for t, p in mine})
+        for topic, p in mine:
             self._add_partition(topic, p)
         self._assign_all()
         self._restore()

@@ -15,9 +15,21 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from kafeed.loader.parent import ParentWatch
+
 
 class Stopped(Exception):
     """Raised in a prefetch thread by a wait that saw the stop event set: the thread ends."""
+
+
+def check_running(parent: ParentWatch | None, stop: threading.Event | None, index: int) -> None:
+    """Before reader ``index`` fetches or waits: end this process if its trainer is gone
+    (``parent``, in a DataLoader worker), raise :class:`Stopped` once ``stop`` is set (on a
+    prefetch thread the loader is closing)."""
+    if parent is not None:
+        parent.check()
+    if stop is not None and stop.is_set():
+        raise Stopped(f"reader {index} was stopped")
 
 
 class _End:

@@ -13,13 +13,13 @@ asks the broker for the figures; the decisions live here, tested without Kafka.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from kafeed.errors import ResumeMismatch
 from kafeed.loader.assignment import parse_key, partition_key
-from kafeed.loader.partition import Ref
+from kafeed.loader.partition import Entry, Partition, Ref
 from kafeed.loader.state import RECREATED_HINT, partition_plan
 
 log = logging.getLogger("kafeed")
@@ -139,6 +139,25 @@ def check_known_partitions(saved: Iterable[str], owned: Iterable[str], known: Ma
                 f"{topic!r}, which existed when it was saved (it names partition {known[topic]}).",
                 hint="Load the state as it was saved (merge_states() of every rank when ranks "
                 "saved their own); one missing a partition would read that partition again.")
+
+
+def partition_at(key: str, topic: str, partition: int, start: PartitionStart,
+                 decode: Callable[[Entry], Any]) -> Partition:
+    """A reader's shard picked up where ``start`` says, its entries decoding by ``decode``."""
+    part = Partition(key=key, topic=topic, partition=partition, read=start.read, end=start.end,
+                     delivered=set(start.delivered), partial=dict(start.partial),
+                     restore=set(start.restore), in_flight=set(start.restore), seek=start.next,
+                     decode=decode)
+    part.fetch_done = done_at_open(start)
+    return part
+
+
+def check_starts(starts: Mapping[str, PartitionStart], every: list[tuple[str, int]], owned: set[str],
+                 known: dict[str, int]) -> None:
+    """Every saved shard exists (in ``every``), and every ``owned`` one older than the state is
+    in it (:func:`check_saved_partitions`, :func:`check_known_partitions`)."""
+    check_saved_partitions(starts, every)
+    check_known_partitions(starts, owned, known)
 
 
 def done_at_open(start: PartitionStart) -> bool:

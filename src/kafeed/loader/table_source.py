@@ -21,13 +21,13 @@ import threading
 from functools import partial
 
 from kafeed.kafka import KafkaClients
-from kafeed.loader.assignment import assign, partition_key, warn_if_idle
+from kafeed.loader.assignment import owned, partition_key
 from kafeed.loader.cold_tier import COLD_CHUNK, ColdTier
 from kafeed.loader.decode import RecordDecoder
 from kafeed.loader.parent import ParentWatch
 from kafeed.loader.partition import Partition
-from kafeed.loader.prefetch import Stopped
-from kafeed.loader.resume import PartitionStart, check_known_partitions, check_saved_partitions, done_at_open
+from kafeed.loader.prefetch_thread import check_running
+from kafeed.loader.resume import PartitionStart, check_starts, partition_at
 from kafeed.loader.settings import LoaderSettings
 from kafeed.loader.source import Shards
 from kafeed.loader.state import check_positions
@@ -64,26 +64,18 @@ class TableSource:
                 every.append((topic, partition))
                 ends[(topic, partition)] = end
         self.opened = True
-        if self.settings.mode == "replicated":
-            owned = every
-        else:
-            warn_if_idle(len(every), self.count)
-            owned = assign(every, self.index, self.count)
-        check_saved_partitions(shards.starts, every)
-        check_known_partitions(shards.starts, {partition_key(*tp) for tp in owned}, shards.known)
-        for topic, partition in owned:
+        mine = owned(every, self.settings.mode, self.index, self.count)
+        check_starts(shards.starts, every, {partition_key(*tp) for tp in mine}, shards.known)
+        for topic, partition in mine:
             key = partition_key(topic, partition)
             end = ends[(topic, partition)]
             first = tables[topic].low(partition)
             first = end if first is None else first
             start = shards.starts.get(key) or PartitionStart(next=first, read=first, end=end)
             check_positions(key, start.next, start.read, first, end)
-            part = Partition(key=key, topic=topic, partition=partition, read=start.read, end=end,
-                             delivered=set(start.delivered), partial=dict(start.partial),
-                             restore=set(start.restore), in_flight=set(start.restore), seek=start.next,
-                             decode=partial(self._tier.decode, topic))
+            part = partition_at(key, topic, partition, start, partial(self._tier.decode, topic))
             part.cold_pos = start.read  # the next offset to read from the table
-            part.fetch_done = done_at_open(start) or start.read >= end
+            part.fetch_done = part.fetch_done or start.read >= end
             self._restore(shards, part)
             shards.add(part)
             self._parts.append(part)
@@ -102,10 +94,7 @@ class TableSource:
 
     def fill(self, wait: float, turn: Partition | None = None) -> int:
         """Queue the next rows of every partition below its cap, one scan per table."""
-        if self._parent is not None:
-            self._parent.check()
-        if self._stop is not None and self._stop.is_set():
-            raise Stopped(f"reader {self.index} was stopped")
+        check_running(self._parent, self._stop, self.index)
         limit = self.settings.queue_records
         wanted: dict[str, dict[int, tuple[int, int]]] = {}
         for part in self._parts:
