@@ -88,7 +88,7 @@ class RecordDecoder:
         logged and dead-lettered)."""
         offset, value, _stamp, _nbytes, key = entry
         try:
-            payload, record, _tokens = self._parse(value, (topic, partition, offset), self.settings.tokenizer)
+            payload, record = self._parse(value, (topic, partition, offset), self.settings.tokenizer)
         except SchemaError as exc:
             self._bad(topic, partition, offset, value, key, exc)
             return None

@@ -157,8 +157,7 @@ class KafkaFetch(KafkaFlow):
                 # position goes back (a seek below what was fetched). A copy queued and skipped
                 # at its turn would give that turn away and change the order.
                 if offset in part.restore:
-                    self._keep_restored(part, _entry(msg),
-                                        self._decoder.for_partition(part.topic, part.partition))
+                    self._keep_restored(part, _entry(msg), part.decode)
                     queued += 1
                 continue
             if len(queue) >= limit and not part.fetch_done:

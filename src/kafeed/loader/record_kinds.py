@@ -40,8 +40,8 @@ MAX_TOKEN_ID = 2**32 - 1  # token ids travel as uint16 or uint32
 # Where a record came from, named in errors: (topic, partition, offset), or None.
 Where: TypeAlias = tuple[str, int, int] | None
 # value (None: a tombstone), where it came from, the tokenizer asked for ->
-# (payload, decoded protobuf message, tokens in the payload)
-Parse = Callable[["bytes | None", Where, "str | None"], tuple[Any, Message, int]]
+# (payload, decoded protobuf message)
+Parse = Callable[["bytes | None", Where, "str | None"], tuple[Any, Message]]
 FromColumns = Callable[["pa.Table", Any, "str | None"], list[Any]]
 # A queued record (kafeed.loader.partition.Entry) -> its payload, or what the general decode
 # makes of it.
@@ -67,7 +67,7 @@ class RecordKind:
     fast: Fast | None = None
 
 
-def _parse_tokens(value: bytes | None, where: Where, tokenizer: str | None) -> tuple[Any, Message, int]:
+def _parse_tokens(value: bytes | None, where: Where, tokenizer: str | None) -> tuple[Any, Message]:
     # Fast path, the hot loop: parse, check, one np.frombuffer. Anything odd goes through
     # decode_document, which names the record in its error.
     doc = TokenizedDocument()
@@ -78,7 +78,7 @@ def _parse_tokens(value: bytes | None, where: Where, tokenizer: str | None) -> t
             data = doc.tokens
             if dtype is not None and len(data) == doc.num_tokens * dtype.itemsize and (
                     tokenizer is None or doc.tokenizer == tokenizer):
-                return _frombuffer(data, dtype), doc, doc.num_tokens
+                return _frombuffer(data, dtype), doc
     except Exception:
         pass
     topic, partition, offset = where or (None, None, None)
@@ -86,8 +86,7 @@ def _parse_tokens(value: bytes | None, where: Where, tokenizer: str | None) -> t
     if tokenizer is not None and doc.tokenizer != tokenizer:
         raise SchemaError(f"record {topic}/{partition}@{offset} was tokenized with "
                           f"{doc.tokenizer!r}, not {tokenizer!r}.")
-    tokens = unpack_tokens(doc.tokens, doc.dtype)
-    return tokens, doc, int(tokens.size)
+    return unpack_tokens(doc.tokens, doc.dtype), doc
 
 
 def _fast_tokens(topic: str, tokenizer: str | None, unproven: Container[str], general: Decode) -> Decode:
@@ -118,14 +117,14 @@ def _fast_tokens(topic: str, tokenizer: str | None, unproven: Container[str], ge
     return decode
 
 
-def _parse_sample(value: bytes | None, where: Where, tokenizer: str | None) -> tuple[Any, Message, int]:
+def _parse_sample(value: bytes | None, where: Where, tokenizer: str | None) -> tuple[Any, Message]:
     topic, partition, offset = where or (None, None, None)
     sample = decode_sample(value, topic=topic, partition=partition, offset=offset)
     return {
         "id": sample.id, "input": sample.input_data,
         "targets": np.asarray(sample.target_values, dtype=np.float32),
         "metadata": dict(sample.metadata), "source": sample.source, "timestamp": sample.timestamp,
-    }, sample, 0
+    }, sample
 
 
 def _document_tokenizer(value: bytes) -> str | None:
