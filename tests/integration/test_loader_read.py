@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import threading
 import time
@@ -244,6 +245,24 @@ def test_sample_loader_collate_fn(kafka: ConnectionSettings, make_topic: TopicFa
 
 def _ids(samples: list[dict[str, Any]]) -> list[str]:  # module level: workers pickle it
     return [s["id"] for s in samples]
+
+
+def test_workers_freeze_what_they_start_with(kafka: ConnectionSettings, make_topic: TopicFactory) -> None:
+    """A worker's inherited objects (torch, kafeed) are out of its collector's passes, which
+    would walk them and copy the pages it shares; the trainer's are left as they are."""
+    topic = make_topic(partitions=1)
+    produce_samples(kafka.bootstrap, topic, 4)
+    before = gc.get_freeze_count()
+    for context in (None, "fork"):
+        loader = kafeed.StreamLoader(kafeed.KafkaSampleDataset(topic, connection=kafka), batch_size=2,
+                                     num_workers=1, collate_fn=_frozen, multiprocessing_context=context)
+        frozen = list(loader)
+        assert len(frozen) == 2 and min(frozen) > 10_000, (context, frozen)
+    assert gc.get_freeze_count() == before
+
+
+def _frozen(samples: list[dict[str, Any]]) -> int:
+    return gc.get_freeze_count()
 
 
 def test_start_and_end_by_timestamp(kafka: ConnectionSettings, make_topic: TopicFactory) -> None:
