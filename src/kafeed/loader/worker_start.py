@@ -37,9 +37,11 @@ def worker_items(view: BatchView, *, workers: int, depth: int, slots: bool, pin:
     view.bundle = bundle_size(settings, view.batch_size, packs=slots)
     shared = None
     if slots:
-        # Out at once per worker: ``depth`` bundles, and the rest of the one being taken
-        # apart (its batch with the caller is among the pool's spares).
-        ahead = (depth + 1) * view.bundle - 1
+        # Out at once per worker: ``depth`` bundles, the rest of the one being taken apart
+        # (its batch with the caller is among the pool's spares), and one more: a worker
+        # whose bundles went out short (slow, WAIT_S) runs dry first, and the next bundle in
+        # DataLoader's order, another worker's, is taken in while it waits.
+        ahead = (depth + 2) * view.bundle - 1
         shared = SharedSlots(workers=workers, depth=ahead, batch_size=view.batch_size,
                              window=settings.window, boundaries=settings.return_boundaries)
     # Whether the view pickles is asked without the slots: pickle would copy them.
