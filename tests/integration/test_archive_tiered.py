@@ -252,6 +252,31 @@ def test_archive_only_reads_the_topic_as_archived_without_the_cluster(kafka: Con
                                  lambda stream: stream.next_batch(3)), 30, 40)
 
 
+def test_a_state_from_kafka_resumes_from_the_tables_alone_and_back(kafka: ConnectionSettings, topic: str,
+                                                                   tmp_path: Path) -> None:
+    """The two read the same partitions at the same offsets, so a checkpoint taken reading
+    one resumes exactly reading the other: the windows, shuffled, are those of one read."""
+    produce_docs(kafka.bootstrap, topic, 200, bad=[7, 120])
+    assert run_archive(archive_settings(topic, tmp_path), kafka, until_caught_up=True).rows_written == 200
+    from_kafka = options(kafka, None)
+    from_tables = options(ConnectionSettings(bootstrap="127.0.0.1:9"), tmp_path, archive_only=True)
+    reference = windows(topic, **from_kafka)
+    assert windows(topic, **from_tables) == reference
+    for first, then in ((from_kafka, from_tables), (from_tables, from_kafka)):
+        loader = kafeed.StreamLoader(kafeed.KafkaTokenDataset(topic, **first), batch_size=3)
+        head: list[list[int]] = []
+        for batch in loader:
+            head.extend(batch["tokens"].tolist())
+            if len(head) >= 30:
+                break
+        state = loader.state_dict()
+        loader.close()
+        resumed = kafeed.StreamLoader(kafeed.KafkaTokenDataset(topic, **then), batch_size=3)
+        resumed.load_state_dict(state)
+        tail = [window for batch in resumed for window in batch["tokens"].tolist()]
+        assert 30 <= len(head) < len(reference) and head + tail == reference
+
+
 def test_archive_only_refuses_what_it_cannot_read() -> None:
     base = {"topics": ("t",), "seq_len": 8, "eos_id": 0, "end": "latest"}
     with pytest.raises(ValueError, match="name them with archive="):
