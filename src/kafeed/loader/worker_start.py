@@ -65,7 +65,7 @@ def start_worker(origin: int, worker_id: int) -> None:
     Unfrozen, each full pass of a worker walked those 200,000 objects, writing to the pages
     it shares with its parent, which the kernel then copies: 91 ms and 12,500 pages a pass,
     measured in a child forked after importing kafeed.loader. Frozen, two workers read 100M
-    tokens with 30 % less CPU and 1.3x the tokens per second (benchmarks/bench_loader.py).
+    tokens 1.19x as fast at 0.84x the CPU per token (docs/loader.md, "Numbers").
     The trainer's own objects are its to freeze or not (kafeed.train.runner does)."""
     watch_worker(origin, worker_id)
     gc.freeze()
