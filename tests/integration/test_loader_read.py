@@ -253,11 +253,12 @@ def test_workers_freeze_what_they_start_with(kafka: ConnectionSettings, make_top
     topic = make_topic(partitions=1)
     produce_samples(kafka.bootstrap, topic, 4)
     before = gc.get_freeze_count()
-    for context in (None, "fork"):
-        loader = kafeed.StreamLoader(kafeed.KafkaSampleDataset(topic, connection=kafka), batch_size=2,
-                                     num_workers=1, collate_fn=_frozen, multiprocessing_context=context)
-        frozen = list(loader)
-        assert len(frozen) == 2 and min(frozen) > 10_000, (context, frozen)
+    # The forkserver's workers (the default); forked ones run the same worker_init_fn, but a
+    # fork of this process, whose Kafka clients' threads may hold a lock, could hang.
+    loader = kafeed.StreamLoader(kafeed.KafkaSampleDataset(topic, connection=kafka), batch_size=2,
+                                 num_workers=1, collate_fn=_frozen)
+    frozen = list(loader)
+    assert len(frozen) == 2 and min(frozen) > 10_000, frozen
     assert gc.get_freeze_count() == before
 
 
