@@ -7,10 +7,12 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kafeed.kafka import FakeKafka
+from kafeed.loader import record_kinds
 from kafeed.loader.decode import RecordDecoder
 from kafeed.loader.settings import LoaderSettings
 from kafeed.schema import make_document
@@ -74,3 +76,25 @@ def test_the_fast_decode_takes_a_good_record_only_once_its_topic_is_proven() -> 
     assert decode((1, _POOL[1], 0, len(_POOL[1]), None)).tolist() == list(range(5))
     assert "t" not in decoder._unproven
     assert decode((2, _POOL[2], 0, len(_POOL[2]), None)).tolist() == list(range(10))
+
+
+@pytest.mark.parametrize("reuse_bytes", [record_kinds.REUSE_BYTES, 64])
+def test_a_record_decoded_after_another_keeps_nothing_of_it(reuse_bytes: int,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fast decode parses a partition's records into one message (a new one after
+    ``REUSE_BYTES``): a field the next record lacks is not the last one's, and an array
+    handed out stays as it was."""
+    monkeypatch.setattr(record_kinds, "REUSE_BYTES", reuse_bytes)
+    named = make_document(np.arange(5), id="named", vocab_size=50_000, tokenizer="tok0")
+    unnamed = make_document(np.arange(7) + 9, id="unnamed", vocab_size=50_000, tokenizer="")
+    for tokenizer in ("tok0", None):
+        fast_decoder, general_decoder = _decoder(tokenizer), _decoder(tokenizer)
+        fast = fast_decoder.for_partition("t", 0)
+        handed = []
+        for offset, value in enumerate([d.SerializeToString() for d in (named, unnamed, named)] * 40):
+            entry = (offset, value, 0, len(value), None)
+            expected = general_decoder.decode("t", 0, entry)
+            got = fast(entry)
+            assert _same(got, expected), (tokenizer, offset)
+            handed.append((got, expected))
+        assert all(_same(got, expected) for got, expected in handed)
