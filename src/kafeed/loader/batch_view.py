@@ -64,10 +64,10 @@ class BatchView(IterableDataset[Any]):
         return pinned(items) if pin else items
 
 
-def entry_data(entry: str | dict[str, Any] | DeferredEntry) -> Any:
-    """A reader entry kept for the state (a worker's JSON, or the main process's entry, a
-    mixture's deferred) as fresh JSON data."""
-    return json.loads(entry if isinstance(entry, str) else json.dumps(built(entry)))
+def entry_data(entry: bytes | dict[str, Any] | DeferredEntry) -> Any:
+    """A reader entry kept for the state (a worker's packed one, or the main process's
+    entry, a mixture's deferred) as fresh JSON data."""
+    return json.loads(json.dumps(built(entry)))
 
 
 def taken(prefetch: Prefetch[T]) -> Iterator[T]:

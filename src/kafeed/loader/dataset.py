@@ -11,7 +11,6 @@ StreamLoader does: one per window or sample.
 from __future__ import annotations
 
 import copy
-import json
 import logging
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -23,6 +22,7 @@ from torch.utils.data import IterableDataset, get_worker_info
 from kafeed.config import ConnectionSettings
 from kafeed.errors import KafeedError
 from kafeed.loader.collate import Collate, collate_samples, token_batch
+from kafeed.loader.deferred_entry import packed
 from kafeed.loader.delivered import Delivered
 from kafeed.loader.opening import MAIN_PROCESS, Stream, Topology, open_stream, state_key
 from kafeed.loader.parent import ParentWatch, watch_parent
@@ -149,7 +149,7 @@ class KafkaDatasetBase(IterableDataset[Any]):
     def iter_batches(self, batch_size: int, *, skip_first: bool = False, origin: int | None = None,
                      collate: Collate | None = None,
                      stop: threading.Event | None = None) -> Iterator[tuple[int, Any, Any, Delivered]]:
-        """Yield ``(worker, batch, reader_state, delivered)`` (the state as JSON text from a
+        """Yield ``(worker, batch, reader_state, delivered)`` (the state packed by a
         DataLoader worker, as a fresh dict in the main process): first one state-only item
         (batch ``None``), one more placeholder when ``skip_first`` (round-robin alignment on
         resume), then the batches, each with this reader's state as of that batch and what
@@ -174,11 +174,12 @@ class KafkaDatasetBase(IterableDataset[Any]):
     def _batches(self, batch_size: int, skip_first: bool, origin: int | None, collate: Collate | None,
                  stop: threading.Event | None) -> Iterator[tuple[int, Any, Any, Delivered]]:
         topo = self.topology()
-        # A worker's state crosses to the main process as JSON text; in the main process the
-        # stream's state_dict() is already a fresh snapshot (new containers every call), and
-        # serialising it per batch was a tenth of the trainer's data-wait (bench_data_wait.py).
+        # A worker's state crosses to the main process packed (kafeed.loader.deferred_entry);
+        # in the main process the stream's state_dict() is already a fresh snapshot (new
+        # containers every call), and serialising it per batch was a tenth of the trainer's
+        # data-wait (bench_data_wait.py).
         in_worker = get_worker_info() is not None
-        snapshot: Callable[[dict[str, Any]], Any] = json.dumps if in_worker else _same
+        snapshot: Callable[[dict[str, Any]], Any] = packed if in_worker else _same
         stream = self._open_stream(topo, origin)
         try:
             if stop is not None:
@@ -195,7 +196,7 @@ class KafkaDatasetBase(IterableDataset[Any]):
                 sources = getattr(stream, "last_sources", None)
                 if in_worker:
                     state = stream.state_dict()
-                    yield (topo.worker, self._convert(batch, collate), json.dumps(state),
+                    yield (topo.worker, self._convert(batch, collate), packed(state),
                            Delivered.of(stream.last_delivered, state, sources))
                     continue
                 # In the main process a mixture's entry comes deferred, built only when a

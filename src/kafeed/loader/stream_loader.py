@@ -118,8 +118,8 @@ class StreamLoader:
         self.sync_ranks = options.sync_ranks
         self.multiprocessing_context = options.multiprocessing_context
         self.timeout = options.timeout
-        # JSON text from a worker, or the entry (a mixture's deferred) from the main process.
-        self._entries: dict[int, str | dict[str, Any] | DeferredEntry] = {}
+        # Packed by a worker, or the entry (a mixture's deferred) from the main process.
+        self._entries: dict[int, bytes | dict[str, Any] | DeferredEntry] = {}
         self._next_worker = 0
         self._loaded: dict[str, Any] | None = None
         self._finished = False  # the last iteration ran a bounded dataset to its end
@@ -251,7 +251,7 @@ class StreamLoader:
                               context=self.multiprocessing_context)
         return with_views(loader, views), None
 
-    def _marker(self, worker: int, state: str | dict[str, Any] | DeferredEntry, delivered: Delivered,
+    def _marker(self, worker: int, state: bytes | dict[str, Any] | DeferredEntry, delivered: Delivered,
                 tokens: int, prefetch: Prefetch[Any] | None) -> Any:
         def mark() -> None:
             self._entries[worker] = state
