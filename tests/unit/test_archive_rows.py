@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from kafeed.archive import ArchiveSettings
+from kafeed.archive import ArchiveSettings, columns
 from kafeed.archive.commit import plan_commit
 from kafeed.archive.position import decode_positions, encode_positions
 from kafeed.archive.rows import Headers, RecordBatch, RowMapper, record_headers, record_value
+from kafeed.archive.schema import Kind
 from kafeed.errors import ConfigError
 from kafeed.schema import make_document, make_sample
+from kafeed.schema.codec import REUSE_BYTES
 
 
 def _doc(n: int) -> bytes:
@@ -72,6 +74,22 @@ def test_decoding_in_steps_gives_the_rows_of_decoding_at_once() -> None:
         batch.add(*rec)
         mapper.decode(batch)
     assert mapper.rows(batch).equals(whole)
+
+
+@pytest.mark.parametrize("kind", ["tokens", "samples"])
+@pytest.mark.parametrize("reuse_bytes", [REUSE_BYTES, 64])
+def test_a_record_decoded_after_another_keeps_nothing_of_it(kind: Kind, reuse_bytes: int,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """One message parses a batch's records in turn (a new one after ``REUSE_BYTES``): the
+    rows are those of each record decoded alone, a field one record lacks is not the last one's."""
+    monkeypatch.setattr(columns, "REUSE_BYTES", reuse_bytes)
+    full, bare = ((_doc(3), make_document([5], id="bare", vocab_size=10)) if kind == "tokens" else
+                  (make_sample("a", id="s", source="f", targets=[1.0], metadata={"x": "y"}, timestamp_ms=5),
+                   make_sample("b", id="t")))
+    values = [m if isinstance(m, bytes) else m.SerializeToString() for m in (full, bare)] * 6
+    records: list[Record] = [(0, i, i, None, value, ()) for i, value in enumerate(values)]
+    together = RowMapper(kind).rows(_batch(*records)).to_pylist()
+    assert together == [RowMapper(kind).rows(_batch(record)).to_pylist()[0] for record in records]
 
 
 def test_samples_and_raw_tables() -> None:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from google.protobuf.message import DecodeError
 
-from kafeed.schema.codec import TOKEN_NUMPY_DTYPES
+from kafeed.schema.codec import REUSE_BYTES, TOKEN_NUMPY_DTYPES
 from kafeed.schema.records_pb2 import TokenizedDocument, TrainingSample
 
 if TYPE_CHECKING:
@@ -126,9 +126,13 @@ class _Samples(Decoded):
 
     def decode(self, values: list[bytes | None]) -> None:
         sample = TrainingSample()
+        parsed = 0  # one message parses records in turn, a new one after REUSE_BYTES
         kind = KIND_NAMES["samples"]
         for value in values:
             if value is not None:
+                if parsed > REUSE_BYTES:
+                    sample, parsed = TrainingSample(), 0
+                parsed += len(value)
                 try:
                     sample.ParseFromString(value)
                 except DecodeError:
@@ -159,6 +163,7 @@ class _Documents(Decoded):
 
     def decode(self, values: list[bytes | None]) -> None:
         doc = TokenizedDocument()
+        parsed = 0  # one message parses records in turn, a new one after REUSE_BYTES
         itemsizes = _ITEMSIZES
         common = self.common
         tokens_, codes, counts = self.tokens.append, self.codes.append, self.num_tokens.append
@@ -166,6 +171,9 @@ class _Documents(Decoded):
         in_partition, in_offset = self.input_partition.append, self.input_offset.append
         for value in values:
             if value is not None:
+                if parsed > REUSE_BYTES:
+                    doc, parsed = TokenizedDocument(), 0
+                parsed += len(value)
                 try:
                     doc.ParseFromString(value)
                 except DecodeError:

@@ -27,7 +27,7 @@ from google.protobuf.unknown_fields import UnknownFieldSet
 
 from kafeed.archive.rows import KIND_NAMES
 from kafeed.errors import SchemaError
-from kafeed.schema.codec import TOKEN_NUMPY_DTYPES, decode_document, decode_sample, unpack_tokens
+from kafeed.schema.codec import REUSE_BYTES, TOKEN_NUMPY_DTYPES, decode_document, decode_sample, unpack_tokens
 from kafeed.schema.records_pb2 import TokenizedDocument
 
 if TYPE_CHECKING:
@@ -37,7 +37,6 @@ if TYPE_CHECKING:
 # record than _frombuffer(data, d)
 _frombuffer = np.frombuffer
 MAX_TOKEN_ID = 2**32 - 1  # token ids travel as uint16 or uint32
-REUSE_BYTES = 1 << 16  # record bytes one message parses before the fast decode makes a new one
 # Where a record came from, named in errors: (topic, partition, offset), or None.
 Where: TypeAlias = tuple[str, int, int] | None
 # value (None: a tombstone), where it came from, the tokenizer asked for ->
@@ -96,11 +95,8 @@ def _fast_tokens(topic: str, tokenizer: str | None, unproven: Container[str], ge
     cost 0.4 us of its 1.4 us per record). A topic not yet proven to hold the kind goes to the
     general decode, which judges it (kafeed.loader.decode).
 
-    One message parses the partition's records in turn (``ParseFromString`` clears it
-    first, and ``tokens`` is a copy of its bytes), a new one once it has parsed
-    :data:`REUSE_BYTES`: a message's arena keeps what it parsed until the message goes.
-    A new message per record cost 0.47 us of a 2 KB record's parse against 0.28: making and
-    freeing its arena, and protobuf's ``malloc_trim(0)`` every 10,000 frees."""
+    One message parses the partition's records in turn (``tokens`` is a copy of its bytes),
+    a new one once it has parsed kafeed.schema.codec.REUSE_BYTES."""
     document = TokenizedDocument
     dtypes = TOKEN_NUMPY_DTYPES
     frombuffer = _frombuffer
