@@ -217,6 +217,18 @@ def test_breaking_out_and_iterating_again_continues(kafka: ConnectionSettings, m
     assert [b["tokens"].tolist() for b in again[:3]] != [b["tokens"].tolist() for b in first[:3]]
 
 
+@pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning")  # more workers than cores
+def test_many_workers_with_boundaries_start_and_read_every_token(kafka: ConnectionSettings,
+                                                                 make_topic: TopicFactory) -> None:
+    """Six workers' slots, tokens and boundaries, reach each worker as one shared block: a
+    tensor per slot was a file descriptor each, past the 256 a new process is sent."""
+    topic = make_topic(partitions=6)
+    expected = produce_docs(kafka.bootstrap, topic, 120)
+    batches = list(_loader(kafka, topic, workers=6, return_boundaries=True))
+    assert np.array_equal(counts(batches, len(expected)), expected)
+    assert all(b["doc_start"].shape == b["tokens"].shape for b in batches)
+
+
 def test_dataset_yields_dicts_and_new_epochs(kafka: ConnectionSettings, make_topic: TopicFactory) -> None:
     topic = make_topic(partitions=2)
     expected = produce_docs(kafka.bootstrap, topic, 80)

@@ -6,13 +6,14 @@ mapped twice, and a new authenticated socket connection to the worker's resource
 Profiled with two workers that was most of the main process's time (72 ns of CPU per
 token, against 10 for the whole in-process loader), and most of the workers' too.
 
-Here the main process makes, before the workers start, a few shared tensors per worker
-(:class:`SharedSlots`, sent to each worker once with the batch view) and one byte per slot
+Here the main process makes, before the workers start, one shared block of token slots
+(:class:`SharedSlots`: ``(workers, slots, batch_size, window)``, sent to each worker once with
+the batch view, a file descriptor whatever the number of workers) and one byte per slot
 saying who has it. A worker copies its batch into a free slot, marks it taken and sends
-only ``(slot, rows)`` (:class:`SlotRef`); the main process hands out a view of that slot.
-A slot is free again once nothing outside the pool holds its storage: the caller dropped
-the batch and its views (the storage's use count is back to the pool's own). A caller
-that keeps its batches (``list(loader)``) keeps their slots; when a worker finds none
+only ``(slot, rows)`` (:class:`SlotRef`); the main process hands out a tensor over that slot.
+A slot is free again once nothing holds its batch: the caller dropped the batch and its
+views (the numpy view the tensor was made from is gone, see :meth:`SharedSlots.take`). A
+caller that keeps its batches (``list(loader)``) keeps their slots; when a worker finds none
 free it sends its batch the ordinary way, so nothing waits and nothing is overwritten.
 
 Nothing here knows about Kafka.
@@ -20,9 +21,11 @@ Nothing here knows about Kafka.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 
 FREE, TAKEN = 0, 1
@@ -43,34 +46,32 @@ def _shared(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
     return tensor
 
 
-def _use_count(storage: torch.UntypedStorage) -> int:
-    return int(torch._C._storage_Use_Count(storage._cdata))
-
-
 class SharedSlots:
-    """Per worker, ``depth + SPARE`` shared (batch_size, window) int64 token slots (and
-    bool ``doc_start`` slots with ``boundaries``), and who holds each."""
+    """Per worker, ``depth + SPARE`` (batch_size, window) int64 token slots (and bool
+    ``doc_start`` slots with ``boundaries``), in one shared block each, and who holds each.
+
+    One block, not a tensor per slot: each shared tensor reaches a worker as a file
+    descriptor, and multiprocessing sends a new process fewer than 256 of them, which eight
+    workers' slots went past ("too many fds")."""
 
     def __init__(self, *, workers: int, depth: int, batch_size: int, window: int, boundaries: bool) -> None:
-        count = depth + SPARE
-        shape = (batch_size, window)
-        tokens = [[_shared(shape, torch.int64) for _ in range(count)] for _ in range(workers)]
-        starts = ([[_shared(shape, torch.bool) for _ in range(count)] for _ in range(workers)]
-                  if boundaries else None)
-        self._setup(tokens, starts, _shared((workers, count), torch.uint8))
+        shape = (workers, depth + SPARE, batch_size, window)
+        self._setup(_shared(shape, torch.int64), _shared(shape, torch.bool) if boundaries else None,
+                    _shared(shape[:2], torch.uint8))
 
-    def _setup(self, tokens: list[list[torch.Tensor]], starts: list[list[torch.Tensor]] | None,
-               owner: torch.Tensor) -> None:
+    def _setup(self, tokens: torch.Tensor, starts: torch.Tensor | None, owner: torch.Tensor) -> None:
         self.tokens, self.starts, self.owner = tokens, starts, owner
-        self._owner = owner.numpy()  # the same bytes; numpy reads one faster than torch
+        # The same bytes as numpy arrays: numpy indexes and copies a slot faster than torch.
+        self._tokens = tokens.numpy()
+        self._starts = None if starts is None else starts.numpy()
+        self._owner = owner.numpy()
         self._next = 0  # the slot a worker tries first (each worker has its own copy)
-        # Main process: the storages of each slot (one wrapper each, made once) and their use
-        # count with nothing but the pool holding them; the slots whose batches are out.
-        self._storages: dict[tuple[int, int], tuple[list[torch.UntypedStorage], int]] = {}
-        self._held: set[tuple[int, int]] = set()
+        # Main process: the slots whose batches are out, each with the numpy views its
+        # tensors were made from (see take).
+        self._held: dict[tuple[int, int], tuple[weakref.ref[np.ndarray], ...]] = {}
 
     def __getstate__(self) -> dict[str, Any]:
-        # The tensors travel by their shared storage; what the main process tracks does not.
+        # The blocks travel by their shared storage; what the main process tracks does not.
         return {"tokens": self.tokens, "starts": self.starts, "owner": self.owner}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -81,11 +82,11 @@ class SharedSlots:
         """Copy ``batch`` into a free slot of ``worker`` and take it; None when none is free
         (or the batch does not fit one): send the batch itself then."""
         tokens = batch["tokens"]
-        mine = self.tokens[worker]
-        if tokens.dim() != 2 or tokens.shape[0] > mine[0].shape[0] or tokens.shape[1] != mine[0].shape[1]:
+        mine = self._tokens[worker]
+        count, height, width = mine.shape[:3]
+        if tokens.dim() != 2 or tokens.shape[0] > height or tokens.shape[1] != width:
             return None
         owner = self._owner[worker]
-        count = len(mine)
         for step in range(count):
             slot = (self._next + step) % count
             if owner[slot] == FREE:
@@ -93,37 +94,38 @@ class SharedSlots:
         else:
             return None
         rows = tokens.shape[0]
-        mine[slot][:rows].copy_(tokens)
+        mine[slot, :rows] = tokens.numpy()
         starts = batch.get("doc_start")
-        if self.starts is not None and starts is not None:
-            self.starts[worker][slot][:rows].copy_(starts)
+        if self._starts is not None and starts is not None:
+            self._starts[worker, slot, :rows] = starts.numpy()
         owner[slot] = TAKEN
         self._next = (slot + 1) % count
         return SlotRef(slot, rows)
 
     # -- in the main process --------------------------------------------------------------------
     def take(self, worker: int, ref: SlotRef) -> dict[str, torch.Tensor]:
-        """The batch a worker put in ``ref``'s slot, as views of it: the slot stays taken
-        until the caller drops them (see :meth:`release_dropped`)."""
-        key = (worker, ref.slot)
-        tokens = self.tokens[worker][ref.slot]
-        starts = None if self.starts is None else self.starts[worker][ref.slot]
-        if key not in self._storages:
-            storages = [t.untyped_storage() for t in (tokens, starts) if t is not None]
-            self._storages[key] = storages, sum(_use_count(s) for s in storages)
-        self._held.add(key)
-        # Always new views, never the pool's own tensors: each one counts as a holder.
-        batch = {"tokens": tokens[: ref.rows]}
-        if starts is not None:
-            batch["doc_start"] = starts[: ref.rows]
+        """The batch a worker put in ``ref``'s slot, as tensors over it: the slot stays taken
+        until the caller drops them and every view of them (see :meth:`release_dropped`).
+
+        Each tensor is made from a numpy view of its slot, which the tensor's storage keeps
+        alive, and so does every view of the tensor (``input_ids``, ``labels``): that numpy
+        view is gone only once all of them are."""
+        tokens = self._tokens[worker, ref.slot, : ref.rows]
+        batch = {"tokens": torch.from_numpy(tokens)}
+        views = [tokens]
+        if self._starts is not None:
+            starts = self._starts[worker, ref.slot, : ref.rows]
+            batch["doc_start"] = torch.from_numpy(starts)
+            views.append(starts)
+        self._held[(worker, ref.slot)] = tuple(weakref.ref(view) for view in views)
         return batch
 
     def release_dropped(self) -> None:
         """Give back to their workers the slots whose batches nobody holds any more."""
-        for key in list(self._held):
-            storages, alone = self._storages[key]
-            if sum(_use_count(s) for s in storages) <= alone:
-                self._held.discard(key)
+        held = self._held
+        for key, views in list(held.items()):
+            if all(view() is None for view in views):
+                del held[key]
                 self._owner[key] = FREE
 
     def held(self) -> int:
