@@ -83,7 +83,8 @@ def test_an_error_goes_after_the_items_built_before_it() -> None:
 
 def test_bundle_size_bounded_by_bytes_and_one_on_a_live_topic() -> None:
     bounded = LoaderSettings(topics=("t",), seq_len=2048, eos_id=EOS)
-    assert bundle_size(bounded, 8, packs=True) == 8  # 131 KB batches
+    assert bundle_size(bounded, 8, packs=True) == 16  # 131 KB batches
+    assert bundle_size(bounded, 32, packs=True) == 7  # 525 KB batches: 4 MB a bundle at most
     assert bundle_size(bounded, 256, packs=True) == 1  # 4 MB batches
     assert bundle_size(bounded, 8, packs=False) == bundles.BATCHES
     live = LoaderSettings(topics=("t",), seq_len=2048, eos_id=EOS, end=None)

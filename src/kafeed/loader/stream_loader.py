@@ -61,7 +61,7 @@ class StreamLoader:
     sample dicts (default :func:`collate_samples`), built in the workers; token batches are
     packed as one array, so a token loader takes no ``collate_fn``. ``prefetch_factor``
     is DataLoader's: bundles each worker prepares ahead (default 2; needs workers), a
-    bundle being up to 8 batches in a bounded run and one on a live topic.
+    bundle being up to 16 batches in a bounded run and one on a live topic.
 
     ``state_dict()`` is everything up to and including the last batch yielded, as JSON data;
     ``load_state_dict()`` resumes there. Iterating again after breaking off continues after
