@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from kafeed.loader.dataset import KafkaSampleDataset, KafkaTokenDataset
     from kafeed.loader.file_dataset import FileTokenDataset
     from kafeed.loader.mixture import Mixture
+    from kafeed.loader.rank_states import gather_states
     from kafeed.loader.state import merge_states
     from kafeed.loader.stream_loader import StreamLoader
     from kafeed.monitor import ClusterMonitor
@@ -60,6 +61,7 @@ _LAZY = {
     "PrepareSettings": "kafeed.prepare",
     "PrepareStats": "kafeed.prepare",
     "StreamLoader": "kafeed.loader",
+    "gather_states": "kafeed.loader.rank_states",
     "librdkafka_stats_callback": "kafeed.telemetry",
     "load_connection": "kafeed.config",
     "load_prepare_settings": "kafeed.prepare",
@@ -110,6 +112,7 @@ __all__ = [
     "ToolMissing",
     "TopicError",
     "__version__",
+    "gather_states",
     "librdkafka_stats_callback",
     "load_connection",
     "load_prepare_settings",

@@ -163,8 +163,17 @@ def run_training(options: TrainOptions, conn: Any, startup: Startup) -> dict[str
     }
 
 
+def _shown_ranges(ranges: list[list[int]]) -> str:
+    shown = ", ".join(f"[{a}, {b})" for a, b in ranges[:6])
+    if len(ranges) > 6:
+        shown += f" … ({len(ranges)} ranges)"
+    return shown or "-"
+
+
 def lineage(
-    checkpoint: Annotated[Path, typer.Argument(help="A checkpoint directory, step-*.pt or step-*.json.")],
+    checkpoint: Annotated[Path, typer.Argument(
+        help="A checkpoint directory, step-*.pt or step-*.json of kafeed train; a Hugging Face "
+             "checkpoint-N folder of KafeedTrainer; a Lightning .ckpt of KafeedDataModule.")],
     archive: Annotated[str | None, typer.Option(
         "--archive", help="The topic's archive table (NAMESPACE.TABLE): list the ids of the documents "
         "trained on.", show_default=False)] = None,
@@ -199,11 +208,15 @@ def lineage(
               f"(+{info['documents_partly_trained']} partly)")
     table = Table("partition", "offset ranges [start, end)", "next")
     for key, entry in info["partitions"].items():
-        shown = ", ".join(f"[{a}, {b})" for a, b in entry["ranges"][:6])
-        if len(entry["ranges"]) > 6:
-            shown += f" … ({len(entry['ranges'])} ranges)"
-        table.add_row(key, shown or "-", str(entry["next"]))
+        table.add_row(key, _shown_ranges(entry["ranges"]), str(entry["next"]))
     out.print(table)
+    if "ranks" in info:
+        ranks = Table("rank", "partition", "offset ranges [start, end)")
+        for rank in info["ranks"]:
+            for key, entry in rank["partitions"].items():
+                ranks.add_row(str(rank["rank"]), key, _shown_ranges(entry["ranges"]))
+        out.print(f"every rank's share ({len(info['ranks'])} ranks):")
+        out.print(ranks)
     if "source_tokens" in info:
         out.print("tokens per mixture source: "
                   + ", ".join(f"{name} {count:,}" for name, count in info["source_tokens"].items()))

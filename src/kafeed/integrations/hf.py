@@ -1,13 +1,15 @@
 """A Hugging Face ``Trainer`` fed by a kafeed token loader, resumed exactly from its checkpoints.
 
 :class:`KafeedTrainer` is a ``transformers.Trainer`` that iterates a :class:`kafeed.StreamLoader`
-instead of building a DataLoader. Each time the Trainer writes ``checkpoint-N``, the loader's
-state as of the last batch trained on is written beside it, last, as ``kafeed_loader.json``
-(atomically, as kafeed's own checkpoints are). ``train(resume_from_checkpoint=...)`` loads it
-back before training, and the Trainer's own fast-forward, which would skip batches a second
-time, is switched off (``ignore_data_skip``). ``resume_from_checkpoint=True`` takes the newest
-``checkpoint-N`` whose loader state was written, so a save cut short falls back to the one
-before. See docs/integrations.md.
+instead of building a DataLoader. Each time the Trainer writes ``checkpoint-N``, every rank's
+loader state as of the last batch it trained on is gathered
+(:func:`kafeed.loader.rank_states.gather_states`) and written beside it by rank 0, last, as
+``kafeed_loader.json`` (atomically, as kafeed's own checkpoints are).
+``train(resume_from_checkpoint=...)`` loads it back before training, at the same world size or
+another, and the Trainer's own fast-forward, which would skip batches a second time, is switched
+off (``ignore_data_skip``). ``resume_from_checkpoint=True`` takes the newest ``checkpoint-N``
+whose loader states were all written, so a save cut short falls back to the one before. See
+docs/integrations.md.
 """
 
 from __future__ import annotations
@@ -23,7 +25,10 @@ from typing import TYPE_CHECKING, Any
 
 from kafeed.errors import ConfigError, ResumeMismatch
 from kafeed.extras import missing_extra
+from kafeed.loader.rank_states import distributed_world, gather_states, rank_states
 from kafeed.train.checkpoint import CheckpointError, write_atomic
+from kafeed.train.distributed import check_restarts
+from kafeed.train.lineage import HF_STATE_FILE
 
 try:
     # Looked for first, transformers before anything heavy: a missing one is named at once
@@ -40,7 +45,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kafeed")
 
-STATE_FILE = "kafeed_loader.json"
+STATE_FILE = HF_STATE_FILE
 STATE_VERSION = 1
 _CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")  # the Trainer's checkpoint folders
 _TRAINER_STATE = "trainer_state.json"
@@ -75,7 +80,7 @@ def output_dir(args: TrainingArguments) -> Path:
 
 
 def save_loader_state(folder: Path, step: int, state: dict[str, Any]) -> Path:
-    """Write ``state`` (taken at global step ``step``) into the checkpoint ``folder``."""
+    """Write ``state`` (every rank's, taken at global step ``step``) into the checkpoint ``folder``."""
     path = folder / STATE_FILE
     doc = {"version": STATE_VERSION, "step": step, "loader": state}
     write_atomic(path, json.dumps(doc, separators=(",", ":")).encode())
@@ -83,8 +88,9 @@ def save_loader_state(folder: Path, step: int, state: dict[str, Any]) -> Path:
 
 
 def read_loader_state(folder: Path) -> dict[str, Any]:
-    """The loader state saved in the checkpoint ``folder``, checked against the Trainer's
-    step there; raises :class:`CheckpointError` or :class:`kafeed.ResumeMismatch`."""
+    """The ranks' loader states saved in the checkpoint ``folder``, checked to be all there and
+    against the Trainer's step there; raises :class:`CheckpointError` or
+    :class:`kafeed.ResumeMismatch`."""
     path = folder / STATE_FILE
     try:
         doc = json.loads(path.read_text())
@@ -97,6 +103,10 @@ def read_loader_state(folder: Path) -> dict[str, Any]:
         raise CheckpointError(f"The kafeed loader state {path} is unreadable: {exc}.") from None
     if not isinstance(doc, dict) or doc.get("version") != STATE_VERSION or "loader" not in doc:
         raise CheckpointError(f"The kafeed loader state {path} has an unknown layout.")
+    try:
+        rank_states(doc["loader"])
+    except ResumeMismatch as exc:
+        raise CheckpointError(f"{path}: {exc.message}", hint=exc.hint) from None
     trainer_state = folder / _TRAINER_STATE
     if trainer_state.exists():
         step = TrainerState.load_from_json(str(trainer_state)).global_step
@@ -126,16 +136,18 @@ def last_checkpoint(output_dir: str | os.PathLike[str]) -> Path | None:
 
 
 class LoaderStateCallback(TrainerCallback):
-    """Writes the loader's state into each checkpoint folder, after the Trainer's own files."""
+    """Writes every rank's loader state into each checkpoint folder, after the Trainer's own
+    files. The Trainer calls ``on_save`` on every rank, so every rank joins the gather."""
 
     def __init__(self, loader: StreamLoader) -> None:
         self.loader = loader
 
     def on_save(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
                 **kwargs: Any) -> TrainerControl:
-        if state.is_world_process_zero:
+        states = gather_states(self.loader.state_dict())
+        if distributed_world()[0] == 0:
             folder = output_dir(args) / f"checkpoint-{state.global_step}"
-            save_loader_state(folder, state.global_step, self.loader.state_dict())
+            save_loader_state(folder, state.global_step, states)
         return control
 
 
@@ -145,10 +157,12 @@ class KafeedTrainer(Trainer):
     ``KafeedTrainer(model=..., args=TrainingArguments(..., max_steps=N, save_steps=K),
     train_loader=loader)``; every other keyword is the Trainer's. ``inputs`` turns a kafeed
     batch into the model's keyword arguments (default :func:`causal_lm_inputs`). The loader
-    state rides in each checkpoint folder; ``train(resume_from_checkpoint=True | path)``
-    continues with exactly the batches an uninterrupted run would have trained on. Sets
+    states of every rank ride in each checkpoint folder; ``train(resume_from_checkpoint=True |
+    path)`` continues with exactly the batches an uninterrupted run of the same world size would
+    have trained on, and at another world size trains every record once. Sets
     ``args.ignore_data_skip``: the loader resumes itself, a fast-forward would skip twice.
-    One process only: the ranks' loader states are not gathered into the checkpoint yet.
+    Under torchrun or ``accelerate launch``, refuses to start when the Trainer does not see
+    the process group that torch.distributed runs (each rank would train its own model).
     Combine with another Trainer subclass as ``class T(KafeedTrainer, SFTTrainer)``.
     """
 
@@ -170,10 +184,14 @@ class KafeedTrainer(Trainer):
         if self.args.max_steps <= 0:
             raise ConfigError("A Kafka topic has no length, so KafeedTrainer needs "
                               "TrainingArguments(max_steps=N).")
-        if self.args.world_size > 1:
-            raise ConfigError("KafeedTrainer runs in one process for now: the ranks' loader states "
-                              "would not all reach the checkpoint.",
-                              hint="Under torchrun, use `kafeed train` or kafeed's own loop (README).")
+        _rank, world = distributed_world()
+        check_restarts()
+        if world != self.args.world_size:
+            # transformers on a machine without a GPU reports one process unless use_cpu=True,
+            # while torchrun's process group joins them all: no gradient would be shared.
+            raise ConfigError(f"torch.distributed runs {world} processes, but the Trainer sees "
+                              f"{self.args.world_size}: each rank would train a model of its own.",
+                              hint="On a machine without a GPU, pass TrainingArguments(use_cpu=True).")
         self.args.ignore_data_skip = True
         self.train_loader = train_loader
         self._batches = _Batches(train_loader, inputs)
@@ -183,6 +201,20 @@ class KafeedTrainer(Trainer):
         # The loader is handed over as it is: accelerate's prepare() would re-batch it, and
         # its look-ahead would put a batch not yet trained on into the saved state.
         return self._batches
+
+    def _load_optimizer_and_scheduler(self, checkpoint: str | None) -> None:
+        device = self.args.device
+        if device.type != "cpu" or device.index is None:
+            super()._load_optimizer_and_scheduler(checkpoint)
+            return
+        # Under several processes the Trainer loads the optimizer onto args.device, which on CPU
+        # is device("cpu", 0), and torch.load cannot map onto that ("don't know how to restore
+        # data location ... cpu:0"): every resume of a CPU job of several ranks would fail.
+        self.args.__dict__["_setup_devices"] = torch.device("cpu")
+        try:
+            super()._load_optimizer_and_scheduler(checkpoint)
+        finally:
+            self.args.__dict__["_setup_devices"] = device
 
     def train(self, resume_from_checkpoint: str | os.PathLike[str] | bool | None = None, *args: Any,
               **kwargs: Any) -> Any:

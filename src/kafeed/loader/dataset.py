@@ -26,6 +26,7 @@ from kafeed.loader.deferred_entry import packed
 from kafeed.loader.delivered import Delivered
 from kafeed.loader.opening import MAIN_PROCESS, Stream, Topology, open_stream, state_key
 from kafeed.loader.parent import ParentWatch, watch_parent
+from kafeed.loader.rank_states import loadable_state
 from kafeed.loader.settings import Kind, LoaderSettings, loader_settings
 from kafeed.loader.state import check_state, empty_state, next_epoch, plain_copy
 from kafeed.loader.worker_error import WorkerError
@@ -130,8 +131,9 @@ class KafkaDatasetBase(IterableDataset[Any]):
         return empty_state(self.settings)
 
     def check_state(self, state: Any) -> dict[str, Any]:
-        """``state`` validated against this dataset (see kafeed.loader.state.check_state)."""
-        return check_state(state, self.settings)
+        """``state`` (one rank's, merged, or every rank's: kafeed.loader.rank_states) validated
+        against this dataset (see kafeed.loader.state.check_state)."""
+        return check_state(loadable_state(state), self.settings)
 
     def _convert(self, batch: Any, collate: Collate | None) -> Any:
         raise NotImplementedError

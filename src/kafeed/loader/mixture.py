@@ -14,6 +14,7 @@ from kafeed.loader.mixing import OnDry, check_entry, check_weights, mixture_fing
 from kafeed.loader.mixture_stream import AHEAD, MixtureStream
 from kafeed.loader.opening import Topology
 from kafeed.loader.parent import ParentWatch
+from kafeed.loader.rank_states import loadable_state
 from kafeed.loader.settings import LoaderSettings
 from kafeed.loader.state import check_state, empty_state
 
@@ -126,7 +127,8 @@ class Mixture(KafkaTokenDataset):
         def reader_check(reader: Any, path: str, _settings: LoaderSettings) -> None:
             check_entry(reader, path, self.source_settings)
 
-        return check_state(state, self.settings, expected=self.fingerprint(), reader_check=reader_check)
+        return check_state(loadable_state(state), self.settings, expected=self.fingerprint(),
+                           reader_check=reader_check)
 
     def _make_stream(self, topo: Topology, saved: dict[str, Any] | None, *, client_stats: bool,
                      parent: ParentWatch | None) -> Any:

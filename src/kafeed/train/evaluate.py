@@ -23,6 +23,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from kafeed.errors import KafeedError, invalid_settings
+from kafeed.loader.rank_states import loadable_state
 from kafeed.schema.codec import decode_document, decode_sample, unpack_tokens
 from kafeed.tasks.handlers import TaskContext
 from kafeed.telemetry.recorder import EVALUATIONS_FILE
@@ -71,7 +72,7 @@ def _gpt(payload: dict[str, Any], manifest: dict[str, Any], context: TaskContext
     from kafeed.train.models import GPTConfig, TinyGPT, next_token_loss
 
     cfg = GPTConfig(**payload["config"]["gpt"])
-    fingerprint = manifest["loader"]["fingerprint"]
+    fingerprint = loadable_state(manifest["loader"])["fingerprint"]
     eos, tokenizer = int(fingerprint["eos_id"]), fingerprint.get("tokenizer")
     starts, partly = positions_after(manifest)
 

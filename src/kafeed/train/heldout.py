@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 from kafeed.config import ConnectionSettings
 from kafeed.kafka import KafkaClients, translate_kafka_error
+from kafeed.loader.rank_states import loadable_state
 from kafeed.loader.state import reader_entries
 
 T = TypeVar("T")
@@ -38,7 +39,7 @@ def positions_after(manifest: dict[str, Any]) -> tuple[dict[str, int], set[tuple
     for key, entry in manifest["lineage"]["partitions"].items():
         ranges = entry["ranges"]
         starts[key] = max(int(entry["next"]), int(ranges[-1][1]) if ranges else 0)
-    for reader in reader_entries(manifest["loader"]):
+    for reader in reader_entries(loadable_state(manifest["loader"])):
         for key, offset, emitted in reader["carry"]:
             if emitted:
                 partly.add((str(key), int(offset)))

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
+from kafeed.loader.rank_states import gather_states
 from kafeed.train.checkpoint import CheckpointManager
 from kafeed.train.checkpoint_policy import CheckpointPolicy
 from kafeed.train.defaults import TRAIN_DEFAULTS
@@ -102,7 +103,6 @@ class Runner:
     run_dir: Path | None = None
     rank: int = 0
     world_size: int = 1
-    gather_loader_state: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     after_checkpoint: Callable[[dict[str, Any]], None] | None = None
     manifest_fn: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     on_checkpoint: Callable[[int, str], None] | None = None
@@ -132,12 +132,8 @@ class Runner:
         log.info("resumed from %s at step %d", ckpt.path, self.step)
         return str(ckpt.path)
 
-    def _loader_state(self) -> dict[str, Any]:
-        state = self.loader.state_dict()
-        return self.gather_loader_state(state) if self.gather_loader_state else state
-
     def save(self) -> str | None:
-        loader_state = self._loader_state()  # collective under DDP: every rank calls it
+        loader_state = gather_states(self.loader.state_dict())  # a collective: every rank calls it
         path = None
         if self.rank == 0 and self.checkpoints is not None:
             payload = {

@@ -20,6 +20,7 @@ from typing import Any
 from kafeed.config import ConnectionSettings
 from kafeed.errors import KafeedError
 from kafeed.loader.opening import MAIN_PROCESS, Stream, open_stream
+from kafeed.loader.rank_states import loadable_state
 from kafeed.loader.settings import LoaderSettings
 from kafeed.loader.state import check_state, plain_copy
 from kafeed.train.options import TrainOptions
@@ -112,7 +113,7 @@ def _resume_state(options: TrainOptions, settings: LoaderSettings) -> dict[str, 
     manifest = CheckpointManager(options.checkpoint_dir).latest_manifest()
     if manifest is None or "loader" not in manifest:
         return None
-    return check_state(plain_copy(manifest["loader"]), settings)
+    return check_state(loadable_state(plain_copy(manifest["loader"])), settings)
 
 
 def start(options: TrainOptions, connection: ConnectionSettings) -> Startup:

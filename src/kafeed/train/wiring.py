@@ -1,9 +1,7 @@
-"""Glue between a trainer and kafeed's loader: lineage, offset mirror, lag, DDP state.
+"""Glue between a trainer and kafeed's loader: lineage, offset mirror, lag, every rank's state.
 
-Lineage answers "which data went into this model?": per partition, the offset
-ranges delivered to the optimizer, computed from the loader state in each
-checkpoint (everything from the run's start offset up to ``next``, plus offsets
-delivered beyond it) and the number of documents fully trained on.
+Each checkpoint holds every rank's loader state (:func:`kafeed.loader.rank_states.gather_states`)
+and its lineage (:func:`kafeed.train.lineage.lineage_of`).
 """
 
 from __future__ import annotations
@@ -15,49 +13,12 @@ from typing import Any
 from kafeed.config import ConnectionSettings
 from kafeed.errors import KafeedError
 from kafeed.loader.assignment import partition_key
-from kafeed.loader.mixing import tokens_delivered
 from kafeed.loader.state import reader_entries
+from kafeed.train.lineage import lineage_of
 from kafeed.train.options import TrainOptions
 from kafeed.train.runner import Runner, RunResult
 
 log = logging.getLogger("kafeed")
-
-LINEAGE_VERSION = 1
-
-
-def _ranges(start: int, next_offset: int, delivered: list[int]) -> list[list[int]]:
-    """Half-open offset ranges covering [start, next) and each delivered offset beyond."""
-    spans: list[list[int]] = [[start, next_offset]] if next_offset > start else []
-    for off in sorted(delivered):
-        if spans and spans[-1][1] == off:
-            spans[-1][1] = off + 1
-        else:
-            spans.append([off, off + 1])
-    return spans
-
-
-def lineage_of(state: dict[str, Any], starts: dict[str, int]) -> dict[str, Any]:
-    """Lineage of a (merged) loader state, given each partition's first offset of the run."""
-    partitions: dict[str, Any] = {}
-    documents = 0
-    partial = 0
-    tokens = 0
-    for reader in reader_entries(state):
-        for key, entry in reader["partitions"].items():
-            start = starts.get(key, 0)
-            partitions[key] = {"ranges": _ranges(start, int(entry["next"]), list(entry["delivered"])),
-                               "next": int(entry["next"]), "start": start}
-        in_flight = len(reader["buffer"]) + len(reader["carry"])
-        documents += int(reader["stats"]["records"]) - in_flight
-        partial += sum(1 for _k, _o, emitted in reader["carry"] if emitted)
-        tokens += int(reader["stats"].get("tokens", 0))
-    out = {"version": LINEAGE_VERSION, "partitions": dict(sorted(partitions.items())),
-           "documents": documents, "documents_partly_trained": partial, "starts": starts}
-    sources = tokens_delivered(state)
-    if sources:  # a mixture: window tokens each source delivered
-        out["source_tokens"] = sources
-    return out
-
 
 def resumed_manifest(checkpoint: str | None) -> dict[str, Any] | None:
     """The manifest of the checkpoint a run resumed from (None for a fresh run)."""
@@ -127,16 +88,6 @@ class LoaderWiring:
         found = stats() if callable(stats) else None
         return dict(found) if found else None
 
-    def gather(self, state: dict[str, Any]) -> dict[str, Any]:
-        """All ranks' loader states merged into one (a collective: every rank calls it)."""
-        import torch.distributed as dist
-
-        from kafeed.loader import merge_states
-
-        states: list[Any] = [None] * self.world
-        dist.all_gather_object(states, state)
-        return merge_states(states)
-
     def manifest(self, state: dict[str, Any]) -> dict[str, Any]:
         return {"lineage": lineage_of(state, self.starts)}
 
@@ -203,7 +154,6 @@ def run_on_loader(
         checkpoints=CheckpointManager(options.checkpoint_dir, keep=options.keep),
         checkpoint_every=options.checkpoint_every, total_steps=options.steps,
         log_every=options.log_every, run_dir=options.run_dir, rank=rank, world_size=world,
-        gather_loader_state=wiring.gather if world > 1 else None,
         after_checkpoint=wiring.mirror_offsets, manifest_fn=wiring.manifest, lag_fn=wiring.lag,
         progress=progress, config={**options.model_dump(mode="json"), **config},
         source=options.source, on_checkpoint=submit_eval, eval_every=options.eval_every,
