@@ -23,7 +23,7 @@ from kafeed.loader.settings import LoaderSettings
 from kafeed.loader.stream import TokenStream
 from kafeed.schema.codec import decode_document
 from kafeed.train.checkpoint import CheckpointManager
-from kafeed.train.wiring import lineage_of
+from kafeed.train.lineage import lineage_of
 from tests.integration.archive_support import settings as archive_settings
 from tests.integration.archive_support import topic_records
 from tests.integration.loader_data import EOS, produce_docs, produce_samples

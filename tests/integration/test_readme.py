@@ -48,7 +48,7 @@ def test_readme_example_trains_and_resumes(kafka: ConnectionSettings, admin: Top
     second = run()  # resumes from ckpt.pt and goes 30 batches further
     json.dumps(second)  # plain JSON data, as promised
 
-    from kafeed.train.wiring import lineage_of
+    from kafeed.train.lineage import lineage_of
 
     # documents fully handed to the optimizer (taken, minus those still in flight)
     assert lineage_of(second, {})["documents"] > lineage_of(first, {})["documents"] > 0

@@ -213,9 +213,12 @@ def test_torchrun_two_ranks_one_checkpoint(kafka: ConnectionSettings, make_topic
     assert sorted(p.name for p in ckpt.glob("*.pt")) == ["step-00000006.pt", "step-00000012.pt"]
     latest = CheckpointManager(ckpt).load_latest()
     assert latest is not None
-    readers = latest.manifest["loader"]["readers"]
-    owned = sorted(key for r in readers.values() for key in r["partitions"])
-    assert len(readers) == 2 and owned == [f"{topic}:{p}" for p in range(4)]
+    ranks = latest.manifest["loader"]["ranks"]  # every rank's state, as of its last batch
+    assert latest.manifest["loader"]["world_size"] == 2 and len(ranks) == 2
+    owned = [sorted(key for r in state["readers"].values() for key in r["partitions"]) for state in ranks]
+    assert sorted(owned[0] + owned[1]) == [f"{topic}:{p}" for p in range(4)] and owned[0] and owned[1]
+    lineage = latest.manifest["lineage"]["ranks"]
+    assert [sorted(r["partitions"]) for r in lineage] == owned
 
 
 def test_missing_topic_and_dead_broker_are_one_sentence(kafka: ConnectionSettings, tmp_path: Path) -> None:

@@ -139,7 +139,7 @@ LOADER_LAYERS: list[set[str]] = [
      "rank_sync", "read_ahead", "record_kinds", "shared_slots", "worker_error", "metrics",
      "prefetch", "settings", "bundles", "decode", "file_rows", "kafka_flow", "offsets",
      "state_fields", "archive_source", "state", "cold_tier", "group_mirror", "mixing", "packing",
-     "resume", "shuffle"},
+     "resume", "shuffle", "rank_states"},
     {"source", "file_source", "kafka_fetch", "kafka_partitions", "kafka_source", "table_source"},
     {"reader_state", "reader", "readers"},
     {"stream", "opening", "windows_ahead", "mixture_stream"},
