@@ -146,6 +146,13 @@ class Admin:
             lambda g: "describe consumer groups" if g is None else f"describe consumer group {g!r}",
             **kwargs)
 
+    def alter_consumer_group_offsets(self, requests: Sequence[Any], **kwargs: Any) -> dict[str, Future[Any]]:
+        """Set groups' committed offsets (``ConsumerGroupTopicPartitions`` requests)."""
+        return self._request(
+            "alter_consumer_group_offsets", requests,
+            lambda g: "set consumer group offsets" if g is None else f"set the offsets of group {g!r}",
+            **kwargs)
+
     # -- ACLs --------------------------------------------------------------------------------
 
     def create_acls(self, acls: Sequence[Any], **kwargs: Any) -> dict[Any, Future[None]]:

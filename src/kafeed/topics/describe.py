@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from kafeed.config import ConnectionSettings
-from kafeed.errors import KafeedError
+from kafeed.errors import KafeedError, TopicError, UnknownTopic
 from kafeed.kafka.translate import is_transient
 
 
@@ -60,6 +60,9 @@ def describe_topic(admin: Any, settings: ConnectionSettings, meta: Any, *, timeo
             if attempt < 5 and is_transient(exc):
                 time.sleep(0.2 * 2**attempt)
                 continue
+            if isinstance(exc, UnknownTopic):  # deleted since its metadata was read
+                raise TopicError(f"Topic {name!r} does not exist.", hint="See `kafeed topic list`.",
+                                 code=exc.code) from exc
             raise
     configs = {k: v.value for k, v in entries.items() if not v.is_default and v.value is not None}
     if sizes:
