@@ -32,13 +32,13 @@ class Consumer:
     """A group consumer (librdkafka's ``Consumer``, or the fake's) whose calls raise kafeed errors.
 
     ``client`` is the librdkafka consumer; ``what`` names this one in error messages
-    (``"consumer of group 'g'"``). Rebalance callbacks given to :meth:`subscribe` receive
+    (``"the consumer of group 'g'"``). Rebalance callbacks given to :meth:`subscribe` receive
     this object.
     """
 
     __slots__ = ("_c", "what")
 
-    def __init__(self, client: Any, *, what: str = "consumer") -> None:
+    def __init__(self, client: Any, *, what: str = "a consumer") -> None:
         self._c = client
         self.what = what
 
@@ -192,7 +192,7 @@ class ShareConsumer:
 
     __slots__ = ("_c", "what")
 
-    def __init__(self, client: Any, *, what: str = "share consumer") -> None:
+    def __init__(self, client: Any, *, what: str = "a share consumer") -> None:
         self._c = client
         self.what = what
 

@@ -46,7 +46,7 @@ class KafkaClients:
         from confluent_kafka import Consumer as Client
 
         conf = self.config(extra, stage=stage)
-        return Consumer(self._built("a consumer", lambda: Client(conf)), what=_consumer_name(conf))
+        return Consumer(self._built("a consumer", lambda: Client(conf)), what=consumer_name(conf))
 
     def read_committed_consumer(self, extra: Mapping[str, Any] | None = None, *,
                                 stage: str | None = None) -> Consumer:
@@ -59,7 +59,7 @@ class KafkaClients:
         from confluent_kafka import ShareConsumer as Client
 
         return ShareConsumer(self._built("a share consumer", lambda: Client(self.config(extra))),
-                             what=f"member of share group {(extra or {}).get('group.id')!r}")
+                             what=f"a member of share group {(extra or {}).get('group.id')!r}")
 
     def producer(self, extra: Mapping[str, Any] | None = None, *, stage: str | None = None) -> Producer:
         """A plain (non-transactional) :class:`Producer`."""
@@ -104,7 +104,7 @@ class KafkaClients:
             raise translate_kafka_error(exc, action=f"create {what}", kind=KafkaOperationError) from exc
 
 
-def _consumer_name(conf: Mapping[str, Any]) -> str:
+def consumer_name(conf: Mapping[str, Any]) -> str:
     """How a consumer is named in its errors: by its group, when it has one."""
     group = conf.get("group.id")
-    return f"consumer of group {group!r}" if group else "consumer"
+    return f"the consumer of group {group!r}" if group else "a consumer"

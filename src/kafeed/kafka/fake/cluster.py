@@ -17,7 +17,7 @@ from kafeed.kafka.fake.consumer import FakeConsumer
 from kafeed.kafka.fake.producer import FakeProducer, FakeTransactionalProducer
 from kafeed.kafka.fake.records import Headers, Meta, PartitionMeta, Stored, TopicMeta, Txn, kafka_exception
 from kafeed.kafka.fake.share import FakeShareConsumer
-from kafeed.kafka.kafka_clients import KafkaClients
+from kafeed.kafka.kafka_clients import KafkaClients, consumer_name
 from kafeed.kafka.producer import Producer, TransactionalProducer
 
 
@@ -135,7 +135,7 @@ class FakeKafka(KafkaClients):
     # -- the clients ---------------------------------------------------------------------------
 
     def consumer(self, extra: Mapping[str, Any] | None = None, *, stage: str | None = None) -> Consumer:
-        return Consumer(FakeConsumer(self, dict(extra or {})))
+        return Consumer(FakeConsumer(self, dict(extra or {})), what=consumer_name(extra or {}))
 
     def share_consumer(self, extra: Mapping[str, Any] | None = None) -> ShareConsumer:
         return ShareConsumer(FakeShareConsumer(self, dict(extra or {})))
