@@ -9,7 +9,10 @@
     ├── BrokerUnavailable    no Kafka cluster answers at the bootstrap servers
     ├── CatalogUnavailable   the Iceberg catalog of an archive could not be opened or written
     ├── KafkaOperationError  the cluster refused an operation (kept: librdkafka ``code``)
+    │   ├── NotAuthorized    the cluster's ACLs refuse this principal the operation
     │   ├── TopicError       topic create / describe / delete failed
+    │   │   ├── TopicExists  a topic to create is there already
+    │   │   └── UnknownTopic a topic (or partition) the operation names does not exist
     │   └── ReadIncomplete   a read to a topic's end stopped short (names the partitions left)
     ├── SchemaError          a record could not be decoded (names topic/partition/offset)
     ├── IngestError          a source failed while being read (bad SQL, I/O error mid-file)
@@ -17,8 +20,10 @@
     ├── DrainIncomplete      --until-caught-up could not see every partition processed to its end
     └── ResumeMismatch       a saved state does not fit the current settings
 
-Errors from librdkafka enter at the Kafka boundary (:mod:`kafeed.kafka`), which keeps
-the original ``KafkaError`` code on the wrapper so callers can branch on it.
+Errors from librdkafka enter at the Kafka boundary (:mod:`kafeed.kafka`), whose clients
+raise these and nothing else; the original ``KafkaError`` code is kept on the wrapper, and
+the cases a caller branches on have classes of their own, so no caller outside the boundary
+needs librdkafka's codes.
 """
 
 from __future__ import annotations
@@ -67,8 +72,20 @@ class KafkaOperationError(KafeedError):
     """The cluster answered but refused or failed an operation."""
 
 
+class NotAuthorized(KafkaOperationError):
+    """The cluster's ACLs refuse this principal the operation (retrying cannot help)."""
+
+
 class TopicError(KafkaOperationError):
     """A topic operation failed."""
+
+
+class TopicExists(TopicError):
+    """A topic to create exists already."""
+
+
+class UnknownTopic(TopicError):
+    """A topic or partition the operation names does not exist."""
 
 
 class ReadIncomplete(KafkaOperationError):

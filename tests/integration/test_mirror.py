@@ -26,7 +26,7 @@ from confluent_kafka import OFFSET_BEGINNING, KafkaError, Producer, TopicPartiti
 
 from kafeed.broker import LocalCluster, free_port_block
 from kafeed.config import ConnectionSettings
-from kafeed.kafka import read_committed_consumer
+from kafeed.kafka import KafkaClients
 from kafeed.mirror import load_mirror_settings, run_mirror
 from kafeed.mirror.lineage import site_lineage
 from kafeed.mirror.origin import ORIGIN_HEADER
@@ -106,7 +106,7 @@ def _read_all(connection: ConnectionSettings, topic: str,
               origins: dict[int, list[str | None]] | None = None) -> dict[int, list[str]]:
     """Every committed record of ``topic``, per partition in offset order; ``origins`` gets, in
     the same order, each record's ``kafeed.mirror.origin`` header, or its own offset (a source)."""
-    consumer = read_committed_consumer(connection, {"group.id": f"check-{uuid.uuid4().hex[:8]}",
+    consumer = KafkaClients(connection).read_committed_consumer({"group.id": f"check-{uuid.uuid4().hex[:8]}",
                                                     "enable.partition.eof": True})
     got: dict[int, list[str]] = {p: [] for p in range(PARTITIONS)}
     try:
@@ -324,7 +324,7 @@ def test_a_site_stopped_and_restarted_mid_run_loses_and_repeats_nothing(
 
 
 def _record_at(connection: ConnectionSettings, topic: str, partition: int, offset: int) -> bytes:
-    consumer = read_committed_consumer(connection, {"group.id": f"at-{uuid.uuid4().hex[:8]}"})
+    consumer = KafkaClients(connection).read_committed_consumer({"group.id": f"at-{uuid.uuid4().hex[:8]}"})
     try:
         consumer.assign([TopicPartition(topic, partition, offset)])
         deadline = time.monotonic() + 30

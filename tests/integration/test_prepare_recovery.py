@@ -9,6 +9,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from kafeed.config import ConnectionSettings
+from kafeed.kafka.translate import translate_kafka_error
 from kafeed.prepare import PrepareProcessor, PrepareSettings
 from kafeed.schema import decode_document
 from kafeed.stream import BatchResult, Record
@@ -32,7 +33,8 @@ class FailOnce(PrepareProcessor):
             for doc in result.outputs:
                 p.produce(doc.topic, doc.value, doc.key)
             p.flush(10)  # really on the broker, inside the transaction that is about to fail
-            raise KafkaException(self.error)
+            failed = KafkaException(self.error)  # as the producer raises it: translated
+            raise translate_kafka_error(failed, action="commit the transaction") from failed
         super()._send(records, result, metadata)
 
 

@@ -33,3 +33,51 @@ def test_the_stream_core_ends_its_run_on_a_group_authorization_error() -> None:
     assert consumer_error(KafkaError(KafkaError.NOT_LEADER_FOR_PARTITION), settings) is False
     with pytest.raises(KafkaOperationError, match=r"Could not consume 'raw' in group 'g': .*uthorization"):
         consumer_error(KafkaError(KafkaError.GROUP_AUTHORIZATION_FAILED), settings)
+
+
+@pytest.mark.parametrize(("code", "event"), [(KafkaError._PARTITION_EOF, "end"),
+                                             (KafkaError._AUTO_OFFSET_RESET, "reset"),
+                                             (KafkaError._TRANSPORT, "retry"),
+                                             (KafkaError.NOT_LEADER_FOR_PARTITION, "retry")])
+def test_a_messages_error_is_read_as_an_event(code: int, event: str) -> None:
+    from kafeed.kafka import message_event
+
+    assert message_event(KafkaError(code), action="read 'raw'") == event
+
+
+def test_a_messages_final_error_is_raised_in_one_sentence() -> None:
+    from kafeed.errors import NotAuthorized
+    from kafeed.kafka import message_event
+
+    with pytest.raises(NotAuthorized, match=r"^Could not read 'raw' as bob: ") as caught:
+        message_event(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED), action="read 'raw' as bob")
+    assert caught.value.code == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert "kafeed acl grant" in str(caught.value)
+    with pytest.raises(KafkaOperationError):
+        message_event(KafkaError(KafkaError._FENCED, fatal=True), action="read 'raw'")
+
+
+def test_the_typed_clients_raise_kafeed_errors_with_librdkafkas_code_and_cause() -> None:
+    from confluent_kafka import KafkaException, TopicPartition
+
+    from kafeed.errors import NotAuthorized
+    from kafeed.kafka import FakeKafka
+
+    fake = FakeKafka()
+    fake.create_topic("raw", 1)
+    consumer = fake.consumer({"group.id": "g"})
+    consumer.assign([TopicPartition("raw", 0, 0)])
+    fake.fail("consume", KafkaError.GROUP_AUTHORIZATION_FAILED, "Group authorization failed")
+    refused = r"^Could not consume as the consumer of group 'g': Group authorization failed\.$"
+    with pytest.raises(NotAuthorized, match=refused) as caught:
+        consumer.consume(num_messages=5, timeout=0)
+    assert caught.value.code == KafkaError.GROUP_AUTHORIZATION_FAILED
+    assert isinstance(caught.value.__cause__, KafkaException)
+    fake.fail("get_watermark_offsets", KafkaError._TRANSPORT, "Connection refused")
+    with pytest.raises(BrokerUnavailable, match=r"^Could not read the watermarks of raw:0: no Kafka broker"):
+        consumer.get_watermark_offsets(TopicPartition("raw", 0))
+    with pytest.raises(AttributeError):  # not librdkafka's: a wrong argument is raised as it is
+        consumer.assign([("raw", 0)])  # type: ignore[list-item]
+    fake.fail("list_topics", KafkaError._TRANSPORT, "down")
+    with pytest.raises(BrokerUnavailable, match=r"^Could not read cluster metadata: "):
+        fake.admin().list_topics(timeout=1)

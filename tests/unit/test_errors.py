@@ -3,7 +3,7 @@ from __future__ import annotations
 from confluent_kafka import KafkaError, KafkaException
 
 from kafeed.errors import BrokerUnavailable, KafeedError, KafkaOperationError, TopicError
-from kafeed.kafka import translate_kafka_error
+from kafeed.kafka.translate import translate_kafka_error
 
 
 def test_transport_errors_become_broker_unavailable() -> None:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from kafeed.errors import BrokerUnavailable, KafkaOperationError, ReadIncomplete, TopicError
-from kafeed.kafka import FakeKafka, KafkaClients, TransactionalProducer
+from kafeed.errors import BrokerUnavailable, KafkaOperationError, ReadIncomplete, TopicError, TopicExists
+from kafeed.kafka import FakeKafka, KafkaClients, TransactionalProducer, is_fatal
+from kafeed.kafka.translate import translate_kafka_error
 from kafeed.kafka.types import OFFSET_BEGINNING, KafkaError, KafkaException, TopicPartition
 
 
@@ -91,9 +92,9 @@ def test_a_new_instance_of_a_transactional_id_fences_the_old_and_aborts_its_tran
     new = fake.transactional_producer(transactional_id="tx", stage="test")
     new.init()
     assert fake.records("t", 0) == []
-    with pytest.raises(KafkaException) as caught:
+    with pytest.raises(KafkaOperationError) as caught:
         old.commit()
-    assert caught.value.args[0].fatal()
+    assert is_fatal(caught.value) and caught.value.code == KafkaError._FENCED
 
 
 def test_an_injected_abortable_commit_error_is_recovered_by_the_real_producer() -> None:
@@ -103,7 +104,7 @@ def test_an_injected_abortable_commit_error_is_recovered_by_the_real_producer() 
     producer.init()
     producer.begin()
     producer.produce("t", b"x", partition=0)
-    with pytest.raises(KafkaException) as caught:
+    with pytest.raises(KafkaOperationError) as caught:
         producer.commit()
     assert producer.recover(caught.value) is False  # aborted, not rebuilt
     producer.begin()
@@ -162,11 +163,11 @@ def test_an_authorization_error_ends_a_read_at_once() -> None:
 
 
 def test_translate_keeps_the_code_and_tells_transport_failures_apart() -> None:
-    down = KafkaClients.translate(KafkaException(KafkaError(KafkaError._TRANSPORT, "refused")),
-                                  action="list topics")
+    down = translate_kafka_error(KafkaException(KafkaError(KafkaError._TRANSPORT, "refused")),
+                                 action="list topics")
     assert isinstance(down, BrokerUnavailable) and down.code == KafkaError._TRANSPORT
-    refused = KafkaClients.translate(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED, "no."),
-                                     action="read 't'", kind=TopicError)
+    refused = translate_kafka_error(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED, "no."),
+                                    action="read 't'", kind=TopicError)
     assert isinstance(refused, TopicError) and refused.message == "Could not read 't': no."
 
 
@@ -202,8 +203,9 @@ def test_the_admin_creates_topics_with_configs_and_answers_describe() -> None:
     assert sorted(admin.list_topics("c").topics["c"].partitions) == [0, 1, 2]
     res = ConfigResource(ConfigResource.Type.TOPIC, "c")
     assert admin.describe_configs([res])[res].result()["cleanup.policy"].value == "compact"
-    with pytest.raises(KafkaException):
+    with pytest.raises(TopicExists, match=r"^Could not create topic 'c': ") as exists:
         admin.create_topics([NewTopic("c", num_partitions=1)])["c"].result()
+    assert isinstance(exists.value.__cause__, KafkaException)
     fake.producer().produce("c", b"x", partition=2)
     ends = admin.list_offsets({TopicPartition("c", 2): OffsetSpec.latest()})
     assert [f.result().offset for f in ends.values()] == [1]

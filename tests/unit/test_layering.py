@@ -129,6 +129,43 @@ def test_confluent_kafka_is_imported_only_by_kafeed_kafka() -> None:
     assert CONFLUENT_OUTSIDE_KAFKA - found == set(), "these no longer import it: drop them from the list"
 
 
+# What only the Kafka boundary may name: librdkafka's error and exception types (so its codes,
+# ``KafkaError._PARTITION_EOF`` and the like) and the translation of its errors. Everything else
+# gets kafeed errors from the typed clients and reads a message's error with message_event.
+KAFKA_ERROR_NAMES = {"KafkaError", "KafkaException", "translate_kafka_error", "kafka_error", "error_code"}
+
+
+def _kafka_error_names(path: Path) -> Iterator[tuple[int, str]]:
+    """Where ``path`` names one of KAFKA_ERROR_NAMES: imported, called or read as an attribute."""
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.Name):
+            names = [node.id]
+        elif isinstance(node, ast.Attribute):
+            names = [node.attr]
+        else:
+            continue
+        yield from ((node.lineno, name) for name in names if name in KAFKA_ERROR_NAMES)
+
+
+def test_only_kafeed_kafka_names_librdkafka_errors_or_translates_them() -> None:
+    found = [f"{p.relative_to(ROOT)}:{line}: {name}" for p in sorted(ROOT.rglob("*.py"))
+             if _package(p) != "kafka" for line, name in _kafka_error_names(p)]
+    assert found == [], ("outside kafeed.kafka, use the typed clients (their calls raise kafeed "
+                         "errors) and kafeed.kafka.message_event:\n" + "\n".join(found))
+
+
+def test_the_error_names_check_sees_each_way_of_naming_them(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text("from kafeed.kafka.types import KafkaError\n"
+                      "import kafeed.kafka.translate as t\n"
+                      "def f(err, exc):\n"
+                      "    return err.code() == KafkaError._PARTITION_EOF or t.translate_kafka_error(exc)\n")
+    assert sorted(_kafka_error_names(module)) == [
+        (1, "KafkaError"), (4, "KafkaError"), (4, "translate_kafka_error")]
+
+
 # kafeed.loader's modules, lowest first: the pieces (flow control, decoding, record kinds,
 # packing, shuffling, state, the archive's rows) below the sources, the sources below the one
 # reader, the reader below the streams, and all of them below the datasets and StreamLoader.

@@ -1,7 +1,13 @@
 """How the reader pulls from librdkafka, with a consumer that stands in for it (so what it
 does is certain): a partition's queue never passes queue_records though one consume() brings
 more of it, a live reader never holds a fresh record back for a batch to fill, and a resumed
-partition is fetched at once, not when librdkafka's idle fetcher next looks."""
+partition is fetched at once, not when librdkafka's idle fetcher next looks.
+
+The stand-in models librdkafka where kafeed.kafka.FakeKafka does not need to (a consume()
+that brings more than asked, an idle fetcher, records handed out twice). It reaches the
+reader the public way, as the clients a reader is built with (``kafka_reader(...,
+clients=)``), wrapped in kafeed.kafka.Consumer as KafkaClients wraps librdkafka's; the
+reader opens it itself."""
 
 from __future__ import annotations
 
@@ -12,6 +18,9 @@ import numpy as np
 import pytest
 from confluent_kafka import KafkaError
 
+from kafeed.config import ConnectionSettings
+from kafeed.kafka import Consumer as TypedConsumer
+from kafeed.kafka import KafkaClients
 from kafeed.loader.kafka_source import BOUNDED_FETCH_WAIT_MS, KafkaSource
 from kafeed.loader.reader import ShardReader
 from kafeed.loader.readers import kafka_reader
@@ -63,6 +72,8 @@ class Consumer:
 
     def __init__(self, logs: dict[tuple[str, int], list[bytes]]) -> None:
         self.logs = logs
+        self.watched: list[Any] = []  # the reader's partitions, once it opened this consumer
+        self.queued: list[int] = []  # at each call: the longest queue the reader holds
         self.position = dict.fromkeys(logs, 0)
         self.paused: set[tuple[str, int]] = set()
         self.seeks: list[tuple[tuple[str, int], int]] = []
@@ -72,9 +83,23 @@ class Consumer:
         self.held = 0.0  # seconds records that had arrived were held back by a call
         self.handed = 0  # records handed out (end-of-partition events not counted)
 
+    # -- what opening a reader asks: metadata, watermarks, an assignment -------------------
+
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any:
+        from types import SimpleNamespace
+
+        parts = {p: SimpleNamespace(id=p) for t, p in self.logs if t == topic}
+        return SimpleNamespace(topics={topic: SimpleNamespace(partitions=parts, error=None)})
+
+    def get_watermark_offsets(self, tp: Any, timeout: float = -1, cached: bool = False) -> tuple[int, int]:
+        return 0, len(self.logs[(tp.topic, tp.partition)])
+
     def assign(self, tps: list[Any]) -> None:
         for tp in tps:
             self.position[(tp.topic, tp.partition)] = tp.offset
+
+    def close(self) -> None:
+        pass
 
     def _ready(self, num_messages: int) -> list[Record]:
         out: list[Record] = []
@@ -93,6 +118,7 @@ class Consumer:
         return out
 
     def consume(self, num_messages: int, timeout: float) -> list[Record]:
+        self.queued.append(max((len(p.queue) for p in self.watched), default=0))
         out = self._ready(num_messages)
         if len(out) < num_messages and timeout > 0:
             # What arrives during the wait is returned once the call is full or timed out.
@@ -124,18 +150,26 @@ def _doc(partition: int, offset: int, tokens: int = 3) -> bytes:
                          vocab_size=65536).SerializeToString()
 
 
+class StandInClients(KafkaClients):
+    """The clients a reader is built with, whose consumer is ``client`` (typed, as every
+    consumer KafkaClients builds)."""
+
+    def __init__(self, client: Consumer) -> None:
+        super().__init__(ConnectionSettings())
+        self.client = client
+
+    def consumer(self, extra: Any = None, *, stage: str | None = None) -> TypedConsumer:
+        return TypedConsumer(self.client)
+
+
 def _reader(consumer: Consumer, end: int | None, cap: int = CAP, **options: Any) -> ShardReader:
     settings = LoaderSettings(topics=("t",), seq_len=8, eos_id=0, queue_records=cap, consume_batch=1000,
                               end=None if end is None else "latest", **options)
-    reader = kafka_reader(settings, index=0, count=1)
+    reader = kafka_reader(settings, index=0, count=1, clients=StandInClients(consumer))
     reader.load_plan({f"t:{p}": {"next": 0, "end": end, "delivered": [], "partial": {}}
                       for _, p in consumer.logs})
-    source = reader.source
-    assert isinstance(source, KafkaSource)
-    source._shards, source.parts, source._consumer = reader, reader.parts, consumer
-    for _, p in consumer.logs:
-        source._add_partition("t", p)
-    source._assign_all()
+    reader.open()
+    consumer.watched = reader.parts
     return reader
 
 
@@ -173,20 +207,12 @@ class Overfull(Consumer):
 
 @pytest.mark.parametrize("kind", [Consumer, Overfull])
 def test_a_partition_never_holds_more_than_its_cap_and_nothing_is_lost_or_read_twice(
-        monkeypatch: pytest.MonkeyPatch, kind: type[Consumer]) -> None:
+        kind: type[Consumer]) -> None:
     consumer = kind({("t", p): [_doc(p, o) for o in range(RECORDS)] for p in (0, 1)})
     reader = _reader(consumer, end=RECORDS)
-    held: list[int] = []
-    pull = _source(reader)._pull
-
-    def pull_and_look(timeout: float) -> tuple[int, bool]:  # records enter the queues only here
-        out = pull(timeout)
-        held.append(max(len(p.queue) for p in reader.parts))
-        return out
-
-    monkeypatch.setattr(_source(reader), "_pull", pull_and_look)
     taken = _take_all(reader)
-    assert max(held) == CAP
+    # What the queues held at each consume() call: what the calls before it left there.
+    assert max(consumer.queued) == CAP
     if kind is Consumer:
         # Each call asks for no more than the least room below the cap: nothing is dropped,
         # so every record was fetched once.
@@ -292,10 +318,10 @@ def test_a_caught_up_partition_near_its_cap_does_not_shrink_the_others_pulls() -
         return consume(num_messages, timeout)
 
     consumer.consume = consume_and_count  # type: ignore[method-assign]
-    _source(reader)._pull(0)  # partition 0's records and its end-of-partition event
+    _source(reader).fill(0)  # partition 0's records and its end-of-partition event
     assert len(reader.parts[0].queue) == CAP - 1 and reader.parts[0].eof
     asked.clear()
-    _source(reader)._pull(0)
+    _source(reader).fill(0)
     assert asked and min(asked) > 1
 
 

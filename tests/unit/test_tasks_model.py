@@ -83,11 +83,11 @@ def test_lock_duration_follows_the_timeout_within_the_broker_range() -> None:
 
 
 def test_a_broker_without_share_groups_is_named_by_share_version() -> None:
-    from confluent_kafka import KafkaError, KafkaException
+    from kafeed.errors import KafkaOperationError
 
-    exc = KafkaException(KafkaError(KafkaError.INVALID_CONFIG, "Unknown group config name: "
-                                    "share.auto.offset.reset"))
-    err = share_group_error(exc, "kafeed-tasks.x")
+    refused = KafkaOperationError("Could not configure group 'kafeed-tasks.x': Unknown group config "
+                                  "name: share.auto.offset.reset.")
+    err = share_group_error(refused, "kafeed-tasks.x")
     assert isinstance(err, ConfigError) and "share.version" in str(err)
     assert len(err.message.split(". ")) == 1
 

@@ -109,3 +109,32 @@ def test_the_library_refuses_a_run_dir_or_checkpoint_dir_that_is_a_file(tmp_path
     with pytest.raises(ValidationError, match="cannot be created"):
         TrainOptions(checkpoint_dir=blocker / "ck")
     assert TrainOptions(run_dir=tmp_path / "new" / "run").run_dir == tmp_path / "new" / "run"
+
+
+def test_every_option_is_declared_once_and_both_sides_are_built_from_it() -> None:
+    import click
+    import typer
+
+    from kafeed.cli.main import app
+    from kafeed.train.defaults import TRAIN_OPTIONS
+
+    fields = TrainOptions.model_fields
+    assert list(fields) == list(TRAIN_OPTIONS)  # the model adds, drops or reorders none
+    for name, option in TRAIN_OPTIONS.items():
+        field = fields[name]
+        assert (field.default, field.description) == (option.default, option.help), name
+        constraints = {k: getattr(m, k) for m in field.metadata for k in option.bounds if hasattr(m, k)}
+        assert constraints == dict(option.bounds), name
+    command = typer.main.get_command(app).commands["train"]  # type: ignore[attr-defined]
+    options = {p.name: p for p in command.params if isinstance(p, click.Option)}
+    cli = [name for name, option in TRAIN_OPTIONS.items() if option.cli]
+    assert [n for n in options if n in TRAIN_OPTIONS] == cli
+    assert set(options) - set(cli) == {"bootstrap", "config", "json_out", "metrics_port"}
+    for name in cli:
+        option, param = TRAIN_OPTIONS[name], options[name]
+        assert param.help == option.help and param.show_default == option.show_default, name
+        assert param.default == (None if option.by_model else option.default), name
+    # A bound declared once is what both refuse: the model as data, the command line as text.
+    with pytest.raises(ValueError, match="less than or equal to 65536"):
+        TrainOptions(batch_size=65_537)
+    assert TrainOptions(mix="web=0.75,code=0.25").mix == {"web": 0.75, "code": 0.25}

@@ -6,9 +6,8 @@ from typing import Any
 
 from kafeed.acl.roles import Binding
 from kafeed.config import ConnectionSettings
-from kafeed.errors import KafeedError, KafkaOperationError
-from kafeed.kafka import KafkaClients, translate_kafka_error
-from kafeed.kafka.translate import error_code
+from kafeed.errors import KafeedError, KafkaOperationError, NotAuthorized
+from kafeed.kafka import KafkaClients
 
 # confluent-kafka names Kafka's CLUSTER resource type BROKER.
 _CLIENT_TYPE = {"CLUSTER": "BROKER"}
@@ -45,16 +44,16 @@ def _from_acl(acl: Any) -> Binding:
                    pattern=acl.resource_pattern_type.name, operation=acl.operation.name)
 
 
-def _failed(exc: BaseException, action: str, who: str | None) -> KafeedError:
+def _failed(exc: KafeedError, action: str, who: str | None) -> KafeedError:
     """The cluster's refusal in one sentence (its own text for it is a Java request dump)."""
-    from kafeed.kafka.types import KafkaError
-
-    if error_code(exc) == KafkaError.CLUSTER_AUTHORIZATION_FAILED:
-        return KafkaOperationError(
+    if isinstance(exc, NotAuthorized):
+        return NotAuthorized(
             f"Could not {action}: the cluster denied it: User:{who or 'ANONYMOUS'} may not change ACLs.",
-            hint="Use the admin role's settings file (ALTER on the cluster).",
-            code=KafkaError.CLUSTER_AUTHORIZATION_FAILED)
-    return translate_kafka_error(exc, action=action, kind=KafkaOperationError)
+            hint="Use the admin role's settings file (ALTER on the cluster).", code=exc.code)
+    if isinstance(exc, KafkaOperationError):
+        reason = exc.message.partition(": ")[2] or exc.message
+        return KafkaOperationError(f"Could not {action}: {reason}", hint=exc.hint, code=exc.code)
+    return exc
 
 
 class AclAdmin:
@@ -73,7 +72,7 @@ class AclAdmin:
         for acl, future in futures.items():
             try:
                 future.result()
-            except Exception as exc:
+            except KafeedError as exc:
                 raise _failed(exc, f"grant {_from_acl(acl).describe()}", self._who) from exc
 
     def revoke(self, bindings: list[Binding]) -> int:
@@ -85,7 +84,7 @@ class AclAdmin:
         for acl, future in futures.items():
             try:
                 removed += len(future.result())
-            except Exception as exc:
+            except KafeedError as exc:
                 raise _failed(exc, f"revoke {_from_acl(acl).describe()}", self._who) from exc
         return removed
 
@@ -103,6 +102,6 @@ class AclAdmin:
                                AclOperation.ANY, AclPermissionType.ALLOW)
         try:
             found = self._admin.describe_acls(flt, request_timeout=self.timeout).result()
-        except Exception as exc:
+        except KafeedError as exc:
             raise _failed(exc, "list ACLs", self._who) from exc
         return sorted(_from_acl(acl) for acl in found)

@@ -8,7 +8,7 @@ from typing import Any
 
 from kafeed.archive.commit import CommitPlan
 from kafeed.archive.rows import RecordBatch, RowMapper
-from kafeed.kafka import final_consumer_error
+from kafeed.kafka import message_event
 
 log = logging.getLogger("kafeed")
 
@@ -17,19 +17,14 @@ def buffer_messages(msgs: list[Any], buffers: dict[int, RecordBatch], expected: 
                     eof: dict[int, bool], *, topic: str, group: str) -> int:
     """Add the records among ``msgs`` to their partition's buffer (partitions in ``expected``
     only) and note which partitions are at their end in ``eof``; the records taken."""
-    from kafeed.kafka.types import KafkaError
-
     taken = 0
     for msg in msgs:
         err = msg.error()
         if err is not None:
-            if err.code() == KafkaError._PARTITION_EOF:
+            if message_event(err, action=f"archive {topic!r} in group {group!r}") == "end":
                 if msg.partition() in eof:
                     eof[msg.partition()] = True
                 continue
-            final = final_consumer_error(err, action=f"archive {topic!r} in group {group!r}")
-            if final is not None:
-                raise final
             log.warning("kafeed archive: Kafka error (%s); retrying.", err.str())
             continue
         p = msg.partition()

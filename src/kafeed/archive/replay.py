@@ -30,8 +30,8 @@ from kafeed.archive.schema import PROP_CLUSTER, PROP_TOPIC
 from kafeed.archive.settings import CatalogSettings
 from kafeed.archive.topic_identity import existing_topic_metadata
 from kafeed.config import ConnectionSettings
-from kafeed.errors import ConfigError, KafeedError
-from kafeed.kafka import KafkaClients, TransactionalProducer, translate_kafka_error
+from kafeed.errors import ConfigError, KafeedError, KafkaOperationError
+from kafeed.kafka import KafkaClients, TransactionalProducer
 
 # One transaction for the whole replay, however long it takes to produce.
 TRANSACTION_TIMEOUT_MS = 15 * 60 * 1000
@@ -121,7 +121,7 @@ def replay(table_name: str, catalog: CatalogSettings, connection: ConnectionSett
         _abort(producer)
         if isinstance(exc, KafeedError) or not isinstance(exc, Exception):
             raise
-        raise translate_kafka_error(exc, action=f"replay into topic {topic!r}") from exc
+        raise KafkaOperationError(f"Could not replay into topic {topic!r}: {exc}.") from exc
     return ReplayResult(records=records, partitions=len(parts), already_there=skipped)
 
 

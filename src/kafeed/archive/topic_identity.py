@@ -10,17 +10,13 @@ from typing import Any
 
 from kafeed.archive.position import read_positions, read_summary
 from kafeed.errors import ResumeMismatch, TopicError
-from kafeed.kafka import translate_kafka_error
 from kafeed.kafka.drain import topic_ends
 
 
 def existing_topic_metadata(client: Any, topic: str, *, hint: str) -> Any:
     """The cluster metadata for ``topic`` (a consumer's or admin's ``list_topics``), refusing a
     topic that does not exist with ``hint``."""
-    try:
-        meta = client.list_topics(topic, timeout=15)
-    except Exception as exc:
-        raise translate_kafka_error(exc, action=f"read the metadata of topic {topic!r}") from exc
+    meta = client.list_topics(topic, timeout=15)
     info = meta.topics.get(topic)
     if info is None or info.error is not None or not info.partitions:
         raise TopicError(f"Topic {topic!r} does not exist.", hint=hint)

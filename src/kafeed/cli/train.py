@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import inspect
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from kafeed.choices import ModelKind
 from kafeed.cli.archive import CatalogOpt, WarehouseOpt, catalog_settings
 from kafeed.cli.common import (
     BootstrapOpt,
@@ -25,66 +26,15 @@ from kafeed.cli.common import (
 )
 from kafeed.errors import ConfigError, invalid_settings
 from kafeed.signals import install
-from kafeed.train.defaults import DEFAULT_LR, DEFAULT_TOPIC
-from kafeed.train.defaults import TRAIN_DEFAULTS as _D
+from kafeed.train.defaults import TRAIN_OPTIONS
 
 if TYPE_CHECKING:
     from kafeed.train.options import TrainOptions
     from kafeed.train.startup import Startup
 
 
-def train(
-    model: Annotated[ModelKind, typer.Option(help="gpt (from scratch) or classifier "
-                                             "(fine-tune).")] = _D["model"],
-    topic: Annotated[str | None, typer.Option(help=f"Input topic (default: {DEFAULT_TOPIC['gpt']} for gpt, "
-                                              f"{DEFAULT_TOPIC['classifier']} for classifier).",
-                                              show_default=False)] = None,
-    mix: Annotated[str | None, typer.Option(help="Read a mixture instead of --topic: TOPIC=WEIGHT,... at "
-                                            "those token proportions, e.g. web=0.6,code=0.3,books=0.1 "
-                                            "(gpt).", show_default=False)] = _D["mix"],
-    steps: Annotated[int, typer.Option(help="Optimizer steps (fewer if a bounded topic "
-                                       "ends).")] = _D["steps"],
-    batch_size: Annotated[int, typer.Option(help="Windows (gpt) or samples per step.")] = _D["batch_size"],
-    seq_len: Annotated[int, typer.Option(help="Tokens per window (gpt).")] = _D["seq_len"],
-    lr: Annotated[float | None, typer.Option(help=f"Peak learning rate (default: {DEFAULT_LR['gpt']:g} gpt, "
-                                             f"{DEFAULT_LR['classifier']:g} classifier).",
-                                             show_default=False)] = None,
-    d_model: Annotated[int, typer.Option(help="GPT width (a multiple of --n-heads).")] = _D["d_model"],
-    n_layers: Annotated[int, typer.Option(help="GPT layers.")] = _D["n_layers"],
-    n_heads: Annotated[int, typer.Option(help="GPT attention heads.")] = _D["n_heads"],
-    tokenizer: Annotated[str, typer.Option(help="The tokenizer prepare used: bytes, minilm or a "
-                                           "tokenizer.json path.")] = _D["tokenizer"],
-    num_workers: Annotated[int, typer.Option(help="DataLoader workers per rank.")] = _D["num_workers"],
-    shuffle_buffer: Annotated[int, typer.Option(help="Records in the shuffle buffer "
-                                                "(0: off).")] = _D["shuffle_buffer"],
-    seed: Annotated[int, typer.Option(help="Seed of model init, shuffle and dropout.")] = _D["seed"],
-    stream: Annotated[bool, typer.Option(help="Keep reading new records (no end).")] = _D["stream"],
-    checkpoint_dir: Annotated[Path, typer.Option(help="Where checkpoints go.",
-                                                 callback=directory_to_write)] = _D["checkpoint_dir"],
-    checkpoint_every: Annotated[int, typer.Option(help="Steps between checkpoints (0: only at the "
-                                                  "end).")] = _D["checkpoint_every"],
-    keep: Annotated[int, typer.Option(help="Checkpoints kept.")] = _D["keep"],
-    resume: Annotated[bool, typer.Option(help="Continue from the newest valid checkpoint.")] = _D["resume"],
-    group: Annotated[str, typer.Option(help="Consumer group the offsets are mirrored to.")] = _D["group"],
-    run_dir: Annotated[Path | None, typer.Option(
-        help="Record metrics.jsonl here for `kafeed report`.", show_default=False,
-        callback=directory_to_write)] = _D["run_dir"],
-    log_every: Annotated[int, typer.Option(help="Steps between progress lines.")] = _D["log_every"],
-    num_labels: Annotated[int, typer.Option(help="Classes (classifier).")] = _D["num_labels"],
-    pretrained: Annotated[bool, typer.Option(help="Start the classifier from the bundled MiniLM "
-                                             "weights when installed.")] = _D["pretrained"],
-    eval_every: Annotated[int, typer.Option(
-        help="Also checkpoint every N steps and submit an evaluate task for every checkpoint "
-        "(0: none); run them with `kafeed tasks worker --kind evaluate`.")] = _D["eval_every"],
-    eval_records: Annotated[int, typer.Option(help="Held-out records an evaluate task reads at "
-                                              "most.")] = _D["eval_records"],
-    tasks_prefix: Annotated[str, typer.Option(help="Task queue prefix the evaluate tasks go "
-                                              "to.")] = _D["tasks_prefix"],
-    bootstrap: BootstrapOpt = None,
-    config: ConfigOpt = None,
-    json_out: JsonOpt = False,
-    metrics_port: MetricsPortOpt = None,
-) -> None:
+def _run(options: dict[str, Any], *, bootstrap: str | None, config: Path | None, json_out: bool,
+         metrics_port: int | None) -> None:
     """Train a reference model on kafeed's loader, with exact checkpoints and lineage."""
     from rich.table import Table
 
@@ -92,21 +42,11 @@ def train(
     stop = install()
     from pydantic import ValidationError
 
-    from kafeed.loader.mixing import parse_mix
     from kafeed.train.options import TrainOptions
 
-    weights = parse_mix(mix) if mix is not None else None
     try:
-        # topic and lr: None lets the model's own default apply
-        options = TrainOptions.model_validate(dict(
-            model=model, topic=topic, mix=weights, steps=steps, batch_size=batch_size, seq_len=seq_len, lr=lr,
-            d_model=d_model, n_layers=n_layers, n_heads=n_heads, tokenizer=tokenizer,
-            num_workers=num_workers, shuffle_buffer=shuffle_buffer, seed=seed, stream=stream,
-            checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every, keep=keep,
-            resume=resume, group=group, run_dir=run_dir, log_every=log_every,
-            num_labels=num_labels, pretrained=pretrained, eval_every=eval_every,
-            eval_records=eval_records, tasks_prefix=tasks_prefix,
-        ))
+        # topic and lr: None lets the model's own default apply; mix is parsed by the model
+        validated = TrainOptions.model_validate(options)
     except ValidationError as exc:
         raise invalid_settings(exc, what="train options",
                                hint="See `kafeed train --help` for each option's range.") from None
@@ -122,18 +62,50 @@ def train(
     # Before torch loads: checks, tokenizer, and the loader's consumer already fetching.
     from kafeed.train.startup import start
 
-    startup = start(options, conn)
-    summary = run_training(options, conn, startup)
+    startup = start(validated, conn)
+    summary = run_training(validated, conn, startup)
     if os.environ.get("RANK", "0") == "0":  # under torchrun, rank 0 speaks for the job
         if json_out:
             print_json(summary)
         else:
-            table = Table(title=f"kafeed train --model {model}", show_header=False, title_justify="left")
+            table = Table(title=f"kafeed train --model {validated.model}", show_header=False,
+                          title_justify="left")
             for key, value in summary.items():
                 table.add_row(key, str(value))
             out.print(table)
     if summary["stopped_by_signal"]:
         exit_stopped(stop, "Rerun the same command with --resume to continue from the checkpoint.")
+
+
+def _command() -> Callable[..., None]:
+    """``kafeed train``: one option per command-line entry of TRAIN_OPTIONS (its type, default
+    and help; a directory is checked as it is read), then the connection and output options."""
+    params = []
+    for name, option in TRAIN_OPTIONS.items():
+        if not option.cli:
+            continue
+        cli_type = option.cli_type if option.by_model is None else option.cli_type | None
+        directory = cli_type in (Path, Path | None)
+        info = typer.Option(help=option.help, show_default=option.show_default,
+                            callback=directory_to_write if directory else None)
+        params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY,
+                                        annotation=Annotated[cli_type, info],
+                                        default=None if option.by_model is not None else option.default))
+    shared = {"bootstrap": (BootstrapOpt, None), "config": (ConfigOpt, None), "json_out": (JsonOpt, False),
+              "metrics_port": (MetricsPortOpt, None)}
+    params += [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=default)
+               for name, (annotation, default) in shared.items()]
+
+    def train(**values: Any) -> None:
+        _run({name: values.pop(name) for name in list(values) if name in TRAIN_OPTIONS}, **values)
+
+    train.__doc__ = _run.__doc__
+    train.__signature__ = inspect.Signature(params, return_annotation=None)  # type: ignore[attr-defined]
+    train.__annotations__ = {p.name: p.annotation for p in params} | {"return": None}
+    return train
+
+
+train = _command()
 
 
 def run_training(options: TrainOptions, conn: Any, startup: Startup) -> dict[str, Any]:

@@ -21,10 +21,9 @@ import time
 from typing import Any
 
 from kafeed.config import ConnectionSettings
-from kafeed.errors import KafkaOperationError
 from kafeed.ingest.options import IngestOptions
 from kafeed.ingest.progress import PROGRESS_TOPIC
-from kafeed.kafka import TransactionalProducer, error_text, translate_kafka_error, undelivered_error
+from kafeed.kafka import TransactionalProducer, error_text, undelivered_error
 from kafeed.telemetry.stats import StatsCallback
 
 log = logging.getLogger("kafeed")
@@ -122,11 +121,9 @@ class TxnWriter:
                 raise undelivered_error(self._txn.delivery_errors, left, timeout_s=MESSAGE_TIMEOUT_MS / 1000,
                                         unreachable=lost, hint=UNDELIVERED_HINT)
             self._txn.commit()
-        except Exception as exc:
+        except Exception:
             self.abort()
-            if isinstance(exc, KafkaOperationError):
-                raise
-            raise translate_kafka_error(exc, action="commit the ingest transaction") from exc
+            raise
 
     def abort(self) -> None:
         try:

@@ -11,39 +11,38 @@ every stage gets its clients::
 
 Its methods: ``config``, ``consumer``, ``read_committed_consumer``, ``share_consumer``,
 ``producer``, ``transactional_producer``, ``admin``, ``reader`` (a :class:`TopicReader` for
-repeated range reads), ``read_to_end`` and ``translate``. :class:`FakeKafka` has the same
-methods over an in-memory cluster (topics, partitions, transactions, group offsets), for
-unit tests. confluent-kafka's value types (``TopicPartition``, ``OFFSET_BEGINNING``,
-``KafkaError``, ``NewTopic``, ``ConfigResource`` ...) come from :mod:`kafeed.kafka.types`,
-imported inside the function that needs them so ``import kafeed`` stays light.
+repeated range reads) and ``read_to_end``. The clients they build are typed wrappers
+(:class:`Consumer`, :class:`ShareConsumer`, :class:`Producer`, :class:`Admin`, and the
+:class:`TransactionalProducer`) whose calls, and the futures an admin request returns, raise
+:class:`~kafeed.errors.KafeedError`: librdkafka's errors are translated here
+(:mod:`kafeed.kafka.translate`) and nowhere else, its code kept on the error, and the cases a
+caller branches on have classes of their own (``BrokerUnavailable``, ``NotAuthorized``,
+``TopicExists``, ``UnknownTopic``). An error a consumed message carries is read with
+:func:`message_event` (the end of a partition, an offset reset, a retried condition; it
+raises the errors that end a run), so no module outside this package names librdkafka's codes.
+:class:`FakeKafka` has the same methods over an in-memory cluster (topics, partitions,
+transactions, group offsets), for unit tests. confluent-kafka's value types
+(``TopicPartition``, ``OFFSET_BEGINNING``, ``NewTopic``, ``ConfigResource`` ...) come from
+:mod:`kafeed.kafka.types`, imported inside the function that needs them so ``import kafeed``
+stays light.
 
-Errors enter the :class:`~kafeed.errors.KafeedError` tree through
-:func:`translate_kafka_error`, here and nowhere else. Also here: the transactional
-producer, dead-letter headers, drains, and ``list_offsets`` (partition starts and ends,
-asked again while leadership moves). ``admin_client(connection)`` and
-``read_committed_consumer(connection, ...)`` are the older spellings of
-``KafkaClients(connection).admin()`` and ``.read_committed_consumer(...)``, kept while
-their last callers move.
+Also here: dead-letter headers, drains, and ``list_offsets`` (partition starts and ends,
+asked again while leadership moves).
 """
 
 from typing import TYPE_CHECKING, Any
 
-from kafeed.kafka.clients import (
-    admin_client,
-    client_config,
-    close_consumer,
-    read_committed_consumer,
-    security_failure,
-)
-from kafeed.kafka.consumer_errors import final_consumer_error
+from kafeed.kafka.admin import Admin
+from kafeed.kafka.clients import client_config, close_consumer, security_failure
+from kafeed.kafka.consumer import Consumer, ShareConsumer
+from kafeed.kafka.consumer_errors import MessageEvent, final_consumer_error, message_event
 from kafeed.kafka.deadletters import dead_letter_headers, fit_value
 from kafeed.kafka.delivery import DeliveryFailure, error_text, is_fatal, undelivered_error
 from kafeed.kafka.drain import SESSION_TIMEOUT_MS, Drain, group_positions, stall_seconds, topic_id
 from kafeed.kafka.kafka_clients import KafkaClients
 from kafeed.kafka.offsets import list_offsets
-from kafeed.kafka.producer import RECORD_OVERHEAD, TransactionalProducer
+from kafeed.kafka.producer import RECORD_OVERHEAD, Producer, TransactionalProducer
 from kafeed.kafka.reading import TopicReader
-from kafeed.kafka.translate import translate_kafka_error
 
 if TYPE_CHECKING:
     from kafeed.kafka.fake import FakeKafka
@@ -60,13 +59,17 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "RECORD_OVERHEAD",
     "SESSION_TIMEOUT_MS",
+    "Admin",
+    "Consumer",
     "DeliveryFailure",
     "Drain",
     "FakeKafka",
     "KafkaClients",
+    "MessageEvent",
+    "Producer",
+    "ShareConsumer",
     "TopicReader",
     "TransactionalProducer",
-    "admin_client",
     "client_config",
     "close_consumer",
     "dead_letter_headers",
@@ -76,10 +79,9 @@ __all__ = [
     "group_positions",
     "is_fatal",
     "list_offsets",
-    "read_committed_consumer",
+    "message_event",
     "security_failure",
     "stall_seconds",
     "topic_id",
-    "translate_kafka_error",
     "undelivered_error",
 ]

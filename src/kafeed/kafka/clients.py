@@ -107,19 +107,3 @@ def close_consumer(consumer: Any, timeout_s: float = CLOSE_TIMEOUT_S, *, what: s
     if failed:
         log.log(failure_level, "%s close failed: %s", what, failed[0])
     return True
-
-
-
-def admin_client(connection: ConnectionSettings) -> Any:
-    """``KafkaClients(connection).admin()``, for callers not moved to KafkaClients yet."""
-    from kafeed.kafka.kafka_clients import KafkaClients
-
-    return KafkaClients(connection).admin()
-
-
-def read_committed_consumer(connection: ConnectionSettings, extra: Mapping[str, Any] | None = None, *,
-                            stage: str | None = None) -> Any:
-    """``KafkaClients(connection).read_committed_consumer(...)``, for callers not moved yet."""
-    from kafeed.kafka.kafka_clients import KafkaClients
-
-    return KafkaClients(connection).read_committed_consumer(extra, stage=stage)

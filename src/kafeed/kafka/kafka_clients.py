@@ -2,9 +2,11 @@
 
 It builds consumers, share consumers, producers, the transactional producer and admin
 clients from one :class:`~kafeed.config.ConnectionSettings`, and reads a topic to its end
-(:mod:`kafeed.kafka.reading`, one implementation, one error behaviour). Errors building a
-client leave as :class:`~kafeed.errors.KafeedError`. :class:`kafeed.kafka.fake.FakeKafka`
-has the same methods, in memory, for unit tests.
+(:mod:`kafeed.kafka.reading`, one implementation, one error behaviour). The clients are the
+typed ones (:class:`~kafeed.kafka.consumer.Consumer`, :class:`~kafeed.kafka.consumer.ShareConsumer`,
+:class:`~kafeed.kafka.producer.Producer`, :class:`~kafeed.kafka.admin.Admin`): building one
+and every call on it raise :class:`~kafeed.errors.KafeedError`, never librdkafka's exceptions.
+:class:`kafeed.kafka.fake.FakeKafka` has the same methods, in memory, for unit tests.
 """
 
 from __future__ import annotations
@@ -14,8 +16,10 @@ from typing import Any
 
 from kafeed.config import ConnectionSettings
 from kafeed.errors import KafeedError, KafkaOperationError
+from kafeed.kafka.admin import Admin
 from kafeed.kafka.clients import client_config
-from kafeed.kafka.producer import TransactionalProducer
+from kafeed.kafka.consumer import Consumer, ShareConsumer
+from kafeed.kafka.producer import Producer, TransactionalProducer
 from kafeed.kafka.reading import TopicReader, reader_config
 from kafeed.kafka.translate import translate_kafka_error
 
@@ -25,44 +29,43 @@ class KafkaClients:
 
     Built from a :class:`~kafeed.config.ConnectionSettings`; each builder merges
     :func:`client_config` (connection, security, logger, statistics for ``stage``) with
-    the caller's ``extra``. A client that cannot be built raises a
-    :class:`~kafeed.errors.KafeedError`; calls on a built client raise confluent-kafka's
-    ``KafkaException``, which :meth:`translate` (or :func:`translate_kafka_error`) turns
-    into one. :class:`kafeed.kafka.fake.FakeKafka` has the same methods, in memory.
+    the caller's ``extra``. A client that cannot be built, and every call on a built one,
+    raise a :class:`~kafeed.errors.KafeedError`. :class:`kafeed.kafka.fake.FakeKafka` has
+    the same methods, in memory.
     """
 
     def __init__(self, connection: ConnectionSettings) -> None:
         self.connection = connection
 
-    translate = staticmethod(translate_kafka_error)
-
     def config(self, extra: Mapping[str, Any] | None = None, *, stage: str | None = None) -> dict[str, Any]:
         """The librdkafka config of a client of this connection (see :func:`client_config`)."""
         return client_config(self.connection, extra, stage=stage)
 
-    def consumer(self, extra: Mapping[str, Any] | None = None, *, stage: str | None = None) -> Any:
-        """A ``Consumer`` with ``extra`` as given (group, isolation, commits are the caller's)."""
-        from confluent_kafka import Consumer
+    def consumer(self, extra: Mapping[str, Any] | None = None, *, stage: str | None = None) -> Consumer:
+        """A :class:`Consumer` with ``extra`` as given (group, isolation, commits are the caller's)."""
+        from confluent_kafka import Consumer as Client
 
-        return self._built("a consumer", lambda: Consumer(self.config(extra, stage=stage)))
+        conf = self.config(extra, stage=stage)
+        return Consumer(self._built("a consumer", lambda: Client(conf)), what=consumer_name(conf))
 
     def read_committed_consumer(self, extra: Mapping[str, Any] | None = None, *,
-                                stage: str | None = None) -> Any:
+                                stage: str | None = None) -> Consumer:
         """A consumer that sees only committed transactions and never commits on its own."""
         return self.consumer({"enable.auto.commit": False, "isolation.level": "read_committed",
                               **(extra or {})}, stage=stage)
 
-    def share_consumer(self, extra: Mapping[str, Any] | None = None) -> Any:
-        """A ``ShareConsumer`` (KIP-932 share group member)."""
-        from confluent_kafka import ShareConsumer
+    def share_consumer(self, extra: Mapping[str, Any] | None = None) -> ShareConsumer:
+        """A :class:`ShareConsumer` (KIP-932 share group member)."""
+        from confluent_kafka import ShareConsumer as Client
 
-        return self._built("a share consumer", lambda: ShareConsumer(self.config(extra)))
+        return ShareConsumer(self._built("a share consumer", lambda: Client(self.config(extra))),
+                             what=f"a member of share group {(extra or {}).get('group.id')!r}")
 
-    def producer(self, extra: Mapping[str, Any] | None = None, *, stage: str | None = None) -> Any:
-        """A plain (non-transactional) ``Producer``."""
-        from confluent_kafka import Producer
+    def producer(self, extra: Mapping[str, Any] | None = None, *, stage: str | None = None) -> Producer:
+        """A plain (non-transactional) :class:`Producer`."""
+        from confluent_kafka import Producer as Client
 
-        return self._built("a producer", lambda: Producer(self.config(extra, stage=stage)))
+        return Producer(self._built("a producer", lambda: Client(self.config(extra, stage=stage))))
 
     def transactional_producer(self, *, transactional_id: str, stage: str,
                                config: Mapping[str, Any] | None = None,
@@ -71,11 +74,11 @@ class KafkaClients:
         return TransactionalProducer(self.connection, transactional_id=transactional_id, stage=stage,
                                      config=config, timeout_s=timeout_s)
 
-    def admin(self) -> Any:
-        """An ``AdminClient``."""
+    def admin(self) -> Admin:
+        """An :class:`Admin` client."""
         from confluent_kafka.admin import AdminClient
 
-        return self._built("an admin client", lambda: AdminClient(self.config()))
+        return Admin(self._built("an admin client", lambda: AdminClient(self.config())))
 
     def reader(self, *, what: str = "reader") -> TopicReader:
         """A :class:`~kafeed.kafka.reading.TopicReader` on a fresh read_committed consumer; close it."""
@@ -99,3 +102,9 @@ class KafkaClients:
             raise
         except Exception as exc:
             raise translate_kafka_error(exc, action=f"create {what}", kind=KafkaOperationError) from exc
+
+
+def consumer_name(conf: Mapping[str, Any]) -> str:
+    """How a consumer is named in its errors: by its group, when it has one."""
+    group = conf.get("group.id")
+    return f"the consumer of group {group!r}" if group else "a consumer"

@@ -1,4 +1,5 @@
-"""The one transactional producer, shared by ingest and the stream core.
+"""The producers: the one transactional producer, shared by ingest and the stream core, and
+:class:`Producer`, a plain producer whose calls raise kafeed's errors.
 
 Idempotent (implied by ``transactional.id``), ``acks=all``, delivery reports for
 errors only. It owns the things every transactional writer needs once: the
@@ -8,9 +9,10 @@ recovery after a failed transaction (abort, or rebuild the producer when the
 error is fatal or the abort itself fails). Commits, aborts, retries and failed
 deliveries count in :mod:`kafeed.telemetry.metrics` under the ``stage`` label.
 
-Errors from librdkafka leave as ``KafkaException``: the caller decides between
-recovering (:meth:`TransactionalProducer.recover`) and translating
-(:func:`kafeed.errors.translate_kafka_error`).
+Errors from librdkafka leave translated (:mod:`kafeed.kafka.translate`): a
+:class:`~kafeed.errors.KafeedError` with librdkafka's ``code`` and the ``KafkaException`` as
+its cause. After a failed transaction the caller recovers
+(:meth:`TransactionalProducer.recover`, which reads that cause) or gives up with the error.
 """
 
 from __future__ import annotations
@@ -26,9 +28,10 @@ from operator import length_hint
 from typing import Any, TypeVar
 
 from kafeed.config import ConnectionSettings
+from kafeed.errors import KafeedError
 from kafeed.kafka.clients import client_config
 from kafeed.kafka.delivery import DeliveryFailure, is_fatal
-from kafeed.kafka.translate import kafka_error, translate_kafka_error
+from kafeed.kafka.translate import kafka_error, raise_translated, translate_kafka_error
 from kafeed.telemetry import metrics as m
 
 log = logging.getLogger("kafeed")
@@ -86,7 +89,10 @@ class TransactionalProducer:
 
     def begin(self) -> None:
         if not self.in_transaction:
-            self._p.begin_transaction()
+            try:
+                self._p.begin_transaction()
+            except Exception as exc:
+                raise_translated(exc, action=f"begin a transaction as {self.transactional_id!r}")
             self.in_transaction = True
 
     def send_offsets(self, positions: Mapping[tuple[str, int], int], group_metadata: Any) -> None:
@@ -94,7 +100,7 @@ class TransactionalProducer:
         from confluent_kafka import TopicPartition
 
         tps = [TopicPartition(t, p, off) for (t, p), off in positions.items()]
-        self._retrying("send offsets", lambda: self._unless_stuck(
+        self._retrying("send the input offsets to the transaction", lambda: self._unless_stuck(
             "send_offsets_to_transaction",
             lambda: self._p.send_offsets_to_transaction(tps, group_metadata, self.timeout_s)))
 
@@ -127,17 +133,20 @@ class TransactionalProducer:
         return future.result()
 
     def commit(self) -> None:
-        self._retrying("commit", lambda: self._p.commit_transaction(self.timeout_s))
+        self._retrying("commit the transaction", lambda: self._p.commit_transaction(self.timeout_s))
         self.in_transaction = False
         m.TRANSACTIONS.labels(stage=self.stage, result="commit").inc()
 
     def abort(self) -> None:
-        """Abort the open transaction, if any (raises ``KafkaException`` when that fails)."""
+        """Abort the open transaction, if any (raises a kafeed error when that fails)."""
         self.delivery_errors.clear()
         if not self.in_transaction:
             return
         self.in_transaction = False
-        self._p.abort_transaction(self.timeout_s)
+        try:
+            self._p.abort_transaction(self.timeout_s)
+        except Exception as exc:
+            raise_translated(exc, action="abort the transaction")
         m.TRANSACTIONS.labels(stage=self.stage, result="abort").inc()
 
     def recover(self, exc: BaseException) -> bool:
@@ -145,13 +154,11 @@ class TransactionalProducer:
 
         Returns True when the producer was rebuilt (fatal error, or the abort failed).
         """
-        from confluent_kafka import KafkaException
-
         fatal = is_fatal(exc)
         if not fatal:
             try:
                 self.abort()
-            except KafkaException as abort_exc:
+            except KafeedError as abort_exc:
                 log.warning("abort failed (%s); rebuilding the producer", abort_exc)
                 fatal = True
         self.in_transaction = False
@@ -166,6 +173,8 @@ class TransactionalProducer:
         return fatal
 
     def _retrying(self, what: str, fn: Callable[[], T]) -> T:
+        """``fn`` again while its error is retriable (and needs no abort), then translated:
+        ``what`` completes "Could not ..."."""
         from confluent_kafka import KafkaException
 
         for attempt in range(MAX_ATTEMPTS):
@@ -179,7 +188,7 @@ class TransactionalProducer:
                     m.PRODUCE_RETRIES.labels(stage=self.stage).inc()
                     time.sleep(0.2 * (attempt + 1))
                     continue
-                raise
+                raise translate_kafka_error(exc, action=what) from exc
         raise AssertionError("unreachable")
 
     # -- records --------------------------------------------------------------------------------
@@ -196,6 +205,8 @@ class TransactionalProducer:
                 return
             except BufferError:
                 self._p.poll(0.05)
+            except Exception as exc:
+                raise_translated(exc, action=f"write to {topic!r}")
 
     def produce_pairs(self, topic: str, records: Iterable[tuple[bytes | None, bytes]],
                       headers: Headers | None = None) -> None:
@@ -209,6 +220,8 @@ class TransactionalProducer:
                     produce(topic, value, key)
             except BufferError:
                 self.produce(topic, value, key, headers=headers)
+            except Exception as exc:
+                raise_translated(exc, action=f"write to {topic!r}")
 
     def produce_many(self, records: Iterable[tuple[str, bytes | None, bytes | None,
                                                   Sequence[tuple[str, bytes]], int]]) -> None:
@@ -222,6 +235,8 @@ class TransactionalProducer:
                     produce(topic, value, key, partition)
             except BufferError:
                 self.produce(topic, value, key, partition=partition, headers=list(headers) or None)
+            except Exception as exc:
+                raise_translated(exc, action=f"write to {topic!r}")
 
     def produce_columns(self, topic: str, keys: Sequence[bytes | None], values: Sequence[bytes | None],
                         headers: Sequence[Sequence[tuple[str, bytes | None]] | None] | None = None) -> None:
@@ -245,10 +260,57 @@ class TransactionalProducer:
                 # The record that did not fit was taken from both iterators; place it waiting.
                 i = len(values) - length_hint(pending) - 1
                 self.produce(topic, values[i], keys[i])
+            except Exception as exc:
+                raise_translated(exc, action=f"write to {topic!r}")
 
     def poll(self, timeout: float = 0.0) -> None:
         self._p.poll(timeout)
 
     def flush(self, timeout: float) -> int:
         """Wait for deliveries; the number of records still undelivered."""
-        return int(self._p.flush(timeout))
+        try:
+            return int(self._p.flush(timeout))
+        except Exception as exc:
+            raise_translated(exc, action="flush the producer")
+
+
+class Producer:
+    """A plain (not transactional) producer, librdkafka's or the fake's, whose calls raise
+    kafeed errors; a full local queue is still ``BufferError``, for the caller to wait on."""
+
+    __slots__ = ("_p",)
+
+    def __init__(self, client: Any) -> None:
+        self._p = client
+
+    def produce(self, topic: str, value: bytes | None = None, key: bytes | str | None = None,
+                partition: int = -1, on_delivery: Callable[[Any, Any], None] | None = None,
+                headers: Sequence[tuple[str, bytes | None]] | None = None) -> None:
+        kwargs: dict[str, Any] = {"partition": partition}
+        if on_delivery is not None:
+            kwargs["on_delivery"] = on_delivery
+        if headers is not None:
+            kwargs["headers"] = list(headers)
+        try:
+            self._p.produce(topic, value, key, **kwargs)
+        except BufferError:
+            raise
+        except Exception as exc:
+            raise_translated(exc, action=f"write to {topic!r}")
+
+    def poll(self, timeout: float = 0.0) -> int:
+        """Serve delivery reports; how many were served."""
+        try:
+            return int(self._p.poll(timeout))
+        except Exception as exc:
+            raise_translated(exc, action="serve delivery reports")
+
+    def flush(self, timeout: float = -1) -> int:
+        """Wait for deliveries; the number of records still undelivered."""
+        try:
+            return int(self._p.flush(timeout))
+        except Exception as exc:
+            raise_translated(exc, action="flush the producer")
+
+    def __len__(self) -> int:
+        return len(self._p)

@@ -35,8 +35,6 @@ def commit_positions(settings: LoaderSettings, state: dict[str, Any], group: str
     try:
         tps = [TopicPartition(*parse_key(k), o) for k, o in sorted(offsets.items())]
         consumer.commit(offsets=tps, asynchronous=False)
-    except Exception as exc:
-        raise clients.translate(exc, action=f"commit offsets to group {name!r}") from exc
     finally:
         consumer.close()
     return offsets

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from kafeed.kafka import translate_kafka_error
+from kafeed.kafka import message_event
 from kafeed.loader.cold_tier import ColdTier
 from kafeed.loader.decode import RecordDecoder
 from kafeed.loader.kafka_flow import KafkaFlow
@@ -76,8 +76,6 @@ class KafkaFetch(KafkaFlow):
     def _pull(self, timeout: float) -> tuple[int, bool]:
         """One consume() call sized to the room left: (records queued or restored, whether
         it brought all it asked for, so librdkafka may hold more)."""
-        from kafeed.kafka.types import KafkaError
-
         check_running(self._parent, self._stop, self.index)
         if self.settings.bounded:
             timeout = min(timeout, 0.05)
@@ -125,19 +123,17 @@ class KafkaFetch(KafkaFlow):
             msg = take_next()
             err = msg.error()
             if err is not None:
-                if err.code() == KafkaError._PARTITION_EOF:
+                # An ACL refusal or a fatal error ends the read (retrying cannot help): raised.
+                who = self.settings.connection.sasl_username or "this client"
+                event = message_event(err, action=f"read topic {msg.topic()!r} as {who}")
+                if event == "end":
                     eof_part = by_tp.get((msg.topic(), msg.partition()))
                     if eof_part is not None and eof_part.key not in over:
                         eof_part.eof = True
                         if eof_part.end is not None and msg.offset() >= eof_part.end:
                             eof_part.fetch_done = True
                             finished.append(eof_part)
-                elif err.code() in (KafkaError.TOPIC_AUTHORIZATION_FAILED,
-                                    KafkaError.GROUP_AUTHORIZATION_FAILED):
-                    # Retrying cannot help: the cluster's ACLs refuse this principal.
-                    who = self.settings.connection.sasl_username or "this client"
-                    raise translate_kafka_error(err, action=f"read topic {msg.topic()!r} as {who}")
-                elif err.code() == KafkaError._AUTO_OFFSET_RESET:
+                elif event == "reset":
                     self._out_of_range(msg.topic(), msg.partition())
                 else:
                     self._log_error(err)

@@ -8,8 +8,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any, TypeVar
 
-from kafeed.errors import BrokerUnavailable, KafeedError, TopicError
-from kafeed.kafka import translate_kafka_error
+from kafeed.errors import BrokerUnavailable, TopicError
 from kafeed.loader.settings import EndSpec, LoaderSettings, OffsetSpec
 
 log = logging.getLogger("kafeed")
@@ -20,22 +19,18 @@ def with_retry(call: Callable[[], T], *, action: str, settings: LoaderSettings) 
     """Run ``call``; while no broker answers, log once per attempt and back off (1 s .. 30 s).
 
     Gives up with :class:`BrokerUnavailable` after ``settings.broker_timeout_s`` (``None``:
-    never). Errors that are not about reaching the cluster are raised at once.
+    never). Errors that are not about reaching the cluster are raised at once. ``action``
+    names the attempt in the log line.
     """
     deadline = None if settings.broker_timeout_s is None else time.monotonic() + settings.broker_timeout_s
     delay = 1.0
     while True:
         try:
             return call()
-        except KafeedError:
-            raise
-        except Exception as exc:
-            err = translate_kafka_error(exc, action=action)
-            if not isinstance(err, BrokerUnavailable):
-                raise err from exc
+        except BrokerUnavailable as err:
             if deadline is not None and time.monotonic() + delay > deadline:
-                raise err from exc
-            log.warning("kafeed loader: %s; retrying in %.0f s.", err.message, delay)
+                raise
+            log.warning("kafeed loader: %s (%s); retrying in %.0f s.", err.message, action, delay)
             time.sleep(delay)
             delay = min(delay * 2, 30.0)
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from kafeed.config import ConnectionSettings
 from kafeed.errors import KafeedError, TopicError
-from kafeed.kafka import KafkaClients, list_offsets, translate_kafka_error
+from kafeed.kafka import KafkaClients, list_offsets
 from kafeed.kafka.offsets import TopicPartitionKey
 from kafeed.mirror.config import topic_patterns
 from kafeed.mirror.render import offsets_topic, status_topic
@@ -72,10 +72,7 @@ def end_offsets(connection: ConnectionSettings, topics: list[str], *,
         return {}
     action = f"read the end offsets of {', '.join(topics)}"
     admin = KafkaClients(connection).admin()
-    try:
-        meta = admin.list_topics(timeout=timeout).topics
-    except Exception as exc:
-        raise translate_kafka_error(exc, action=action) from exc
+    meta = admin.list_topics(timeout=timeout).topics
     return list_offsets(admin, [(t, p) for t in topics if t in meta for p in meta[t].partitions],
                         timeout=timeout, action=action)
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kafeed.config import ConnectionSettings
-from kafeed.kafka import KafkaClients, translate_kafka_error
+from kafeed.kafka import KafkaClients
 
 log = logging.getLogger("kafeed")
 
@@ -49,11 +49,7 @@ class GroupOffsetReader:
         return consumer
 
     def list_groups(self) -> list[str]:
-        try:
-            listed = self.admin.list_consumer_groups(request_timeout=self.timeout).result(
-                timeout=self.timeout)
-        except Exception as exc:
-            raise translate_kafka_error(exc, action="list consumer groups") from exc
+        listed = self.admin.list_consumer_groups(request_timeout=self.timeout).result(timeout=self.timeout)
         return sorted(g.group_id for g in listed.valid)
 
     def _describe(self, groups: list[str]) -> dict[str, Any]:

@@ -14,8 +14,6 @@ import logging
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from kafeed.kafka import translate_kafka_error
-
 log = logging.getLogger("kafeed")
 
 
@@ -101,11 +99,8 @@ def _high_watermarks(admin: Any, parts: list[tuple[str, int]], timeout: float) -
 
 def read_cluster_health(admin: Any, *, timeout: float = 10.0) -> ClusterHealth:
     """One look at the cluster: brokers, controller, partition health, high watermarks."""
-    try:
-        meta = admin.list_topics(timeout=timeout)
-        desc = admin.describe_cluster(request_timeout=timeout).result(timeout=timeout)
-    except Exception as exc:
-        raise translate_kafka_error(exc, action="read cluster metadata") from exc
+    meta = admin.list_topics(timeout=timeout)
+    desc = admin.describe_cluster(request_timeout=timeout).result(timeout=timeout)
     brokers = sorted((BrokerInfo(b.id, b.host, b.port) for b in meta.brokers.values()),
                      key=lambda b: b.node_id)
     controller = desc.controller.id if desc.controller is not None else None

@@ -7,7 +7,7 @@ import threading
 import time
 from typing import Any
 
-from kafeed.kafka import final_consumer_error
+from kafeed.kafka import message_event
 from kafeed.stream.batch import RecordBatch, message_column
 from kafeed.stream.settings import StreamSettings
 from kafeed.stream.stats import StreamCounters
@@ -66,12 +66,8 @@ def consume_batch(consumer: Any, settings: StreamSettings, counters: StreamCount
 def consumer_error(err: Any, settings: StreamSettings) -> bool:
     """Raise a final consumer error (fatal, or not authorized), log any other but end of
     partition; False: not a record."""
-    from kafeed.kafka.types import KafkaError
-
-    final = final_consumer_error(
+    event = message_event(
         err, action=f"consume {', '.join(map(repr, settings.inputs))} in group {settings.group!r}")
-    if final is not None:
-        raise final
-    if err.code() != KafkaError._PARTITION_EOF:
+    if event != "end":
         log.warning("consumer: %s", err)
     return False

@@ -35,7 +35,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Generic
 
 from kafeed.config import ConnectionSettings
-from kafeed.errors import KafkaOperationError
+from kafeed.errors import KafeedError, KafkaOperationError
 from kafeed.kafka import KafkaClients, TransactionalProducer
 from kafeed.kafka.producer import MAX_ATTEMPTS
 from kafeed.stream.batch import RecordBatch
@@ -156,15 +156,15 @@ class StreamProcessor(Generic[ReportT]):
 
     def _settle(self) -> None:
         """Wait for the in-flight transaction; count it, or undo it and mark its records for rewind."""
-        from kafeed.kafka.types import KafkaException
-
         if self._inflight is None:
             return
         records, result, future = self._inflight
         self._inflight = None
         try:
             done = future.result()
-        except KafkaException as exc:
+        except KafeedError as exc:
+            if exc.code is None:  # not the transaction's failure (a code is librdkafka's)
+                raise
             log.warning("batch of %d aborted: %s", len(records), exc)
             self._recover(exc)
             self._rewind_records.extend(records)
@@ -189,7 +189,7 @@ class StreamProcessor(Generic[ReportT]):
 
     def _rewind(self, discarded: Sequence[Record]) -> None:
         """Seek every still-assigned partition back to the first offset not committed."""
-        from kafeed.kafka.types import KafkaException, TopicPartition
+        from kafeed.kafka.types import TopicPartition
 
         starts: dict[tuple[str, int], int] = {}
         for r in (*self._rewind_records, *discarded):
@@ -201,7 +201,7 @@ class StreamProcessor(Generic[ReportT]):
                 continue  # revoked meanwhile: the next owner reads from the committed offset
             try:
                 self._consumer.seek(TopicPartition(topic, partition, offset))
-            except KafkaException as seek_exc:
+            except KafeedError as seek_exc:
                 log.info("seek %s/%d failed: %s", topic, partition, seek_exc)
 
     # -- the loop --------------------------------------------------------------------------------

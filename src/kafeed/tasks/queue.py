@@ -7,7 +7,7 @@ from typing import Any
 
 from kafeed.config import ConnectionSettings
 from kafeed.errors import ConfigError, KafeedError, KafkaOperationError
-from kafeed.kafka import KafkaClients, translate_kafka_error
+from kafeed.kafka import KafkaClients
 from kafeed.tasks.settings import QueueSettings
 from kafeed.topics import TopicAdmin, plan_topic
 
@@ -78,16 +78,15 @@ def configure_group(connection: ConnectionSettings, group: str, *, lock_duration
     try:
         for future in admin.incremental_alter_configs([resource]).values():
             future.result(timeout=30)
-    except Exception as exc:
+    except KafeedError as exc:
         raise share_group_error(exc, group) from exc
 
 
-def share_group_error(exc: BaseException, group: str) -> KafeedError:
+def share_group_error(err: KafeedError, group: str) -> KafeedError:
     """A refused share-group config as one sentence: missing share groups or a bad value."""
-    err = translate_kafka_error(exc, action=f"configure share group {group!r}")
     if not isinstance(err, KafkaOperationError):
         return err
-    text = str(exc).lower()
+    text = err.message.lower()
     if "must be in the range" in text:
         return ConfigError(f"The cluster refused share group {group!r}'s settings: {err.message}",
                            hint="Pick a --timeout within the broker's group.share.*.record.lock.duration.ms.")

@@ -14,7 +14,8 @@ import uuid
 from typing import Any
 
 from kafeed.config import ConnectionSettings
-from kafeed.kafka import KafkaClients, close_consumer, translate_kafka_error
+from kafeed.errors import TopicError
+from kafeed.kafka import KafkaClients, close_consumer
 from kafeed.tasks.model import TaskResult, decode_result
 
 
@@ -67,16 +68,19 @@ class ResultsView:
             "group.id": f"kafeed-results-view-{uuid.uuid4().hex[:12]}", "auto.offset.reset": "earliest",
             "fetch.wait.max.ms": 5})
         try:
-            meta = consumer.list_topics(self.topic, timeout=timeout).topics[self.topic]
+            meta = consumer.list_topics(self.topic, timeout=timeout).topics.get(self.topic)
+            if meta is None or meta.error is not None or not meta.partitions:
+                raise TopicError(f"The results topic {self.topic!r} does not exist.",
+                                 hint="Start a worker or submit a task first: either creates it.")
             parts = sorted(meta.partitions)
             with self._lock:
                 consumer.assign([TopicPartition(self.topic, p, self._positions.get(p, OFFSET_BEGINNING))
                                  for p in parts])
             ends = {p: consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=timeout)[1]
                     for p in parts}
-        except Exception as exc:
+        except Exception:
             consumer.close()
-            raise translate_kafka_error(exc, action=f"read the results topic {self.topic!r}") from exc
+            raise
         self._consumer = consumer
         self._thread = threading.Thread(target=self._run, args=(consumer, self._stop),
                                         name="kafeed-results", daemon=True)

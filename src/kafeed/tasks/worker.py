@@ -27,7 +27,8 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any
 
 from kafeed.config import ConnectionSettings
-from kafeed.kafka import KafkaClients, dead_letter_headers, translate_kafka_error
+from kafeed.errors import KafeedError
+from kafeed.kafka import KafkaClients, dead_letter_headers
 from kafeed.tasks.handlers import Handler, TaskContext, json_output, wants_context
 from kafeed.tasks.leases import HeldLeases
 from kafeed.tasks.model import FINAL, Attempt, Task, TaskResult, decode_task
@@ -100,7 +101,7 @@ class Worker:
                 "share.acknowledgement.mode": "explicit",
                 "max.poll.records": self.concurrency})
             consumer.subscribe([self.settings.queue_topic(self.kind)])
-        except Exception as exc:
+        except KafeedError as exc:
             raise share_group_error(exc, self.settings.group(self.kind)) from exc
         return consumer
 
@@ -117,10 +118,7 @@ class Worker:
             on_ready()
         try:
             while not self.stop.is_set():
-                try:
-                    msgs = consumer.poll(0.5)
-                except Exception as exc:
-                    raise translate_kafka_error(exc, action=f"fetch tasks of kind {self.kind!r}") from exc
+                msgs = consumer.poll(0.5)
                 records = [msg for msg in msgs if not msg.error()]
                 for msg in msgs:
                     if msg.error():
@@ -161,9 +159,8 @@ class Worker:
                 if err is not None:  # the lock ran out first: the broker redelivers, leases decide
                     log.warning("task queue %s: acknowledgement of %s[%s] failed: %s",
                                 self.kind, tp.topic, tp.partition, err)
-        except Exception as exc:
-            log.warning("task queue %s: commit failed: %s", self.kind, translate_kafka_error(
-                exc, action="acknowledge tasks"))
+        except KafeedError as exc:
+            log.warning("task queue %s: acknowledging tasks failed: %s", self.kind, exc)
         if soonest > now and all(t is not None and t.not_before > now for _, t in tasks):
             # Everything fetched was early: do not spin the copies round the queue.
             self.stop.wait(min(0.5, soonest - now))

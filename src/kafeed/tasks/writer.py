@@ -8,7 +8,7 @@ from typing import Any
 
 from kafeed.config import ConnectionSettings
 from kafeed.errors import KafkaOperationError
-from kafeed.kafka import KafkaClients, translate_kafka_error
+from kafeed.kafka import KafkaClients
 from kafeed.tasks.model import Task, TaskResult
 from kafeed.tasks.settings import QueueSettings
 
@@ -53,8 +53,6 @@ class TaskWriter:
                 return
             except BufferError:
                 self._producer.poll(0.1)
-            except Exception as exc:
-                raise translate_kafka_error(exc, action=f"write to {topic!r}") from exc
 
     def tasks(self, tasks: Iterable[Task]) -> int:
         n = 0

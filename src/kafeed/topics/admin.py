@@ -10,9 +10,9 @@ from typing import Any, NoReturn
 
 from kafeed.config import ConnectionSettings
 from kafeed.connect import check_reachable
-from kafeed.errors import BrokerUnavailable, KafeedError, TopicError
-from kafeed.kafka import KafkaClients, security_failure, translate_kafka_error
-from kafeed.kafka.translate import error_code, is_no_answer, is_transient
+from kafeed.errors import BrokerUnavailable, KafeedError, NotAuthorized, TopicError, TopicExists, UnknownTopic
+from kafeed.kafka import KafkaClients, security_failure
+from kafeed.kafka.translate import is_no_answer, is_transient, metadata_error, refused_connection
 from kafeed.topics.describe import TopicInfo, describe_topic
 from kafeed.topics.plan import TopicPlan
 
@@ -43,7 +43,7 @@ class TopicAdmin:
             left = deadline - time.monotonic()
             try:
                 return self._admin.list_topics(topic=topic, timeout=max(0.1, min(left, 1.0)))
-            except Exception as exc:  # librdkafka raises KafkaException
+            except KafeedError as exc:
                 if time.monotonic() < deadline and is_no_answer(exc) and not self._refused():
                     continue
                 self._raise_metadata_error(exc)
@@ -52,7 +52,7 @@ class TopicAdmin:
         self._refusal = self._refusal or security_failure(self._admin, self.settings)
         return self._refusal is not None
 
-    def _raise_metadata_error(self, exc: Exception) -> NoReturn:
+    def _raise_metadata_error(self, exc: KafeedError) -> NoReturn:
         refused = self._refusal or security_failure(self._admin, self.settings)
         self._refusal = None
         if refused is not None:
@@ -60,26 +60,20 @@ class TopicAdmin:
                 f"Could not read cluster metadata: the broker refused the connection ({refused}).",
                 hint="Check the credentials and ssl_ca_location of the [connection] settings "
                 "(--config or KAFEED_SASL_*/KAFEED_SSL_CA_LOCATION).") from exc
-        from kafeed.kafka.types import KafkaError
-
-        error = translate_kafka_error(exc, action="read cluster metadata")
-        if (isinstance(error, BrokerUnavailable) and error.code == KafkaError._TRANSPORT
-                and self.settings.security_protocol == "PLAINTEXT"):
+        if refused_connection(exc) and self.settings.security_protocol == "PLAINTEXT":
             # The TCP probe in __init__ got through: the broker hung up on the protocol.
             raise BrokerUnavailable(
                 f"Could not read cluster metadata: {self.settings.bootstrap} accepted the connection "
                 "but answered no plaintext request, as a TLS or SASL listener does.",
                 hint="A secured cluster needs security_protocol, SASL credentials and a CA: "
                 "pass its settings file with --config.") from exc
-        raise error from exc
+        raise exc
 
     def _denied(self, name: str) -> bool:
         """True when the cluster hides ``name`` from this principal (no DESCRIBE ACL)."""
-        from kafeed.kafka.types import KafkaError
-
         found = self._metadata(name).topics.get(name)
-        return found is not None and found.error is not None and (
-            found.error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED)
+        return found is not None and found.error is not None and isinstance(
+            metadata_error(found.error, action=f"describe topic {name!r}"), NotAuthorized)
 
     def _missing(self, name: str) -> TopicError:
         if self._denied(name):
@@ -102,18 +96,17 @@ class TopicAdmin:
 
     def create(self, plan: TopicPlan, *, exist_ok: bool = False) -> bool:
         """Create the topic; False (with ``exist_ok``) when it already existed."""
-        from kafeed.kafka.types import KafkaError, NewTopic
+        from kafeed.kafka.types import NewTopic
 
         new = NewTopic(plan.name, num_partitions=plan.partitions,
                        replication_factor=plan.replication, config=plan.configs())
         future = self._admin.create_topics([new], request_timeout=self.timeout)[plan.name]
         try:
             future.result(timeout=self.timeout)
-        except Exception as exc:
-            if exist_ok and error_code(exc) == KafkaError.TOPIC_ALREADY_EXISTS:
+        except TopicExists:
+            if exist_ok:
                 return False
-            raise translate_kafka_error(
-                exc, action=f"create topic {plan.name!r}", kind=TopicError) from exc
+            raise
         self._wait_visible(plan.name, plan.partitions)
         return True
 
@@ -148,28 +141,22 @@ class TopicAdmin:
                 entries = self._admin.describe_configs([res], request_timeout=self.timeout)[res].result(
                     timeout=self.timeout)
                 break
-            except Exception as exc:
+            except KafeedError as exc:
                 # On several nodes a topic just created is not yet known to every broker.
                 if attempt < 5 and is_transient(exc):
                     time.sleep(0.2 * 2**attempt)
                     continue
-                raise translate_kafka_error(
-                    exc, action=f"describe topic {name!r}", kind=TopicError) from exc
+                raise
         entry = entries.get("max.message.bytes")
         return int(entry.value) if entry is not None and entry.value else DEFAULT_MAX_MESSAGE_BYTES
 
     def delete(self, name: str) -> None:
-        from kafeed.kafka.types import KafkaError
-
         future = self._admin.delete_topics([name], request_timeout=self.timeout)[name]
         try:
             future.result(timeout=self.timeout)
-        except Exception as exc:
-            if error_code(exc) == KafkaError.UNKNOWN_TOPIC_OR_PART:
-                raise TopicError(f"Topic {name!r} does not exist, so there is nothing to delete.",
-                                 hint="See `kafeed topic list`.",
-                                 code=KafkaError.UNKNOWN_TOPIC_OR_PART) from exc
-            raise translate_kafka_error(exc, action=f"delete topic {name!r}", kind=TopicError) from exc
+        except UnknownTopic as exc:
+            raise UnknownTopic(f"Topic {name!r} does not exist, so there is nothing to delete.",
+                               hint="See `kafeed topic list`.", code=exc.code) from exc
 
     def delete_records(self, name: str, before: Mapping[int, int], *, wait: bool = True) -> None:
         """Delete the records of ``name`` below ``before[partition]``, which becomes its first offset.
@@ -183,16 +170,11 @@ class TopicAdmin:
         futures = self._admin.delete_records(
             [TopicPartition(name, p, offset) for p, offset in sorted(before.items())],
             request_timeout=self.timeout)
-        for tp, future in futures.items():
+        for future in futures.values():
             if not wait:
                 future.add_done_callback(_log_failed_deletion)
                 continue
-            try:
-                future.result(timeout=self.timeout)
-            except Exception as exc:
-                raise translate_kafka_error(
-                    exc, action=f"delete records of {name!r} partition {tp.partition}",
-                    kind=TopicError) from exc
+            future.result(timeout=self.timeout)
 
     def describe(self, name: str, *, sizes: bool = True) -> TopicInfo:
         """Partitions (leaders, replicas, high watermarks, sizes when ``sizes``) and configs."""

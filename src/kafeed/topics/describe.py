@@ -7,8 +7,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from kafeed.config import ConnectionSettings
-from kafeed.errors import TopicError
-from kafeed.kafka import translate_kafka_error
+from kafeed.errors import KafeedError, TopicError, UnknownTopic
 from kafeed.kafka.translate import is_transient
 
 
@@ -56,12 +55,15 @@ def describe_topic(admin: Any, settings: ConnectionSettings, meta: Any, *, timeo
             res = ConfigResource(ConfigResource.Type.TOPIC, name)
             entries = admin.describe_configs([res], request_timeout=timeout)[res].result(timeout=timeout)
             break
-        except Exception as exc:
+        except KafeedError as exc:
             # Leadership moves right after creation or a broker loss: retry those.
             if attempt < 5 and is_transient(exc):
                 time.sleep(0.2 * 2**attempt)
                 continue
-            raise translate_kafka_error(exc, action=f"describe topic {name!r}", kind=TopicError) from exc
+            if isinstance(exc, UnknownTopic):  # deleted since its metadata was read
+                raise TopicError(f"Topic {name!r} does not exist.", hint="See `kafeed topic list`.",
+                                 code=exc.code) from exc
+            raise
     configs = {k: v.value for k, v in entries.items() if not v.is_default and v.value is not None}
     if sizes:
         from kafeed.jars.tools import log_dir_sizes

@@ -1,7 +1,9 @@
 """Settings of `kafeed train`, validated once, before any connection or training work.
 
-Each option has one default, declared here; the CLI takes its defaults from this model.
-The learning rate and the topic default by model (:data:`DEFAULT_LR`, :data:`DEFAULT_TOPIC`).
+Each field is built from its entry in :data:`~kafeed.train.defaults.TRAIN_OPTIONS` (default,
+bounds, help), where the command line's options come from too; only its type is written
+here, for the type checker. The learning rate and the topic default by model
+(:data:`DEFAULT_LR`, :data:`DEFAULT_TOPIC`).
 """
 
 from __future__ import annotations
@@ -13,65 +15,80 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 from kafeed.choices import ModelKind
 from kafeed.config import directory_problem
-from kafeed.train.defaults import DEFAULT_LR, DEFAULT_TOPIC, TRAIN_DEFAULTS
+from kafeed.train.defaults import DEFAULT_LR, DEFAULT_TOPIC, TRAIN_OPTIONS
 
-_D = TRAIN_DEFAULTS
+__all__ = ["DEFAULT_LR", "DEFAULT_TOPIC", "TrainOptions"]
 
-MAX_SEQ_LEN = 32_768  # positions the GPT learns an embedding for; attention is quadratic in it
-MAX_ENCODER_LENGTH = 512  # MiniLM's (and the random encoder's) position embeddings
+
+def _field(name: str) -> Any:
+    """The pydantic field of option ``name``: its default, bounds and help."""
+    option = TRAIN_OPTIONS[name]
+    return Field(default=option.default, description=option.help, **option.bounds)
 
 
 class TrainOptions(BaseModel):
-    """One training run. Defaults train the small GPT a few hundred steps in minutes on 2 cores."""
+    """One training run. Defaults train the small GPT a few hundred steps in minutes on 2 cores.
+
+    ``mix`` also takes the command line's text (``"web=0.6,code=0.4"``).
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
-    model: ModelKind = _D["model"]
-    topic: str = Field(default=_D["topic"], min_length=1, max_length=249, pattern=r"^[A-Za-z0-9._-]+$")
+    model: ModelKind = _field("model")
+    topic: str = _field("topic")
     # gpt only: read a mixture of these topics at these token proportions instead of --topic
-    mix: dict[str, float] | None = _D["mix"]
-    steps: int = Field(default=_D["steps"], ge=1)
-    batch_size: int = Field(default=_D["batch_size"], ge=1, le=65_536)
-    seq_len: int = Field(default=_D["seq_len"], ge=2, le=MAX_SEQ_LEN)
-    lr: float = Field(default=_D["lr"], gt=0, le=1)
-    warmup: int = Field(default=_D["warmup"], ge=0)
-    weight_decay: float = Field(default=_D["weight_decay"], ge=0, le=1)
-    d_model: int = Field(default=_D["d_model"], ge=8, le=16_384)
-    n_layers: int = Field(default=_D["n_layers"], ge=1, le=256)
-    n_heads: int = Field(default=_D["n_heads"], ge=1, le=1024)
-    tokenizer: str = Field(default=_D["tokenizer"], min_length=1)
-    num_workers: int = Field(default=_D["num_workers"], ge=0, le=256)
-    shuffle_buffer: int = Field(default=_D["shuffle_buffer"], ge=0)
-    seed: int = Field(default=_D["seed"], ge=0, le=2**32 - 1)  # numpy's seeds are 32-bit
-    stream: bool = _D["stream"]
-    checkpoint_dir: Path = _D["checkpoint_dir"]
-    checkpoint_every: int = Field(default=_D["checkpoint_every"], ge=0)
-    keep: int = Field(default=_D["keep"], ge=1)
-    resume: bool = _D["resume"]
-    group: str = Field(default=_D["group"], min_length=1)
-    run_dir: Path | None = _D["run_dir"]
-    log_every: int = Field(default=_D["log_every"], ge=1)
+    mix: dict[str, float] | None = _field("mix")
+    steps: int = _field("steps")
+    batch_size: int = _field("batch_size")
+    seq_len: int = _field("seq_len")
+    lr: float = _field("lr")
+    warmup: int = _field("warmup")
+    weight_decay: float = _field("weight_decay")
+    d_model: int = _field("d_model")
+    n_layers: int = _field("n_layers")
+    n_heads: int = _field("n_heads")
+    tokenizer: str = _field("tokenizer")
+    num_workers: int = _field("num_workers")
+    shuffle_buffer: int = _field("shuffle_buffer")
+    seed: int = _field("seed")
+    stream: bool = _field("stream")
+    checkpoint_dir: Path = _field("checkpoint_dir")
+    checkpoint_every: int = _field("checkpoint_every")
+    keep: int = _field("keep")
+    resume: bool = _field("resume")
+    group: str = _field("group")
+    run_dir: Path | None = _field("run_dir")
+    log_every: int = _field("log_every")
     # classifier only
-    num_labels: int = Field(default=_D["num_labels"], ge=2)
-    pretrained: bool = _D["pretrained"]
-    max_length: int = Field(default=_D["max_length"], ge=8, le=MAX_ENCODER_LENGTH)
+    num_labels: int = _field("num_labels")
+    pretrained: bool = _field("pretrained")
+    max_length: int = _field("max_length")
     # evaluation tasks (docs/tasks.md)
-    eval_every: int = Field(default=_D["eval_every"], ge=0)
-    eval_records: int = Field(default=_D["eval_records"], ge=1, le=1_000_000)
-    tasks_prefix: str = Field(default=_D["tasks_prefix"], pattern=r"^[A-Za-z0-9._-]{1,100}$")
+    eval_every: int = _field("eval_every")
+    eval_records: int = _field("eval_records")
+    tasks_prefix: str = _field("tasks_prefix")
 
     @model_validator(mode="before")
     @classmethod
     def _model_defaults(cls, data: Any) -> Any:
-        """The learning rate and topic a model trains with unless told otherwise."""
+        """What an option defaults to for the model trained, unless told otherwise (the
+        learning rate and the topic: ``by_model`` in TRAIN_OPTIONS)."""
         if isinstance(data, dict):
             model = data.get("model", "gpt")
-            if model in DEFAULT_LR:
-                if data.get("lr") is None:
-                    data = {**data, "lr": DEFAULT_LR[model]}
-                if data.get("topic") is None:
-                    data = {**data, "topic": DEFAULT_TOPIC[model]}
+            for name, option in TRAIN_OPTIONS.items():
+                if option.by_model is not None and model in option.by_model and data.get(name) is None:
+                    data = {**data, name: option.by_model[model]}
         return data
+
+    @field_validator("mix", mode="before")
+    @classmethod
+    def _mix_from_text(cls, value: Any) -> Any:
+        # Its own sentences (kafeed.errors.ConfigError) name the part that is wrong.
+        if isinstance(value, str):
+            from kafeed.loader.mixing import parse_mix
+
+            return parse_mix(value)
+        return value
 
     @model_validator(mode="after")
     def _mix_is_for_gpt(self) -> TrainOptions:

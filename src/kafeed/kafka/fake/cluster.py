@@ -10,13 +10,15 @@ from typing import Any
 
 from kafeed.config import ConnectionSettings
 from kafeed.errors import TopicError
+from kafeed.kafka.admin import Admin
+from kafeed.kafka.consumer import Consumer, ShareConsumer
 from kafeed.kafka.fake.admin import FakeAdmin
 from kafeed.kafka.fake.consumer import FakeConsumer
 from kafeed.kafka.fake.producer import FakeProducer, FakeTransactionalProducer
 from kafeed.kafka.fake.records import Headers, Meta, PartitionMeta, Stored, TopicMeta, Txn, kafka_exception
 from kafeed.kafka.fake.share import FakeShareConsumer
-from kafeed.kafka.kafka_clients import KafkaClients
-from kafeed.kafka.producer import TransactionalProducer
+from kafeed.kafka.kafka_clients import KafkaClients, consumer_name
+from kafeed.kafka.producer import Producer, TransactionalProducer
 
 
 class FakeKafka(KafkaClients):
@@ -132,14 +134,14 @@ class FakeKafka(KafkaClients):
 
     # -- the clients ---------------------------------------------------------------------------
 
-    def consumer(self, extra: Mapping[str, Any] | None = None, *, stage: str | None = None) -> Any:
-        return FakeConsumer(self, dict(extra or {}))
+    def consumer(self, extra: Mapping[str, Any] | None = None, *, stage: str | None = None) -> Consumer:
+        return Consumer(FakeConsumer(self, dict(extra or {})), what=consumer_name(extra or {}))
 
-    def share_consumer(self, extra: Mapping[str, Any] | None = None) -> Any:
-        return FakeShareConsumer(self, dict(extra or {}))
+    def share_consumer(self, extra: Mapping[str, Any] | None = None) -> ShareConsumer:
+        return ShareConsumer(FakeShareConsumer(self, dict(extra or {})))
 
-    def producer(self, extra: Mapping[str, Any] | None = None, *, stage: str | None = None) -> Any:
-        return FakeProducer(self, dict(extra or {}))
+    def producer(self, extra: Mapping[str, Any] | None = None, *, stage: str | None = None) -> Producer:
+        return Producer(FakeProducer(self, dict(extra or {})))
 
     def transactional_producer(self, *, transactional_id: str, stage: str,
                                config: Mapping[str, Any] | None = None,
@@ -147,8 +149,8 @@ class FakeKafka(KafkaClients):
         return FakeTransactionalProducer(self, transactional_id=transactional_id, stage=stage,
                                          config=config, timeout_s=timeout_s)
 
-    def admin(self) -> Any:
-        return FakeAdmin(self)
+    def admin(self) -> Admin:
+        return Admin(FakeAdmin(self))
 
     def fence(self, transactional_id: str, producer: FakeProducer) -> None:
         """``producer`` is now the one instance of ``transactional_id``: fence the previous one."""
