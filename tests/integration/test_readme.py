@@ -88,7 +88,8 @@ def test_readme_hf_trainer_resumes_its_loader(kafka: ConnectionSettings, admin: 
     runpy.run_path(str(script), run_name="__main__")
     end = tmp_path / "hf-run" / "checkpoint-10"
     whole = json.loads((end / "kafeed_loader.json").read_text())
-    assert whole["step"] == 10 and whole["loader"]["readers"]
+    assert whole["step"] == 10 and whole["loader"]["world_size"] == 1
+    assert whole["loader"]["ranks"][0]["readers"]  # the one rank's state
     shutil.rmtree(end)  # as if the job had died after its checkpoint at step 5
     runpy.run_path(str(script), run_name="__main__")
     assert json.loads((end / "kafeed_loader.json").read_text()) == whole
@@ -117,5 +118,5 @@ def test_readme_lightning_datamodule_resumes_its_loader(kafka: ConnectionSetting
     monkeypatch.chdir(tmp_path / "whole")
     runpy.run_path(str(script), run_name="__main__")  # uninterrupted
     whole = loader_state(tmp_path / "whole" / "pl-run" / "last.ckpt")
-    assert isinstance(whole, list) and whole[0]["readers"]
+    assert isinstance(whole, list) and whole[0]["ranks"][0]["readers"]
     assert resumed == whole

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import torch
 
+from kafeed.loader.rank_states import loadable_state
 from kafeed.signals import install, stop_request
 from kafeed.train.checkpoint import CheckpointManager
 from kafeed.train.optim import AdamW
@@ -38,7 +39,7 @@ class Batches:
         return {"handed_out": self.handed_out}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.handed_out = state["handed_out"]
+        self.handed_out = loadable_state(state)["handed_out"]
 
 
 def _runner(loader: Batches, ckpt: Path, step_hook: Callable[[int], None] = lambda _s: None) -> Runner:
@@ -89,7 +90,7 @@ def test_signal_while_waiting_for_data_leaves_the_wait(stop: Any, tmp_path: Path
     assert result.stopped_by_signal and result.steps == 1 and stop.exit_code == 128 + sig
     assert result.checkpoint == str(tmp_path / "step-00000001.pt")
     saved = CheckpointManager(tmp_path).load_latest()
-    assert saved is not None and saved.payload["loader"] == {"handed_out": 1}
+    assert saved is not None and saved.payload["loader"]["ranks"] == [{"handed_out": 1}]
 
 
 def test_signal_during_a_step_finishes_it_then_checkpoints(stop: Any, tmp_path: Path) -> None:

@@ -102,4 +102,5 @@ def loadable_state(doc: Any) -> Any:
     """What a loader loads from ``doc``: the ranks' states merged into one, or the state as it is."""
     if not is_rank_states(doc):
         return doc
-    return merge_states(rank_states(doc))
+    ranks = rank_states(doc)
+    return ranks[0] if len(ranks) == 1 else merge_states(ranks)
