@@ -13,12 +13,18 @@ from kafeed.cli.archive import CatalogOpt, WarehouseOpt, catalog_settings
 from kafeed.cli.common import (
     BootstrapOpt,
     ConfigOpt,
+    IdFieldOpt,
     JsonOpt,
+    LabelFieldOpt,
+    MetaFieldOpt,
     MetricsPortOpt,
+    TextFieldOpt,
+    ValueFormatOpt,
     connection,
     console,
     directory_to_write,
     exit_stopped,
+    format_flags,
     out,
     print_json,
     start_metrics,
@@ -80,6 +86,11 @@ def train(
                                               "most.")] = _D["eval_records"],
     tasks_prefix: Annotated[str, typer.Option(help="Task queue prefix the evaluate tasks go "
                                               "to.")] = _D["tasks_prefix"],
+    value_format: ValueFormatOpt = None,
+    text_field: TextFieldOpt = None,
+    id_field: IdFieldOpt = None,
+    label_field: LabelFieldOpt = None,
+    meta_field: MetaFieldOpt = None,
     bootstrap: BootstrapOpt = None,
     config: ConfigOpt = None,
     json_out: JsonOpt = False,
@@ -92,6 +103,7 @@ def train(
     stop = install()
     from pydantic import ValidationError
 
+    from kafeed.formats import load_formats
     from kafeed.loader.mixing import parse_mix
     from kafeed.train.options import TrainOptions
 
@@ -106,6 +118,8 @@ def train(
             resume=resume, group=group, run_dir=run_dir, log_every=log_every,
             num_labels=num_labels, pretrained=pretrained, eval_every=eval_every,
             eval_records=eval_records, tasks_prefix=tasks_prefix,
+            formats=load_formats(config, **format_flags(value_format, text_field, id_field, label_field,
+                                                        meta_field)),
         ))
     except ValidationError as exc:
         raise invalid_settings(exc, what="train options",

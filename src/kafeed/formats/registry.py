@@ -137,6 +137,13 @@ class Decoders:
             found = self._by_topic[topic] = FORMATS[fmt.format](fmt)
         return found
 
+    @property
+    def only_kafeed(self) -> bool:
+        """Whether every topic holds kafeed's own records (no format declared otherwise)."""
+        fmt = self.settings.override.format
+        return fmt == "kafeed" or (fmt is None and all(t.format == "kafeed"
+                                                       for t in self.settings.topics.values()))
+
     def is_kafeed(self, topic: str) -> bool:
         """Whether ``topic`` holds kafeed's own records (a stage's fast path may read them itself)."""
         return self.of(topic).name == "kafeed"

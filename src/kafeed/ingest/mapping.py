@@ -1,9 +1,10 @@
 """Field mapping: a parsed source row → :class:`Mapped` or :class:`Rejected`.
 
 A mapped row is a serialized ``TrainingSample`` and its key; the caller produces what is
-mapped and dead-letters what is rejected. The rules are kafeed.formats.mapping's, which
-the stages apply to other producers' topics; this module writes them straight to the wire. A rejection's ``kind`` is a stable string (see
-docs/ingest.md) so a DLQ can be triaged by header.
+mapped and dead-letters what is rejected. A rejection's ``kind`` is a stable string (see
+docs/ingest.md) so a DLQ can be triaged by header. The rules are those of
+kafeed.formats.mapping, which the stages apply to other producers' topics; this module
+writes the records straight in the wire format.
 """
 
 from __future__ import annotations

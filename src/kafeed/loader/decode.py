@@ -25,9 +25,10 @@ from typing import Any
 from google.protobuf.message import Message
 
 from kafeed.errors import SchemaError
+from kafeed.formats import Decoders
 from kafeed.kafka import KafkaClients, dead_letter_headers
 from kafeed.loader.partition import Entry
-from kafeed.loader.record_kinds import KINDS, RecordKind, lenient
+from kafeed.loader.record_kinds import KINDS, Parse, RecordKind, lenient, sample_parse
 from kafeed.loader.settings import LoaderSettings
 
 log = logging.getLogger("kafeed")
@@ -70,6 +71,10 @@ class RecordDecoder:
         self._clients = clients  # the dead-letter producer's
         self.kind = KINDS[settings.kind]
         self._parse = self.kind.parse
+        # A samples reader of topics another producer wrote: their values by the topics' formats.
+        self._parses: dict[str, Parse] = {} if self.kind.packs else {
+            t: sample_parse(fmt) for t in settings.topics
+            if (fmt := Decoders(settings.formats).of(t)).name != "kafeed"}
         self._producer: Any = None
         # Topics not yet shown to hold the right record type: topic -> [records bad, last value].
         self._unproven: dict[str, list[Any]] = {t: [0, b""] for t in settings.topics}
@@ -88,7 +93,8 @@ class RecordDecoder:
         logged and dead-lettered)."""
         offset, value, _stamp, _nbytes, key = entry
         try:
-            payload, record = self._parse(value, (topic, partition, offset), self.settings.tokenizer)
+            payload, record = self._parses.get(topic, self._parse)(value, (topic, partition, offset),
+                                                                   self.settings.tokenizer)
         except SchemaError as exc:
             self._bad(topic, partition, offset, value, key, exc)
             return None

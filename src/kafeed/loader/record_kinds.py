@@ -27,8 +27,9 @@ from google.protobuf.unknown_fields import UnknownFieldSet
 
 from kafeed.archive.rows import KIND_NAMES
 from kafeed.errors import SchemaError
+from kafeed.formats import Rejected, ValueFormat
 from kafeed.schema.codec import REUSE_BYTES, TOKEN_NUMPY_DTYPES, decode_document, decode_sample, unpack_tokens
-from kafeed.schema.records_pb2 import TokenizedDocument
+from kafeed.schema.records_pb2 import TokenizedDocument, TrainingSample
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -125,14 +126,33 @@ def _fast_tokens(topic: str, tokenizer: str | None, unproven: Container[str], ge
     return decode
 
 
-def _parse_sample(value: bytes | None, where: Where, tokenizer: str | None) -> tuple[Any, Message]:
-    topic, partition, offset = where or (None, None, None)
-    sample = decode_sample(value, topic=topic, partition=partition, offset=offset)
+def _sample_payload(sample: TrainingSample) -> dict[str, Any]:
     return {
         "id": sample.id, "input": sample.input_data,
         "targets": np.asarray(sample.target_values, dtype=np.float32),
         "metadata": dict(sample.metadata), "source": sample.source, "timestamp": sample.timestamp,
-    }, sample
+    }
+
+
+def _parse_sample(value: bytes | None, where: Where, tokenizer: str | None) -> tuple[Any, Message]:
+    topic, partition, offset = where or (None, None, None)
+    sample = decode_sample(value, topic=topic, partition=partition, offset=offset)
+    return _sample_payload(sample), sample
+
+
+def sample_parse(fmt: ValueFormat) -> Parse:
+    """The samples kind's parse for a topic of value format ``fmt`` (kafeed.formats: JSON, text):
+    a record it rejects raises :class:`SchemaError` with the reason, as a bad TrainingSample does."""
+
+    def parse(value: bytes | None, where: Where, tokenizer: str | None) -> tuple[Any, Message]:
+        topic, partition, offset = where or ("", -1, -1)
+        sample = fmt.decode(value, (), topic, partition, offset, 0)
+        if isinstance(sample, Rejected):
+            raise SchemaError(f"record {topic}/{partition}@{offset} is no {fmt.name} sample: "
+                              f"{sample.reason} ({sample.kind}).")
+        return _sample_payload(sample), sample
+
+    return parse
 
 
 def _document_tokenizer(value: bytes) -> str | None:

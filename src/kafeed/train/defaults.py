@@ -16,6 +16,7 @@ TRAIN_DEFAULTS: dict[str, Any] = {
     "model": "gpt",
     "topic": DEFAULT_TOPIC["gpt"],
     "mix": None,  # gpt: topic=weight pairs read as a mixture instead of topic
+    "formats": None,  # classifier: the topic's value format (kafeed.formats), None: TrainingSample
     "steps": 300,
     "batch_size": 8,
     "seq_len": 128,

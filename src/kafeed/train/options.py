@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 from kafeed.choices import ModelKind
 from kafeed.config import directory_problem
+from kafeed.formats import FormatSettings
 from kafeed.train.defaults import DEFAULT_LR, DEFAULT_TOPIC, TRAIN_DEFAULTS
 
 _D = TRAIN_DEFAULTS
@@ -59,6 +60,8 @@ class TrainOptions(BaseModel):
     eval_every: int = Field(default=_D["eval_every"], ge=0)
     eval_records: int = Field(default=_D["eval_records"], ge=1, le=1_000_000)
     tasks_prefix: str = Field(default=_D["tasks_prefix"], pattern=r"^[A-Za-z0-9._-]{1,100}$")
+    # classifier: the topic's value format (docs/formats.md; None: kafeed's TrainingSample records)
+    formats: FormatSettings | None = _D["formats"]
 
     @model_validator(mode="before")
     @classmethod
