@@ -12,6 +12,7 @@ import os
 import random
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from kafeed.config import ConnectionSettings
 from kafeed.jars import QUICK_JVM, resolve_libs
 from kafeed.kafka.deadletters import KIND, SOURCE_OFFSET
 from kafeed.schema.records_pb2 import TokenizedDocument
+from kafeed.signals import stop_request
 from kafeed.topics import TopicAdmin, plan_topic
 from kafeed.train.checkpoint import CheckpointManager
 from tests.integration.train_runs import finish, kill_after_checkpoint
@@ -57,18 +59,30 @@ def _prepare(kafka: ConnectionSettings, capsys: pytest.CaptureFixture[str], topi
     return stats
 
 
+def _train_args(kafka: ConnectionSettings, topic: str, ckpt: Path, *extra: str) -> list[str]:
+    return ["train", "--model", "classifier", "--topic", topic, "--value-format", "json", "--label-field",
+            "label", "--no-pretrained", "--steps", "4", "--batch-size", "8", "--checkpoint-dir", str(ckpt),
+            "--checkpoint-every", "2", "--keep", "10", "--log-every", "2", "--seed", "3",
+            "-b", kafka.bootstrap, "--json", *extra]
+
+
 def _train_cli(kafka: ConnectionSettings, topic: str, ckpt: Path, *extra: str) -> subprocess.Popen[str]:
-    cmd = [sys.executable, "-m", "kafeed.cli.main", "train", "--model", "classifier", "--topic", topic,
-           "--value-format", "json", "--label-field", "label", "--no-pretrained", "--steps", "10",
-           "--batch-size", "8", "--checkpoint-dir", str(ckpt), "--checkpoint-every", "2", "--keep", "10",
-           "--log-every", "2", "--seed", "3", "-b", kafka.bootstrap, "--json", *extra]
+    cmd = [sys.executable, "-m", "kafeed.cli.main", *_train_args(kafka, topic, ckpt, *extra)]
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+
+@pytest.fixture
+def _restore_signals() -> Iterator[None]:
+    yield  # `kafeed train` run in-process installs the stop handler: give the signals back
+    stop_request().uninstall()
+    stop_request().reset()
 
 
 # kafka-python 3.0 reads its protocol schemas with deprecated importlib calls, and deprecates the
 # snippet's plain-function serializer, which users still write.
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")
+@pytest.mark.usefixtures("_restore_signals")
 def test_kafka_python_snippet_prepared_then_trained_killed_and_resumed(
         kafka: ConnectionSettings, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     TopicAdmin(kafka).create(plan_topic("training_data", brokers=1, partitions=2))
@@ -97,9 +111,11 @@ def test_kafka_python_snippet_prepared_then_trained_killed_and_resumed(
 
     # The classifier on the labelled records, killed after a checkpoint and resumed: the same
     # loader state, lineage and loss as a run that was never interrupted.
-    reference = finish(_train_cli(kafka, "training_data", tmp_path / "ref"))
+    # (The uninterrupted run in this process: one interpreter and torch import fewer.)
+    assert main(_train_args(kafka, "training_data", tmp_path / "ref")) == 0
+    reference = json.loads(capsys.readouterr().out)
     ckpt = tmp_path / "killed"
-    kill_after_checkpoint(_train_cli(kafka, "training_data", ckpt, "--resume"), ckpt, 4, 2, random.Random())
+    kill_after_checkpoint(_train_cli(kafka, "training_data", ckpt, "--resume"), ckpt, 2, 2, random.Random())
     interrupted = CheckpointManager(ckpt).load_latest()
     assert interrupted is not None and interrupted.step < int(str(reference["steps"]))
     resumed = finish(_train_cli(kafka, "training_data", ckpt, "--resume"))
