@@ -234,7 +234,8 @@ TOKENS = RecordKind(
 SAMPLES = RecordKind(
     name="samples", message="TrainingSample", packs=False,
     hint="KafkaSampleDataset reads TrainingSample records, which `kafeed ingest` writes; for the "
-         "TokenizedDocument records `kafeed prepare` writes, use KafkaTokenDataset.",
+         "TokenizedDocument records `kafeed prepare` writes, use KafkaTokenDataset; for a topic another "
+         "producer wrote (JSON, text), declare its value format (formats=, --value-format; docs/formats.md).",
     columns=("offset", "timestamp", "kind", "id", "input_data", "targets", "metadata", "source",
              "event_time_ms"),
     parse=_parse_sample, from_columns=_sample_columns, count=lambda payload: 0,
