@@ -14,7 +14,8 @@ from kafeed.errors import ConfigError, SchemaError
 from kafeed.formats import Decoders, FormatSettings, Rejected, load_formats
 from kafeed.formats.registry import JsonFormat, TextFormat
 from kafeed.formats.settings import TopicFormat
-from kafeed.loader.record_kinds import sample_parse
+from kafeed.infer.predict import PredictionBatch, _texts
+from kafeed.loader.record_kinds import parse_as
 from kafeed.prepare.decode import decode_batch
 from kafeed.route import parse_rules
 from kafeed.route.engine import Router
@@ -148,8 +149,17 @@ def test_archive_rows_of_a_json_topic_keep_the_producers_bytes() -> None:
 
 
 def test_the_samples_loader_parses_a_json_topic_and_names_a_bad_record() -> None:
-    parse = sample_parse(JsonFormat(JSON))
-    payload, _ = parse(b'{"text": "x y", "label": 1}', ("j", 0, 4), None)
+    fmt = JsonFormat(JSON)
+    payload, _ = parse_as(fmt, b'{"text": "x y", "label": 1}', ("j", 0, 4), 77)
     assert payload["id"] == "j/0@4" and payload["input"] == b"x y" and payload["targets"].tolist() == [1.0]
+    assert payload["timestamp"] == 77 and payload["source"] == "j"
     with pytest.raises(SchemaError, match=r"j/0@5.*missing_label"):
-        parse(b'{"text": "x y"}', ("j", 0, 5), None)
+        parse_as(fmt, b'{"text": "x y"}', ("j", 0, 5), 0)
+
+
+def test_infer_reads_a_json_topics_texts_and_ids() -> None:
+    out = PredictionBatch()
+    kept, texts, ids = _texts(_records(), out, Decoders(FormatSettings(topics={"j": JSON})))
+    assert texts == [f"doc {i} here" for i in range(5)] and ids == [f"j/0@{i}" for i in range(5)]
+    assert [r.offset for r in kept] == list(range(5))
+    assert [(d.record.offset, d.kind) for d in out.dead_letters] == [(5, "decode"), (6, "missing_text")]

@@ -140,19 +140,16 @@ def _parse_sample(value: bytes | None, where: Where, tokenizer: str | None) -> t
     return _sample_payload(sample), sample
 
 
-def sample_parse(fmt: ValueFormat) -> Parse:
+def parse_as(fmt: ValueFormat, value: bytes | None, where: tuple[str, int, int],
+             timestamp_ms: int) -> tuple[Any, Message]:
     """The samples kind's parse for a topic of value format ``fmt`` (kafeed.formats: JSON, text):
     a record it rejects raises :class:`SchemaError` with the reason, as a bad TrainingSample does."""
-
-    def parse(value: bytes | None, where: Where, tokenizer: str | None) -> tuple[Any, Message]:
-        topic, partition, offset = where or ("", -1, -1)
-        sample = fmt.decode(value, (), topic, partition, offset, 0)
-        if isinstance(sample, Rejected):
-            raise SchemaError(f"record {topic}/{partition}@{offset} is no {fmt.name} sample: "
-                              f"{sample.reason} ({sample.kind}).")
-        return _sample_payload(sample), sample
-
-    return parse
+    topic, partition, offset = where
+    sample = fmt.decode(value, (), topic, partition, offset, timestamp_ms)
+    if isinstance(sample, Rejected):
+        raise SchemaError(f"record {topic}/{partition}@{offset} is no {fmt.name} sample: "
+                          f"{sample.reason} ({sample.kind}).")
+    return _sample_payload(sample), sample
 
 
 def _document_tokenizer(value: bytes) -> str | None:
