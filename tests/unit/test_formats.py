@@ -27,7 +27,12 @@ JSON = TopicFormat(format="json", label_field="label", meta_fields=("lang", "a.b
 
 
 def _json(obj: object, fmt: TopicFormat = JSON, offset: int = 7) -> TrainingSample | Rejected:
-    return JsonFormat(fmt).decode(json.dumps(obj).encode(), (), "t", 2, offset, 99)
+    got = JsonFormat(fmt).decode(json.dumps(obj).encode(), (), "t", 2, offset, 99)
+    if isinstance(got, Rejected):
+        return got
+    sample, text = got
+    assert text.encode() == sample.input_data
+    return sample
 
 
 def test_a_json_object_maps_as_ingest_maps_a_row() -> None:
@@ -57,9 +62,15 @@ def test_a_record_that_does_not_map_is_rejected_with_ingests_kind(obj: object, k
 
 def test_values_that_are_no_json_and_tombstones_are_decode_dead_letters() -> None:
     fmt = JsonFormat(JSON)
-    for value in (b"{nope", b"\xff\xfe", None):
+    deep = b"[" * 100_000 + b"]" * 100_000
+    for value in (b"{nope", b"\xff\xfe", None, b'{"text": "a", "label": 1} trailing', b"", deep):
         got = fmt.decode(value, (), "t", 0, 1, 0)
         assert isinstance(got, Rejected) and got.kind == "decode" and "t/0@1" in got.reason
+
+
+def test_whitespace_around_a_json_object_is_json() -> None:
+    got = JsonFormat(JSON).decode(b' \n {"text": "spaced out", "label": 1} \n', (), "t", 0, 0, 0)
+    assert not isinstance(got, Rejected) and got[1] == "spaced out"
 
 
 def test_nested_paths_read_a_debezium_envelope_and_a_dotted_key_first() -> None:
@@ -77,7 +88,8 @@ def test_a_record_without_an_id_is_named_by_where_it_lies() -> None:
     assert isinstance(a, TrainingSample) and isinstance(b, TrainingSample)
     assert (a.id, b.id) == ("t/2@3", "t/2@4")
     text = TextFormat(TopicFormat(format="text")).decode(b"a line of text", (), "logs", 1, 9, 5)
-    assert isinstance(text, TrainingSample) and text.id == "logs/1@9" and text.input_data == b"a line of text"
+    assert not isinstance(text, Rejected) and text[1] == "a line of text"
+    assert text[0].id == "logs/1@9" and text[0].input_data == b"a line of text"
 
 
 def test_text_that_is_not_utf8_is_an_encoding_dead_letter() -> None:
@@ -108,7 +120,7 @@ def test_decoders_pick_each_topics_format() -> None:
     assert Decoders().only_kafeed
     kafeed = make_sample("kafeed's own", id="k1").SerializeToString()
     got = decoders.decode(kafeed, (), "raw", 0, 0)
-    assert isinstance(got, TrainingSample) and got.id == "k1"
+    assert not isinstance(got, Rejected) and got[0].id == "k1" and got[1] == "kafeed's own"
     assert isinstance(decoders.decode(kafeed, (), "j", 0, 0), Rejected)  # protobuf bytes are no JSON
 
 

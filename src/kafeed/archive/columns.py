@@ -153,11 +153,12 @@ class Samples(Decoded):
         """``records`` (partition, offset, timestamp, value, headers) by the topic's value format."""
         kind = KIND_NAMES["samples"]
         for partition, offset, stamp, value, headers in records:
-            sample = fmt.decode(value, headers or (), topic, partition, offset, stamp)
-            if isinstance(sample, Rejected) or value is None:
+            got = fmt.decode(value, headers or (), topic, partition, offset, stamp)
+            if isinstance(got, Rejected) or value is None:
                 self.raw(value)
                 self.input_data.append(None)
                 continue
+            sample = got[0]
             self.common(sample, value, kind)
             self.input_data.append(sample.input_data)
 

@@ -125,27 +125,31 @@ class FieldMapping:
         self._label = None if label_field is None else _Path(label_field)
         self._meta = tuple(_Path(name) for name in meta_fields)
 
-    def sample(self, obj: Mapping[str, Any], *, default_id: str, source: str,
-               timestamp_ms: int) -> TrainingSample | Rejected:
-        """The sample ``obj`` maps to; an object without an id gets ``default_id``."""
-        text = self._text.get(obj)
-        problem = text_problem(self.text_field, text)
-        if problem is not None:
-            return problem
+    def sample(self, obj: Mapping[str, Any], *, topic: str, partition: int, offset: int,
+               timestamp_ms: int) -> tuple[TrainingSample, str] | Rejected:
+        """The sample ``obj`` maps to and its text; an object without an id is named by where its
+        record lies (kafeed.formats.registry.record_id), its ``source`` is the topic."""
+        text = obj.get(self.text_field, _MISSING) if self._text.steps is None else self._text.get(obj)
+        # The common case in one test: a string of some non-blank text (isspace is False for "").
+        if type(text) is not str or not text or text.isspace():
+            problem = text_problem(self.text_field, text)
+            if problem is not None:
+                return problem
         data = utf8_text(text)
-        if isinstance(data, Rejected):
-            return data
-        raw_id = self._id.get(obj)
-        if raw_id is _MISSING or raw_id is None or raw_id == "":
-            doc_id = default_id
-        elif type(raw_id) is str:
+        if type(data) is not bytes:
+            return data  # type: ignore[return-value]  # a Rejected
+        ident = self._id
+        raw_id = obj.get(ident.name, _MISSING) if ident.steps is None else ident.get(obj)
+        if type(raw_id) is str and raw_id:
             doc_id = raw_id
+        elif raw_id is _MISSING or raw_id is None or raw_id == "":
+            doc_id = f"{topic}/{partition}@{offset}"
         elif isinstance(raw_id, int) and not isinstance(raw_id, bool):
             doc_id = str(raw_id)
         else:
-            return Rejected("bad_id", f"id field {self._id.name!r} is a {type(raw_id).__name__}")
+            return Rejected("bad_id", f"id field {ident.name!r} is a {type(raw_id).__name__}")
         try:
-            sample = TrainingSample(input_data=data, id=doc_id, source=source, timestamp=timestamp_ms)
+            sample = TrainingSample(input_data=data, id=doc_id, source=topic, timestamp=timestamp_ms)
             if self._label is not None:
                 label = self._label.get(obj)
                 if label is _MISSING or label is None or label == "":
@@ -160,4 +164,4 @@ class FieldMapping:
                     sample.metadata[path.name] = value if type(value) is str else str(value)
         except UnicodeEncodeError:
             return Rejected("invalid_utf8", "id or metadata is not valid UTF-8 (lone surrogates)")
-        return sample
+        return sample, text

@@ -1,7 +1,8 @@
 """The registry of value formats, and :class:`Decoders`: every stage's one way to read a raw record.
 
-A format turns a record's value into a ``TrainingSample`` or says why it cannot
-(:class:`~kafeed.formats.mapping.Rejected`, which the stage dead-letters):
+A format turns a record's value into a ``TrainingSample`` and its text, or says why it
+cannot (:class:`~kafeed.formats.mapping.Rejected`, which the stage dead-letters; a text
+that is not UTF-8 is kind ``encoding`` whatever the format):
 
 ``kafeed``  kafeed's own ``TrainingSample`` (Protobuf, or Avro by the ``kafeed.format``
             header); what ``kafeed ingest`` writes. A bad value is kind ``decode``.
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeAlias
 
 from kafeed.errors import SchemaError
 from kafeed.formats.mapping import FieldMapping, Rejected, text_problem, utf8_text
@@ -30,7 +31,8 @@ from kafeed.formats.settings import FormatSettings, TopicFormat
 from kafeed.schema.avro import Headers, decode_raw
 from kafeed.schema.records_pb2 import TrainingSample
 
-Decoded = TrainingSample | Rejected
+#: A record's sample and its text, or why it has none.
+Decoded: TypeAlias = tuple[TrainingSample, str] | Rejected
 
 
 def record_id(topic: str, partition: int, offset: int) -> str:
@@ -45,8 +47,13 @@ class ValueFormat(Protocol):
 
     def decode(self, value: bytes | None, headers: Headers, topic: str, partition: int, offset: int,
                timestamp_ms: int) -> Decoded:
-        """The sample in ``value``, or why there is none."""
+        """The sample in ``value`` and its text, or why there is none."""
         ...
+
+
+def not_utf8(exc: UnicodeDecodeError, what: str) -> Rejected:
+    """The ``encoding`` rejection of a text that is not UTF-8."""
+    return Rejected("encoding", f"{what} is not UTF-8 ({exc.reason} at byte {exc.start})")
 
 
 def _tombstone(topic: str, partition: int, offset: int) -> Rejected:
@@ -64,9 +71,13 @@ class KafeedFormat:
     def decode(self, value: bytes | None, headers: Headers, topic: str, partition: int, offset: int,
                timestamp_ms: int) -> Decoded:
         try:
-            return decode_raw(value, headers, topic=topic, partition=partition, offset=offset)
+            sample = decode_raw(value, headers, topic=topic, partition=partition, offset=offset)
         except SchemaError as exc:
             return Rejected("decode", exc.message)
+        try:
+            return sample, sample.input_data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return not_utf8(exc, "input_data")
 
 
 class JsonFormat:
@@ -77,21 +88,42 @@ class JsonFormat:
     def __init__(self, fmt: TopicFormat) -> None:
         self.mapping = FieldMapping(text_field=fmt.text_field, id_field=fmt.id_field,
                                     label_field=fmt.label_field, meta_fields=fmt.meta_fields)
-        self._loads: Callable[[bytes], Any] = json.loads
+        # The C scanner behind json.loads, called directly on the decoded text: json.loads spends
+        # as long again in Python around it (encoding detection, the whitespace regexes).
+        self._scan: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 
     def decode(self, value: bytes | None, headers: Headers, topic: str, partition: int, offset: int,
                timestamp_ms: int) -> Decoded:
         if value is None:
             return _tombstone(topic, partition, offset)
         try:
-            obj = self._loads(value)
-        except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
+            text = value.decode("utf-8")
+            obj, end = self._scan(text, 0)
+        except UnicodeDecodeError as exc:
+            return Rejected("decode", f"record {topic}/{partition}@{offset} is not JSON: it is not UTF-8 "
+                                      f"({exc.reason} at byte {exc.start})")
+        except StopIteration:  # no JSON value at the start (or leading whitespace: parsed below)
+            obj, end = self._parse(text, topic, partition, offset)
+        except (ValueError, RecursionError) as exc:  # JSONDecodeError; nesting past the stack
             return Rejected("decode", f"record {topic}/{partition}@{offset} is not JSON: {exc}"[:300])
         if type(obj) is not dict:
+            if isinstance(obj, Rejected):
+                return obj
             return Rejected("decode", f"record {topic}/{partition}@{offset} is a JSON "
                                       f"{type(obj).__name__}, not an object")
-        return self.mapping.sample(obj, default_id=record_id(topic, partition, offset), source=topic,
+        if end != len(text) and not text[end:].isspace():
+            return Rejected("decode", f"record {topic}/{partition}@{offset} is not JSON: extra data "
+                                      f"at character {end}")
+        return self.mapping.sample(obj, topic=topic, partition=partition, offset=offset,
                                    timestamp_ms=timestamp_ms)
+
+    @staticmethod
+    def _parse(text: str, topic: str, partition: int, offset: int) -> tuple[Any, int]:
+        """json.loads's own reading of a value the scanner did not start on, with its message."""
+        try:
+            return json.loads(text), len(text)
+        except (ValueError, RecursionError) as exc:
+            return Rejected("decode", f"record {topic}/{partition}@{offset} is not JSON: {exc}"[:300]), 0
 
 
 class TextFormat:
@@ -109,12 +141,12 @@ class TextFormat:
         try:
             text = value.decode("utf-8")
         except UnicodeDecodeError as exc:
-            return Rejected("encoding", f"value is not UTF-8 ({exc.reason} at byte {exc.start})")
+            return not_utf8(exc, "value")
         problem = text_problem("value", text) or utf8_text(text)
         if isinstance(problem, Rejected):
             return problem
         return TrainingSample(input_data=value, id=record_id(topic, partition, offset), source=topic,
-                              timestamp=timestamp_ms)
+                              timestamp=timestamp_ms), text
 
 
 FORMATS: dict[str, Callable[[TopicFormat], ValueFormat]] = {
@@ -150,5 +182,5 @@ class Decoders:
 
     def decode(self, value: bytes | None, headers: Headers, topic: str, partition: int, offset: int,
                timestamp_ms: int = 0) -> Decoded:
-        """The sample in one record of ``topic``, or why there is none."""
+        """The sample in one record of ``topic`` and its text, or why there is none."""
         return self.of(topic).decode(value, headers, topic, partition, offset, timestamp_ms)

@@ -34,17 +34,12 @@ def _texts(records: Sequence[Record], out: PredictionBatch,
            decoders: Decoders) -> tuple[list[Record], list[str], list[str]]:
     kept, texts, ids = [], [], []
     for record in records:
-        sample = decoders.decode(record.value, record.headers, record.topic, record.partition, record.offset,
-                                 record.timestamp_ms)
-        if isinstance(sample, Rejected):
-            out.dead_letters.append(DeadLetter(record, sample.kind, sample.reason))
+        got = decoders.decode(record.value, record.headers, record.topic, record.partition, record.offset,
+                              record.timestamp_ms)
+        if isinstance(got, Rejected):
+            out.dead_letters.append(DeadLetter(record, got.kind, got.reason))
             continue
-        try:
-            text = sample.input_data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            out.dead_letters.append(DeadLetter(
-                record, "encoding", f"input_data is not UTF-8 ({exc.reason} at byte {exc.start})"))
-            continue
+        sample, text = got
         kept.append(record)
         texts.append(text)
         ids.append(sample.id)

@@ -145,11 +145,11 @@ def parse_as(fmt: ValueFormat, value: bytes | None, where: tuple[str, int, int],
     """The samples kind's parse for a topic of value format ``fmt`` (kafeed.formats: JSON, text):
     a record it rejects raises :class:`SchemaError` with the reason, as a bad TrainingSample does."""
     topic, partition, offset = where
-    sample = fmt.decode(value, (), topic, partition, offset, timestamp_ms)
-    if isinstance(sample, Rejected):
+    got = fmt.decode(value, (), topic, partition, offset, timestamp_ms)
+    if isinstance(got, Rejected):
         raise SchemaError(f"record {topic}/{partition}@{offset} is no {fmt.name} sample: "
-                          f"{sample.reason} ({sample.kind}).")
-    return _sample_payload(sample), sample
+                          f"{got.reason} ({got.kind}).")
+    return _sample_payload(got[0]), got[0]
 
 
 def _document_tokenizer(value: bytes) -> str | None:

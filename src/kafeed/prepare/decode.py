@@ -39,17 +39,12 @@ def decode_batch(records: Sequence[Record], decoders: Decoders = _KAFEED) -> Dec
     result = DecodeResult()
     decode = decoders.decode
     for record in records:
-        sample = decode(record.value, record.headers, record.topic, record.partition, record.offset,
-                        record.timestamp_ms)
-        if isinstance(sample, Rejected):
-            result.rejected.append(DeadLetter(record, sample.kind, sample.reason))
+        got = decode(record.value, record.headers, record.topic, record.partition, record.offset,
+                     record.timestamp_ms)
+        if isinstance(got, Rejected):
+            result.rejected.append(DeadLetter(record, got.kind, got.reason))
             continue
-        try:
-            text = sample.input_data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            result.rejected.append(DeadLetter(
-                record, "encoding", f"input_data is not UTF-8 ({exc.reason} at byte {exc.start})"))
-            continue
+        sample, text = got
         for name, value in record.headers or ():
             if name == ORIGIN_HEADER and value is not None:  # a mirrored record: its site record
                 sample.metadata[ORIGIN_HEADER] = value.decode("utf-8", "replace")

@@ -209,13 +209,13 @@ class _LazySamples(Sequence[TrainingSample]):
 _KAFEED = Decoders()
 
 
-def _decode_checked(record: Record, decoders: Decoders) -> DeadLetter | TrainingSample:
-    """The per-record path: the sample by its topic's format, or why it is no sample."""
-    sample = decoders.decode(record.value, record.headers, record.topic, record.partition, record.offset,
-                             record.timestamp_ms)
-    if isinstance(sample, Rejected):
-        return DeadLetter(record, sample.kind, sample.reason)
-    return sample
+def _decode_checked(record: Record, decoders: Decoders) -> DeadLetter | tuple[TrainingSample, str]:
+    """The per-record path: the sample and its text by its topic's format, or why it has none."""
+    got = decoders.decode(record.value, record.headers, record.topic, record.partition, record.offset,
+                          record.timestamp_ms)
+    if isinstance(got, Rejected):
+        return DeadLetter(record, got.kind, got.reason)
+    return got
 
 
 def _not_utf8(record: Record, exc: UnicodeDecodeError) -> DeadLetter:
@@ -281,22 +281,23 @@ def decode_columns(batch: RecordBatch,
             rows.append(row)
             continue
         record = batch[i]
-        sample: TrainingSample | DeadLetter
+        got: tuple[TrainingSample, str] | DeadLetter
         if row >= 0:  # no headers: Protobuf, of a shape the scan leaves to upb
             try:
                 sample = parse(record.value)  # type: ignore[arg-type]  # not None: scanned
             except DecodeError:
-                sample = _decode_checked(record, decoders)
+                got = _decode_checked(record, decoders)
+            else:
+                try:
+                    got = sample, sample.input_data.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    got = _not_utf8(record, exc)
         else:
-            sample = _decode_checked(record, decoders)
-        if isinstance(sample, DeadLetter):
-            rejected.append(sample)
+            got = _decode_checked(record, decoders)
+        if isinstance(got, DeadLetter):
+            rejected.append(got)
             continue
-        try:
-            text = sample.input_data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            rejected.append(_not_utf8(record, exc))
-            continue
+        sample, text = got
         parsed[len(kept)] = sample
         kept.append(i)
         texts.append(text)
