@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from kafeed.archive import ArchiveSettings, CatalogSettings
     from kafeed.archive.sink import run_archive
     from kafeed.config import ConnectionSettings, load_connection
+    from kafeed.formats import FormatSettings, TopicFormat, load_formats
     from kafeed.ingest import IngestOptions, IngestSummary
     from kafeed.loader.dataset import KafkaSampleDataset, KafkaTokenDataset
     from kafeed.loader.file_dataset import FileTokenDataset
@@ -52,6 +53,7 @@ _LAZY = {
     "ClusterMonitor": "kafeed.monitor",
     "ConnectionSettings": "kafeed.config",
     "FileTokenDataset": "kafeed.loader",
+    "FormatSettings": "kafeed.formats",
     "IngestOptions": "kafeed.ingest",
     "IngestSummary": "kafeed.ingest",
     "KafkaSampleDataset": "kafeed.loader",
@@ -61,9 +63,11 @@ _LAZY = {
     "PrepareSettings": "kafeed.prepare",
     "PrepareStats": "kafeed.prepare",
     "StreamLoader": "kafeed.loader",
+    "TopicFormat": "kafeed.formats",
     "gather_states": "kafeed.loader.rank_states",
     "librdkafka_stats_callback": "kafeed.telemetry",
     "load_connection": "kafeed.config",
+    "load_formats": "kafeed.formats",
     "load_prepare_settings": "kafeed.prepare",
     "merge_states": "kafeed.loader.state",
     "run_archive": "kafeed.archive.sink",
@@ -95,6 +99,7 @@ __all__ = [
     "ConfigError",
     "ConnectionSettings",
     "FileTokenDataset",
+    "FormatSettings",
     "IngestError",
     "IngestOptions",
     "IngestSummary",
@@ -111,10 +116,12 @@ __all__ = [
     "StreamLoader",
     "ToolMissing",
     "TopicError",
+    "TopicFormat",
     "__version__",
     "gather_states",
     "librdkafka_stats_callback",
     "load_connection",
+    "load_formats",
     "load_prepare_settings",
     "merge_states",
     "run_archive",

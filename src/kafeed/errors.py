@@ -114,7 +114,9 @@ class TooManyDeadLetters(KafeedError):
         if records_in <= 0:
             return
         hint = (f"The dead letters in {dlq_topic} carry the reason in their kafeed.error.kind and "
-                "kafeed.error.reason headers; what was committed stays committed.")
+                "kafeed.error.reason headers; what was committed stays committed. A topic another "
+                "producer wrote (JSON, text) is read with its value format: --value-format or the "
+                "[formats] table (docs/formats.md).")
         if max_ratio is None:
             if dead_lettered >= records_in:
                 raise cls(f"{stage}: every one of the {records_in:,} records read went to {dlq_topic}.",

@@ -6,7 +6,7 @@ of the paths that train on kafeed's loader: ``hf`` (KafeedTrainer), ``lightning`
 
     {"path", "bootstrap", "topic", "out", "steps", "save_every", "resume",
      "drain": train until the bounded topic ends (HF: one epoch; Lightning: max_epochs=1),
-     "devices": Lightning's device count,
+     "devices": Lightning's device count, "use_cpu" and "fsdp": the Trainer's arguments,
      "crash": {"step", "rank", "how": "raise" | "kill"} on the first attempt only}
 
 Each rank writes ``seen-r{rank}-a{attempt}.json``: the token windows of every batch it trained
@@ -94,7 +94,8 @@ def run_hf(job: dict[str, Any], out: Path) -> None:
     args = TrainingArguments(output_dir=str(out / "ckpt"), max_steps=job["steps"],
                              save_steps=job["save_every"], per_device_train_batch_size=BATCH,
                              learning_rate=1e-3, logging_strategy="no",
-                             report_to="none", use_cpu=True, disable_tqdm=True, seed=0,
+                             report_to="none", use_cpu=job.get("use_cpu", True), disable_tqdm=True, seed=0,
+                             fsdp=job.get("fsdp", ""),
                              save_total_limit=job.get("keep"))
     lm = LM()
     seen = Seen(out, args.process_index)

@@ -1,4 +1,5 @@
-"""The local cluster itself: restart keeps data, a busy port is one clear error.
+"""The local cluster itself: restart keeps data, topics on first use only when asked, a busy port
+is one clear error.
 
 The 3-node cluster and its loss of a node: test_three_nodes.py.
 """
@@ -26,6 +27,7 @@ def test_restart_keeps_data(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     args = ["--data-dir", str(data_dir)]
     start = ["broker", "start", "--jit", "quick", *args]
     assert main([*start, "--port", str(port)]) == 0
+    assert "Topics are not created on first use" in capsys.readouterr().out
     try:
         bootstrap = f"127.0.0.1:{port}"
         TopicAdmin(ConnectionSettings(bootstrap=bootstrap)).create(
@@ -34,7 +36,13 @@ def test_restart_keeps_data(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
         assert main(start) == 0
         assert "already running" in capsys.readouterr().out
         assert main(["broker", "stop", *args]) == 0
-        assert main(start) == 0
+        capsys.readouterr()
+        assert main([*start, "--auto-create-topics"]) == 0
+        assert "created on first use" in capsys.readouterr().out
+        # a producer that expects topics to appear when it first writes: the node creates one
+        produce_numbered(bootstrap, "made-on-first-use", 10)
+        made = read_all(bootstrap, "made-on-first-use", 1)
+        assert sorted(made) == sorted(f"v{i}".encode() for i in range(10))
         # what --jit quick asked for reached the node's JVM
         pid = json.loads((data_dir / "cluster.json").read_text())["pids"]["1"]
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")

@@ -25,6 +25,7 @@ from kafeed.train.lineage import checkpoint_lineage
 from kafeed.train.options import TrainOptions
 from tests.integration.process_output import StderrLines as _Stderr
 from tests.integration.train_data import paragraphs, produce_documents, produce_labelled
+from tests.integration.train_runs import finish, kill_after_checkpoint
 
 
 @pytest.fixture(autouse=True)
@@ -53,13 +54,6 @@ def _train_cli(kafka: ConnectionSettings, topic: str, ckpt: Path, *extra: str) -
            "--log-every", "5", "--seed", "3", "-b", kafka.bootstrap, "--json", *extra]
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONFAULTHANDLER": "1"})
-
-
-def _finish(proc: subprocess.Popen[str], code: int = 0) -> dict[str, object]:
-    out, err = proc.communicate(timeout=240)
-    assert proc.returncode == code, err[-3000:]
-    summary: dict[str, object] = json.loads(out)
-    return summary
 
 
 def test_gpt_loss_falls(kafka: ConnectionSettings, tokens_topic: str, tmp_path: Path) -> None:
@@ -112,29 +106,17 @@ def test_classifier_beats_chance(kafka: ConnectionSettings, make_topic, corpus: 
 def test_kill_and_resume_equals_uninterrupted(kafka: ConnectionSettings, tokens_topic: str,
                                               tmp_path: Path, total: int, kills: tuple[int, ...]) -> None:
     steps = ["--steps", str(total)]
-    reference = _finish(_train_cli(kafka, tokens_topic, tmp_path / "ref", *steps))
+    reference = finish(_train_cli(kafka, tokens_topic, tmp_path / "ref", *steps))
     assert reference["steps"] == total
 
     ckpt = tmp_path / "killed"
     rng = random.Random()
     for kill_after in kills:
-        proc = _train_cli(kafka, tokens_topic, ckpt, "--resume", *steps)
-        # kill -9 at a random moment once the checkpoint of step `kill_after` exists, and
-        # before the next one: a step takes a few ms here, and a run that reached its end first
-        # would not have been killed at all
-        marker = ckpt / f"step-{kill_after:08d}.json"
-        following = ckpt / f"step-{kill_after + 10:08d}.json"
-        deadline = time.monotonic() + 180
-        while not marker.exists() and time.monotonic() < deadline and proc.poll() is None:
-            time.sleep(0.02)
-        until = time.monotonic() + rng.uniform(0.0, 0.2)
-        while time.monotonic() < until and not following.exists():
-            time.sleep(0.002)
-        proc.send_signal(signal.SIGKILL)
-        proc.communicate()
+        kill_after_checkpoint(_train_cli(kafka, tokens_topic, ckpt, "--resume", *steps), ckpt, kill_after,
+                              10, rng)
     interrupted = CheckpointManager(ckpt).load_latest()
     assert interrupted is not None and interrupted.step < total
-    resumed = _finish(_train_cli(kafka, tokens_topic, ckpt, "--resume", *steps))
+    resumed = finish(_train_cli(kafka, tokens_topic, ckpt, "--resume", *steps))
     assert resumed["steps"] == total and resumed["resumed_from"]
 
     ref_ck = CheckpointManager(tmp_path / "ref").load_latest()
@@ -158,7 +140,7 @@ def test_corrupt_newest_checkpoint_falls_back(kafka: ConnectionSettings, tokens_
     newest = ckpt / "step-00000020.pt"
     newest.write_bytes(newest.read_bytes()[:1000])  # torn write
     proc = _train_cli(kafka, tokens_topic, ckpt, "--resume", "--steps", "20")
-    summary = _finish(proc)
+    summary = finish(proc)
     assert str(summary["resumed_from"]).endswith("step-00000010.pt")
     assert summary["steps"] == 20
 

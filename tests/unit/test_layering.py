@@ -25,7 +25,7 @@ ROOT = Path(kafeed.__file__).parent
 LAYERS: list[set[str]] = [
     {"telemetry", "errors", "choices", "units", "home", "signals", "data", "deploy"},
     {"config", "schema", "extras"},
-    {"connect", "jars", "kafka"},
+    {"connect", "jars", "kafka", "formats"},
     {"topics", "acl"},
     {"broker"},
     {"stream", "archive", "mirror"},

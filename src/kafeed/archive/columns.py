@@ -2,18 +2,21 @@
 
 One builder per record kind (``tokens``, ``samples``, ``raw``, :data:`DECODERS`). A value
 that does not decode as the kind's record type is kept whole: kind ``raw``, its bytes in
-``value``, every decoded column null. Token ids are joined into one buffer and viewed with
-numpy; list and map columns are made from offsets.
+``value``, every decoded column null. Samples of a topic another producer wrote (JSON,
+text: kafeed.formats) are decoded by the topic's format, their own bytes kept in ``value``.
+Token ids are joined into one buffer and viewed with numpy; list and map columns are made
+from offsets.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from google.protobuf.message import DecodeError
 
+from kafeed.formats import Rejected, ValueFormat
 from kafeed.schema.codec import REUSE_BYTES, TOKEN_NUMPY_DTYPES
 from kafeed.schema.records_pb2 import TokenizedDocument, TrainingSample
 
@@ -24,6 +27,7 @@ DTYPE_NAMES = {code: str(np_dtype.newbyteorder("=")) for code, np_dtype in TOKEN
 _ITEMSIZES = {code: np_dtype.itemsize for code, np_dtype in TOKEN_NUMPY_DTYPES.items()}
 KIND_NAMES: dict[str, str] = {"tokens": "TokenizedDocument", "samples": "TrainingSample", "raw": "raw"}
 _DOCUMENT = KIND_NAMES["tokens"]
+Headers = tuple[tuple[str, bytes | None], ...]
 
 
 def _lists(sizes: list[int], flat: pa.Array, present: list[bool], list_type: Any) -> pa.Array:
@@ -119,7 +123,7 @@ class _Raw(Decoded):
             self.raw(value)
 
 
-class _Samples(Decoded):
+class Samples(Decoded):
     def __init__(self) -> None:
         super().__init__()
         self.input_data: list[bytes | None] = []
@@ -143,6 +147,20 @@ class _Samples(Decoded):
                     continue
             self.raw(value)
             self.input_data.append(None)
+
+    def decode_as(self, fmt: ValueFormat, topic: str, records: Sequence[tuple[int, int, int, bytes | None,
+                                                                              Headers | None]]) -> None:
+        """``records`` (partition, offset, timestamp, value, headers) by the topic's value format."""
+        kind = KIND_NAMES["samples"]
+        for partition, offset, stamp, value, headers in records:
+            got = fmt.decode(value, headers or (), topic, partition, offset, stamp)
+            if isinstance(got, Rejected) or value is None:
+                self.raw(value)
+                self.input_data.append(None)
+                continue
+            sample = got[0]
+            self.common(sample, value, kind)
+            self.input_data.append(sample.input_data)
 
     def arrays(self, types: Mapping[str, Any]) -> dict[str, pa.Array]:
         import pyarrow as pa
@@ -230,4 +248,4 @@ class _Documents(Decoded):
         }
 
 
-DECODERS: dict[str, type[Decoded]] = {"tokens": _Documents, "samples": _Samples, "raw": _Raw}
+DECODERS: dict[str, type[Decoded]] = {"tokens": _Documents, "samples": Samples, "raw": _Raw}

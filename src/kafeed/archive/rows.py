@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from kafeed.archive.columns import DECODERS, DTYPE_NAMES, KIND_NAMES, Decoded
+from kafeed.archive.columns import DECODERS, DTYPE_NAMES, KIND_NAMES, Decoded, Headers, Samples
 from kafeed.archive.schema import Kind, arrow_schema
+from kafeed.formats import ValueFormat
 from kafeed.schema.codec import pack_tokens
 from kafeed.schema.records_pb2 import TokenizedDocument, TrainingSample
 
@@ -30,7 +31,6 @@ if TYPE_CHECKING:
 
 __all__ = ["KIND_NAMES", "Headers", "MapStats", "RecordBatch", "RowMapper", "record_headers", "record_value"]
 
-Headers = tuple[tuple[str, bytes | None], ...]
 _DTYPE_CODES = {name: code for code, name in DTYPE_NAMES.items()}
 
 
@@ -102,8 +102,10 @@ class MapStats:
 class RowMapper:
     """Batches of one record type to rows; counts in :attr:`stats`."""
 
-    def __init__(self, kind: Kind) -> None:
+    def __init__(self, kind: Kind, value_format: ValueFormat | None = None) -> None:
         self.kind = kind
+        # Samples of a topic another producer wrote: decoded by its format (kafeed.formats).
+        self.value_format = None if value_format is None or value_format.name == "kafeed" else value_format
         self.stats = MapStats()
         self._schema = arrow_schema()
 
@@ -114,7 +116,12 @@ class RowMapper:
             decoded = batch.decoded = DECODERS[self.kind]()
         done = len(decoded.kind)
         if done < len(batch):
-            decoded.decode(batch.value[done:])
+            if self.value_format is not None and isinstance(decoded, Samples):
+                decoded.decode_as(self.value_format, batch.topic, list(zip(
+                    batch.partition[done:], batch.offset[done:], batch.timestamp_ms[done:],
+                    batch.value[done:], batch.headers[done:], strict=True)))
+            else:
+                decoded.decode(batch.value[done:])
         return decoded
 
     def rows(self, batch: RecordBatch) -> pa.Table:

@@ -9,6 +9,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from kafeed.archive.schema import Kind
+from kafeed.formats import FormatSettings
 
 _TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -56,6 +57,8 @@ class ArchiveSettings(BaseModel):
     # A drain (--until-caught-up) fails when no partition moved for this long (None:
     # kafeed.kafka.drain's STALL_SESSIONS session timeouts).
     drain_stall_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    # kind "samples": the topic's value format (docs/formats.md); a record it rejects is kept raw.
+    formats: FormatSettings = FormatSettings()
 
     @model_validator(mode="after")
     def _check(self) -> ArchiveSettings:

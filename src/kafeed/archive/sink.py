@@ -46,6 +46,7 @@ from kafeed.archive.settings import ArchiveSettings
 from kafeed.archive.topic_identity import check_same_topic, cluster_id_of
 from kafeed.config import ConnectionSettings
 from kafeed.errors import CatalogUnavailable
+from kafeed.formats import Decoders
 from kafeed.kafka import SESSION_TIMEOUT_MS, Drain, KafkaClients, close_consumer, stall_seconds, topic_id
 
 log = logging.getLogger("kafeed")
@@ -67,7 +68,7 @@ class ArchiveSink:
         self.stop_event = stop_event or threading.Event()
         self.on_commit = on_commit
         self.stats = ArchiveStats()
-        self.mapper = RowMapper(settings.kind)
+        self.mapper = RowMapper(settings.kind, Decoders(settings.formats).of(settings.topic))
         self._consumer: Any = None
         self._table: Any = None
         self._key = ""

@@ -61,6 +61,7 @@ class LocalCluster:
         jit: JitMode = "full",
         kafka_home: Path | None = None,
         secure: bool | None = None,
+        auto_create_topics: bool = False,
     ) -> None:
         try:
             options = ClusterOptions.model_validate(
@@ -75,6 +76,8 @@ class LocalCluster:
         self.heap_mb = options.heap_mb
         self.jit = options.jit
         self.kafka_home = kafka_home
+        # Nodes started by this object create topics on first use (not recorded: each start says).
+        self.auto_create_topics = auto_create_topics
 
     # -- recorded state ------------------------------------------------------
 
@@ -219,7 +222,8 @@ class LocalCluster:
         return state
 
     def _spawn(self, libs: KafkaLibs, spec: NodeSpec) -> int:
-        return spawn_node(libs, spec, heap_mb=self.heap_mb, jit=self.jit)
+        return spawn_node(libs, spec, heap_mb=self.heap_mb, jit=self.jit,
+                          auto_create_topics=self.auto_create_topics)
 
     def _wait_ready(self, state: dict[str, Any], timeout: float) -> None:
         wait_ready(self.connection(), self._specs(state), state["pids"], marker=str(self.data_dir),

@@ -52,8 +52,10 @@ def alive_after(pid: int | None, marker: str, delay: float = 0.5) -> bool:
     return pid_alive(pid, marker)
 
 
-def spawn_node(libs: KafkaLibs, spec: NodeSpec, *, heap_mb: int, jit: JitMode) -> int:
-    """Start one node's JVM in a session of its own; its pid."""
+def spawn_node(libs: KafkaLibs, spec: NodeSpec, *, heap_mb: int, jit: JitMode,
+               auto_create_topics: bool = False) -> int:
+    """Start one node's JVM in a session of its own; its pid. ``auto_create_topics`` lets it
+    create a topic a client first writes to or reads (off in server.properties)."""
     logs = spec.directory / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     cmd = [
@@ -62,6 +64,7 @@ def spawn_node(libs: KafkaLibs, spec: NodeSpec, *, heap_mb: int, jit: JitMode) -
         f"-Dkafka.logs.dir={logs}",
         f"-Dlog4j2.configurationFile={spec.directory / 'log4j2.properties'}",
         "-cp", libs.classpath, "kafka.Kafka", str(spec.properties_file),
+        *(["--override", "auto.create.topics.enable=true"] if auto_create_topics else []),
     ]
     # posix_spawn in a new session: the node outlives this process, and no
     # Popen object is left behind to warn about a child still running.

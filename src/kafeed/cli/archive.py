@@ -11,12 +11,18 @@ import typer
 from kafeed.cli.common import (
     BootstrapOpt,
     ConfigOpt,
+    IdFieldOpt,
     JsonOpt,
+    LabelFieldOpt,
+    MetaFieldOpt,
     MetricsPortOpt,
+    TextFieldOpt,
+    ValueFormatOpt,
     connection,
     console,
     directory_to_write,
     exit_stopped,
+    format_flags,
     out,
     print_json,
     start_metrics,
@@ -106,6 +112,11 @@ def archive(
     config: ConfigOpt = None,
     json_out: JsonOpt = False,
     metrics_port: MetricsPortOpt = None,
+    value_format: ValueFormatOpt = None,
+    text_field: TextFieldOpt = None,
+    id_field: IdFieldOpt = None,
+    label_field: LabelFieldOpt = None,
+    meta_field: MetaFieldOpt = None,
 ) -> None:
     """Archive --topic into --table until stopped (or caught up); `status` and `compact` below.
 
@@ -118,6 +129,7 @@ def archive(
 
     from kafeed.archive import ArchiveSettings
     from kafeed.archive.sink import ArchiveSink
+    from kafeed.formats import load_formats
 
     stop = install()  # first: a signal during start-up is remembered, not fatal
     if not topic:
@@ -126,7 +138,9 @@ def archive(
         settings = ArchiveSettings(
             topic=topic, table=_need_table(table), kind=kind, catalog=catalog_settings(warehouse, catalog),
             group=group, instance=instance, flush_interval_s=flush_interval,
-            target_file_bytes=int(target_file_mb * 1024 * 1024))
+            target_file_bytes=int(target_file_mb * 1024 * 1024),
+            formats=load_formats(config, **format_flags(value_format, text_field, id_field, label_field,
+                                                        meta_field)))
     except ValidationError as exc:
         raise invalid_settings(exc, what="archive options") from None
     conn = connection(bootstrap, config)

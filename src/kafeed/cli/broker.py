@@ -61,6 +61,9 @@ def start(
         "--secure/--plaintext", help="On first start: TLS, SASL/SCRAM-SHA-512 and ACLs per role, "
         "with one client settings file per role under <data dir>/secure/clients [default: "
         "plaintext].", show_default=False)] = None,
+    auto_create_topics: Annotated[bool, typer.Option(
+        "--auto-create-topics", help="Let the nodes create a topic when a client first writes to it "
+        "(for producers that expect it; off: create topics with `kafeed topic create`).")] = False,
     kafka_home: KafkaHomeOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
@@ -71,7 +74,8 @@ def start(
     from kafeed.broker import LocalCluster
 
     cluster = LocalCluster(data_dir, nodes=nodes, port=port, heap_mb=heap_mb,
-                           jit=jit, kafka_home=kafka_home, secure=secure)
+                           jit=jit, kafka_home=kafka_home, secure=secure,
+                           auto_create_topics=auto_create_topics)
     with console.status("Starting Kafka..."):
         started = cluster.start()
     # Only the paths of the role files are shown: the passwords stay in them.
@@ -79,11 +83,20 @@ def start(
     if json_out:
         print_json({"started": started, "already_running": not started, "secure": cluster.secure,
                     "bootstrap": cluster.bootstrap, "data_dir": str(cluster.data_dir),
-                    "client_configs": clients})
+                    "client_configs": clients, "auto_create_topics": auto_create_topics and started})
         return
     said = "Kafka is up." if started else "Kafka is already running."
     kind = " (SASL_SSL, SCRAM-SHA-512, ACLs)" if cluster.secure else ""
     out.print(Text.assemble(f"{said} Bootstrap servers{kind}: ", (cluster.bootstrap, "bold")))
+    if auto_create_topics and started:
+        out.print(Text("Topics are created on first use (--auto-create-topics): a typo in a topic name "
+                       "makes a new topic."))
+    elif auto_create_topics:
+        out.print(Text("--auto-create-topics applies when the nodes start: stop the cluster and start "
+                       "it again with the flag."))
+    else:
+        out.print(Text(f"Topics are not created on first use: create them first (`kafeed topic create "
+                       f"NAME -b {cluster.bootstrap}`), or start with --auto-create-topics."))
     if clients:
         out.print(Text(f"Client settings per role (pass one with --config): "
                        f"{Path(clients['admin']).parent}/<role>.toml for "

@@ -215,3 +215,30 @@ def bad_value(exc: click.BadParameter) -> tuple[str, str]:
         name = "value"
     command = exc.ctx.command_path if exc.ctx is not None else "kafeed"
     return f"{name}: {exc.message.rstrip('.')}.", f"See `{command} --help`."
+
+
+# The value format of the input topics for one run (docs/formats.md); the settings file's
+# [formats] table declares it per topic, and these flags apply to every input topic of the run.
+ValueFormatOpt = Annotated[
+    str | None,
+    typer.Option("--value-format", help="What the input topics hold: kafeed (TrainingSample records, "
+                 "the default), json or text [default: the settings file's [formats] table].",
+                 show_default=False, click_type=click.Choice(["kafeed", "json", "text"])),
+]
+TextFieldOpt = Annotated[str | None, typer.Option(
+    "--text-field", help="JSON field (a path: after.body) holding the text [default: text].",
+    show_default=False)]
+IdFieldOpt = Annotated[str | None, typer.Option(
+    "--id-field", help="JSON field holding the id; records without one get <topic>/<partition>@<offset> "
+    "[default: id].", show_default=False)]
+LabelFieldOpt = Annotated[str | None, typer.Option(
+    "--label-field", help="JSON field holding the label(s) [default: none].", show_default=False)]
+MetaFieldOpt = Annotated[list[str] | None, typer.Option(
+    "--meta-field", help="JSON field copied into metadata (repeatable).", show_default=False)]
+
+
+def format_flags(value_format: str | None, text_field: str | None, id_field: str | None,
+                 label_field: str | None, meta_field: list[str] | None) -> dict[str, Any]:
+    """The value format flags as kafeed.formats.load_formats takes them (None: not given)."""
+    return {"format": value_format, "text_field": text_field, "id_field": id_field,
+            "label_field": label_field, "meta_fields": tuple(meta_field) if meta_field else None}

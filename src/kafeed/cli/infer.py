@@ -11,12 +11,18 @@ from kafeed.cli.common import (
     GROUP_RESUME,
     BootstrapOpt,
     ConfigOpt,
+    IdFieldOpt,
     JsonOpt,
+    LabelFieldOpt,
+    MetaFieldOpt,
     MetricsPortOpt,
+    TextFieldOpt,
+    ValueFormatOpt,
     connection,
     console,
     existing_directory,
     exit_stopped,
+    format_flags,
     out,
     print_json,
     start_metrics,
@@ -93,6 +99,11 @@ def infer(
     min_workers: MinWorkersOpt = 1,
     max_workers: MaxWorkersOpt = 4,
     scale_cooldown: CooldownOpt = 15.0,
+    value_format: ValueFormatOpt = None,
+    text_field: TextFieldOpt = None,
+    id_field: IdFieldOpt = None,
+    label_field: LabelFieldOpt = None,
+    meta_field: MetaFieldOpt = None,
     bootstrap: BootstrapOpt = None,
     config: ConfigOpt = None,
     json_out: JsonOpt = False,
@@ -103,11 +114,14 @@ def infer(
     Writes one JSON prediction per input record (docs/infer.md); undecodable records go
     to the dead-letter topic. Runs until SIGTERM/Ctrl-C or, with --until-caught-up, until drained.
     """
+    from kafeed.formats import load_formats
     from kafeed.infer import check_checkpoint, infer_settings
 
     stop = install()
     settings = infer_settings(input=input, output=output, group=group, dlq=dlq, instance=instance,
-                              batch_size=batch_size, max_wait_ms=max_wait_ms, device=device, follow=follow)
+                              batch_size=batch_size, max_wait_ms=max_wait_ms, device=device, follow=follow,
+                              formats=load_formats(config, **format_flags(value_format, text_field, id_field,
+                                                                          label_field, meta_field)))
     scale_settings(workers, min_workers, max_workers, scale_cooldown)  # bad bounds: before the checkpoint
     source = checkpoint or follow
     if source is None:

@@ -11,11 +11,17 @@ from kafeed.cli.common import (
     GROUP_RESUME,
     BootstrapOpt,
     ConfigOpt,
+    IdFieldOpt,
     JsonOpt,
+    LabelFieldOpt,
+    MetaFieldOpt,
     MetricsPortOpt,
+    TextFieldOpt,
+    ValueFormatOpt,
     connection,
     existing_file,
     exit_stopped,
+    format_flags,
     out,
     print_json,
     start_metrics,
@@ -124,6 +130,11 @@ def prepare(
         "--near-dedup", help="Also drop near-duplicates (MinHash-LSH over word shingles; see "
         "docs/prepare.md).")] = False,
     no_filters: Annotated[bool, typer.Option("--no-filters", help="Switch quality filters off.")] = False,
+    value_format: ValueFormatOpt = None,
+    text_field: TextFieldOpt = None,
+    id_field: IdFieldOpt = None,
+    label_field: LabelFieldOpt = None,
+    meta_field: MetaFieldOpt = None,
     until_caught_up: UntilCaughtUpOpt = False,
     max_dlq_ratio: Annotated[float | None, typer.Option(
         help="Fail (exit 1) when more than this share of the records read is dead-lettered "
@@ -151,6 +162,7 @@ def prepare(
         "input": input, "output": output, "group": group, "dlq": dlq, "instance": instance,
         "tokenizer": {"name": tokenizer}, "kafka": {"batch_size": batch_size},
         "max_dlq_ratio": max_dlq_ratio,
+        "formats": {"override": format_flags(value_format, text_field, id_field, label_field, meta_field)},
     }
     overrides["dedup"] = {"scope": dedup_scope, "max_entries": dedup_max_entries,
                           "max_memory_mb": dedup_max_memory_mb, "horizon": dedup_horizon,

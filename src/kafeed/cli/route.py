@@ -11,11 +11,17 @@ from kafeed.cli.common import (
     GROUP_RESUME,
     BootstrapOpt,
     ConfigOpt,
+    IdFieldOpt,
     JsonOpt,
+    LabelFieldOpt,
+    MetaFieldOpt,
     MetricsPortOpt,
+    TextFieldOpt,
+    ValueFormatOpt,
     connection,
     existing_file,
     exit_stopped,
+    format_flags,
     out,
     print_json,
     start_metrics,
@@ -99,6 +105,11 @@ def route(
     min_workers: MinWorkersOpt = 1,
     max_workers: MaxWorkersOpt = 4,
     scale_cooldown: CooldownOpt = 15.0,
+    value_format: ValueFormatOpt = None,
+    text_field: TextFieldOpt = None,
+    id_field: IdFieldOpt = None,
+    label_field: LabelFieldOpt = None,
+    meta_field: MetaFieldOpt = None,
     bootstrap: BootstrapOpt = None,
     config: ConfigOpt = None,
     json_out: JsonOpt = False,
@@ -109,13 +120,16 @@ def route(
     Unmatched records go to the rules file's `default` topic, else to the dead-letter topic.
     Runs until SIGTERM/Ctrl-C or, with --until-caught-up, until the input is drained.
     """
+    from kafeed.formats import load_formats
     from kafeed.route import load_rules, route_settings, run_route
 
     stop = install()
     ruleset = load_rules(rules)
     settings = route_settings(input=input, group=group, dlq=dlq, instance=instance,
                               create_topics=create_topics,
-                              kafka=_tuning(batch_size, poll_records))
+                              kafka=_tuning(batch_size, poll_records),
+                              formats=load_formats(config, **format_flags(value_format, text_field, id_field,
+                                                                          label_field, meta_field)))
     if supervise(workers, min_workers, max_workers, scale_cooldown, topic=settings.input,
                  group=settings.group, bootstrap=bootstrap, config=config,
                  until_caught_up=until_caught_up, json_out=json_out):

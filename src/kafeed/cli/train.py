@@ -14,12 +14,18 @@ from kafeed.cli.archive import CatalogOpt, WarehouseOpt, catalog_settings
 from kafeed.cli.common import (
     BootstrapOpt,
     ConfigOpt,
+    IdFieldOpt,
     JsonOpt,
+    LabelFieldOpt,
+    MetaFieldOpt,
     MetricsPortOpt,
+    TextFieldOpt,
+    ValueFormatOpt,
     connection,
     console,
     directory_to_write,
     exit_stopped,
+    format_flags,
     out,
     print_json,
     start_metrics,
@@ -33,8 +39,9 @@ if TYPE_CHECKING:
     from kafeed.train.startup import Startup
 
 
-def _run(options: dict[str, Any], *, bootstrap: str | None, config: Path | None, json_out: bool,
-         metrics_port: int | None) -> None:
+def _run(options: dict[str, Any], *, value_format: str | None, text_field: str | None,
+         id_field: str | None, label_field: str | None, meta_field: str | None, bootstrap: str | None,
+         config: Path | None, json_out: bool, metrics_port: int | None) -> None:
     """Train a reference model on kafeed's loader, with exact checkpoints and lineage."""
     from rich.table import Table
 
@@ -42,11 +49,14 @@ def _run(options: dict[str, Any], *, bootstrap: str | None, config: Path | None,
     stop = install()
     from pydantic import ValidationError
 
+    from kafeed.formats import load_formats
     from kafeed.train.options import TrainOptions
 
     try:
         # topic and lr: None lets the model's own default apply; mix is parsed by the model
-        validated = TrainOptions.model_validate(options)
+        formats = load_formats(config, **format_flags(value_format, text_field, id_field, label_field,
+                                                      meta_field))
+        validated = TrainOptions.model_validate({**options, "formats": formats})
     except ValidationError as exc:
         raise invalid_settings(exc, what="train options",
                                hint="See `kafeed train --help` for each option's range.") from None
@@ -91,7 +101,10 @@ def _command() -> Callable[..., None]:
         params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY,
                                         annotation=Annotated[cli_type, info],
                                         default=None if option.by_model is not None else option.default))
-    shared = {"bootstrap": (BootstrapOpt, None), "config": (ConfigOpt, None), "json_out": (JsonOpt, False),
+    shared = {"value_format": (ValueFormatOpt, None), "text_field": (TextFieldOpt, None),
+              "id_field": (IdFieldOpt, None), "label_field": (LabelFieldOpt, None),
+              "meta_field": (MetaFieldOpt, None), "bootstrap": (BootstrapOpt, None),
+              "config": (ConfigOpt, None), "json_out": (JsonOpt, False),
               "metrics_port": (MetricsPortOpt, None)}
     params += [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=default)
                for name, (annotation, default) in shared.items()]

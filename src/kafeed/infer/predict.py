@@ -7,8 +7,8 @@ A prediction is a JSON object (UTF-8), keyed like its input::
      "timestamp": 1764565200000}
 
 ``scores`` are softmax probabilities; ``checkpoint`` names the model that made it.
-A record that is no readable ``TrainingSample`` (or whose text is not UTF-8) is a dead
-letter, as in prepare.
+The input topic's value format (kafeed.formats) reads each record; one that is no sample
+(or whose text is not UTF-8) is a dead letter, as in prepare.
 """
 
 from __future__ import annotations
@@ -17,9 +17,8 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from kafeed.errors import SchemaError
+from kafeed.formats import Decoders, Rejected
 from kafeed.infer.model import ServedModel
-from kafeed.schema.avro import decode_raw
 from kafeed.stream import BatchResult, DeadLetter, Output, Record
 
 
@@ -31,32 +30,30 @@ class PredictionBatch(BatchResult):
     timestamps_ms: list[int] = field(default_factory=list)
 
 
-def _texts(records: Sequence[Record], out: PredictionBatch) -> tuple[list[Record], list[str], list[str]]:
+def _texts(records: Sequence[Record], out: PredictionBatch,
+           decoders: Decoders) -> tuple[list[Record], list[str], list[str]]:
     kept, texts, ids = [], [], []
     for record in records:
-        try:
-            sample = decode_raw(record.value, list(record.headers), topic=record.topic,
-                                partition=record.partition, offset=record.offset)
-            text = sample.input_data.decode("utf-8")
-        except SchemaError as exc:
-            out.dead_letters.append(DeadLetter(record, "decode", exc.message))
+        got = decoders.decode(record.value, record.headers, record.topic, record.partition, record.offset,
+                              record.timestamp_ms)
+        if isinstance(got, Rejected):
+            out.dead_letters.append(DeadLetter(record, got.kind, got.reason))
             continue
-        except UnicodeDecodeError as exc:
-            out.dead_letters.append(DeadLetter(
-                record, "encoding", f"input_data is not UTF-8 ({exc.reason} at byte {exc.start})"))
-            continue
+        sample, text = got
         kept.append(record)
         texts.append(text)
         ids.append(sample.id)
     return kept, texts, ids
 
 
-def predict_batch(served: ServedModel, records: Sequence[Record], *, output: str) -> PredictionBatch:
-    """Predictions for ``records`` (one forward pass), written to topic ``output``."""
+def predict_batch(served: ServedModel, records: Sequence[Record], *, output: str,
+                  decoders: Decoders | None = None) -> PredictionBatch:
+    """Predictions for ``records`` (one forward pass), written to topic ``output``; ``decoders``
+    read them (kafeed's own records by default)."""
     import torch
 
     out = PredictionBatch(checkpoint=served.checkpoint_id)
-    kept, texts, ids = _texts(records, out)
+    kept, texts, ids = _texts(records, out, decoders or Decoders())
     if not kept:
         return out
     input_ids, mask = served.encode(texts)

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from kafeed.config import ConnectionSettings
 from kafeed.errors import ConfigError, invalid_settings
+from kafeed.formats import Decoders, FormatSettings
 from kafeed.infer.model import ServedModel, load_served_model, newest_manifest
 from kafeed.infer.predict import PredictionBatch, predict_batch
 from kafeed.stream import (
@@ -57,6 +58,8 @@ class InferSettings(BaseModel):
     device: Device = "cpu"
     follow: Path | None = None
     idle_s: float = Field(default=3.0, gt=0)
+    # The input topic's value format (docs/formats.md).
+    formats: FormatSettings = FormatSettings()
 
     @property
     def dlq_topic(self) -> str:
@@ -111,6 +114,7 @@ class InferStage(Stage[InferStats]):
                  on_switch: Callable[[ServedModel], None] | None = None) -> None:
         self.served = served
         self.settings = settings
+        self.decoders = Decoders(settings.formats)
         self.on_switch = on_switch
         self.by_checkpoint: Counter[str] = Counter()
         self.switches = 0
@@ -139,7 +143,7 @@ class InferStage(Stage[InferStats]):
     def process(self, records: Sequence[Record]) -> PredictionBatch:
         self._follow()
         m.INFER_BATCH_SIZE.labels(stage=self.name).observe(len(records))
-        return predict_batch(self.served, records, output=self.settings.output)
+        return predict_batch(self.served, records, output=self.settings.output, decoders=self.decoders)
 
     def committed(self, result: BatchResult) -> None:
         assert isinstance(result, PredictionBatch)  # what process() returned

@@ -2,18 +2,20 @@
 
 A mapped row is a serialized ``TrainingSample`` and its key; the caller produces what is
 mapped and dead-letters what is rejected. A rejection's ``kind`` is a stable string (see
-docs/ingest.md) so a DLQ can be triaged by header.
+docs/ingest.md) so a DLQ can be triaged by header. The rules are those of
+kafeed.formats.mapping, which the stages apply to other producers' topics; this module
+writes the records straight in the wire format.
 """
 
 from __future__ import annotations
 
 import hashlib
-import math
-import re
 import struct
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
+from kafeed.formats.mapping import BINARY, CONTROL, parse_labels
+from kafeed.formats.mapping import Rejected as Rejected  # the ingest readers' rejections too
 from kafeed.ingest.options import IngestOptions
 from kafeed.schema.avro import encode_avro
 from kafeed.schema.records_pb2 import TrainingSample
@@ -24,53 +26,9 @@ from kafeed.schema.records_pb2 import TrainingSample
 Mapped = tuple[bytes, bytes]
 
 
-class Rejected(NamedTuple):
-    """A row that cannot become a record: a stable ``kind`` and a human ``reason``."""
-
-    kind: str
-    reason: str
-
-
-FLOAT32_MAX = 3.4028234663852886e38
-
-# C0 controls other than tab, newlines, vertical tab and form feed: binary, not text.
-# Checked on the UTF-8 bytes with bytes.translate (5x faster than a regex search);
-# these bytes never occur inside a multi-byte UTF-8 sequence.
-_CONTROL = bytes([*range(0x00, 0x09), *range(0x0E, 0x20), 0x7F])
-_BINARY = re.compile(rb"[\x00-\x08\x0e-\x1f\x7f]")
-
-
 def content_id(text: str, chars: int = 32) -> str:
     """Stable id of a document without one: sha256 of its UTF-8 text, hex, truncated."""
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:chars]
-
-
-def parse_labels(value: Any) -> list[float] | Rejected:
-    """A number, a numeric string, or a list of those → floats; NaN, inf and values past
-    the 32-bit float range of ``target_values`` are refused."""
-    items = value if isinstance(value, list | tuple) else [value]
-    out: list[float] = []
-    for item in items:
-        if isinstance(item, bool) or item is None:
-            return Rejected("bad_label", f"label {item!r} is not a number")
-        if isinstance(item, int | float):
-            try:
-                number = float(item)
-            except OverflowError:  # an integer past the range of a double
-                return Rejected("bad_label", f"label {str(item)[:40]}... does not fit a 32-bit float")
-        elif isinstance(item, str):
-            try:
-                number = float(item)
-            except ValueError:
-                return Rejected("bad_label", f"label {item[:80]!r} is not a number")
-        else:
-            return Rejected("bad_label", f"label of type {type(item).__name__} is not a number")
-        if not math.isfinite(number):
-            return Rejected("bad_label", f"label {str(item)[:80]!r} is not finite")
-        if abs(number) > FLOAT32_MAX:  # target_values are 32-bit floats
-            return Rejected("bad_label", f"label {str(item)[:80]!r} does not fit a 32-bit float")
-        out.append(number)
-    return out
 
 
 def _varint(n: int) -> bytes:
@@ -154,8 +112,8 @@ class Mapper:
             data = text.encode()
         except UnicodeEncodeError:
             return Rejected("invalid_utf8", "text is not valid UTF-8 (lone surrogates)")
-        if len(data.translate(None, _CONTROL)) != len(data):
-            binary = _BINARY.search(data)
+        if len(data.translate(None, CONTROL)) != len(data):
+            binary = BINARY.search(data)
             char = binary.group().decode() if binary else "?"
             return Rejected("binary_content", f"text contains control character {char!r}")
         raw_id = fields.get(self.id_field)

@@ -25,9 +25,10 @@ from typing import Any
 from google.protobuf.message import Message
 
 from kafeed.errors import SchemaError
+from kafeed.formats import Decoders, ValueFormat
 from kafeed.kafka import KafkaClients, dead_letter_headers
 from kafeed.loader.partition import Entry
-from kafeed.loader.record_kinds import KINDS, RecordKind, lenient
+from kafeed.loader.record_kinds import KINDS, RecordKind, lenient, parse_as
 from kafeed.loader.settings import LoaderSettings
 
 log = logging.getLogger("kafeed")
@@ -70,6 +71,10 @@ class RecordDecoder:
         self._clients = clients  # the dead-letter producer's
         self.kind = KINDS[settings.kind]
         self._parse = self.kind.parse
+        # A samples reader of topics another producer wrote: their values by the topics' formats.
+        decoders = Decoders(settings.formats)
+        self._formats: dict[str, ValueFormat] = {} if self.kind.packs else {
+            t: fmt for t in settings.topics if (fmt := decoders.of(t)).name != "kafeed"}
         self._producer: Any = None
         # Topics not yet shown to hold the right record type: topic -> [records bad, last value].
         self._unproven: dict[str, list[Any]] = {t: [0, b""] for t in settings.topics}
@@ -86,9 +91,13 @@ class RecordDecoder:
     def decode(self, topic: str, partition: int, entry: Entry) -> Any:
         """A queued record's payload, from its value; ``None`` for a bad record (already
         logged and dead-lettered)."""
-        offset, value, _stamp, _nbytes, key = entry
+        offset, value, stamp, _nbytes, key = entry
+        fmt = self._formats.get(topic) if self._formats else None  # no lookup for kafeed's records
         try:
-            payload, record = self._parse(value, (topic, partition, offset), self.settings.tokenizer)
+            if fmt is None:
+                payload, record = self._parse(value, (topic, partition, offset), self.settings.tokenizer)
+            else:
+                payload, record = parse_as(fmt, value, (topic, partition, offset), stamp)
         except SchemaError as exc:
             self._bad(topic, partition, offset, value, key, exc)
             return None

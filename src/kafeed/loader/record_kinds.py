@@ -27,8 +27,9 @@ from google.protobuf.unknown_fields import UnknownFieldSet
 
 from kafeed.archive.rows import KIND_NAMES
 from kafeed.errors import SchemaError
+from kafeed.formats import Rejected, ValueFormat
 from kafeed.schema.codec import REUSE_BYTES, TOKEN_NUMPY_DTYPES, decode_document, decode_sample, unpack_tokens
-from kafeed.schema.records_pb2 import TokenizedDocument
+from kafeed.schema.records_pb2 import TokenizedDocument, TrainingSample
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -125,14 +126,30 @@ def _fast_tokens(topic: str, tokenizer: str | None, unproven: Container[str], ge
     return decode
 
 
-def _parse_sample(value: bytes | None, where: Where, tokenizer: str | None) -> tuple[Any, Message]:
-    topic, partition, offset = where or (None, None, None)
-    sample = decode_sample(value, topic=topic, partition=partition, offset=offset)
+def _sample_payload(sample: TrainingSample) -> dict[str, Any]:
     return {
         "id": sample.id, "input": sample.input_data,
         "targets": np.asarray(sample.target_values, dtype=np.float32),
         "metadata": dict(sample.metadata), "source": sample.source, "timestamp": sample.timestamp,
-    }, sample
+    }
+
+
+def _parse_sample(value: bytes | None, where: Where, tokenizer: str | None) -> tuple[Any, Message]:
+    topic, partition, offset = where or (None, None, None)
+    sample = decode_sample(value, topic=topic, partition=partition, offset=offset)
+    return _sample_payload(sample), sample
+
+
+def parse_as(fmt: ValueFormat, value: bytes | None, where: tuple[str, int, int],
+             timestamp_ms: int) -> tuple[Any, Message]:
+    """The samples kind's parse for a topic of value format ``fmt`` (kafeed.formats: JSON, text):
+    a record it rejects raises :class:`SchemaError` with the reason, as a bad TrainingSample does."""
+    topic, partition, offset = where
+    got = fmt.decode(value, (), topic, partition, offset, timestamp_ms)
+    if isinstance(got, Rejected):
+        raise SchemaError(f"record {topic}/{partition}@{offset} is no {fmt.name} sample: "
+                          f"{got.reason} ({got.kind}).")
+    return _sample_payload(got[0]), got[0]
 
 
 def _document_tokenizer(value: bytes) -> str | None:
@@ -214,7 +231,8 @@ TOKENS = RecordKind(
 SAMPLES = RecordKind(
     name="samples", message="TrainingSample", packs=False,
     hint="KafkaSampleDataset reads TrainingSample records, which `kafeed ingest` writes; for the "
-         "TokenizedDocument records `kafeed prepare` writes, use KafkaTokenDataset.",
+         "TokenizedDocument records `kafeed prepare` writes, use KafkaTokenDataset; for a topic another "
+         "producer wrote (JSON, text), declare its value format (formats=, --value-format; docs/formats.md).",
     columns=("offset", "timestamp", "kind", "id", "input_data", "targets", "metadata", "source",
              "event_time_ms"),
     parse=_parse_sample, from_columns=_sample_columns, count=lambda payload: 0,

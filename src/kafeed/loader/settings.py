@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, Strict, model_validator
 from kafeed.archive.settings import CatalogSettings
 from kafeed.config import ConnectionSettings
 from kafeed.errors import ConfigError, invalid_settings
+from kafeed.formats import FormatSettings
 from kafeed.loader.read_ahead import MIB, MIN_READ_AHEAD
 from kafeed.loader.record_kinds import KINDS, MAX_TOKEN_ID
 
@@ -98,6 +99,9 @@ class LoaderSettings(BaseModel):
     # Read only the archive tables (archive=), never the cluster: the topics as archived
     # (kafeed.loader.table_source).
     archive_only: bool = False
+    # kind "samples": each topic's value format (kafeed.formats; docs/formats.md), kafeed's own
+    # TrainingSample records unless the [formats] table or the flags say otherwise.
+    formats: FormatSettings = FormatSettings()
     # Local Parquet/Arrow files read instead of Kafka (kafeed.loader.file_source): files,
     # directories or glob patterns; ``topics`` then names the one source they make.
     files: tuple[str, ...] = ()

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from kafeed.formats import Decoders
 from kafeed.kafka import RECORD_OVERHEAD
 from kafeed.prepare.decode import Decoded, decode_batch
 from kafeed.prepare.dedup import DedupState, batch_changelog_record, changelog_key, content_hash
@@ -83,11 +84,13 @@ class BatchPipeline:
 
     def __init__(self, settings: PrepareSettings, tokenizer: BatchTokenizer, *,
                  max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES - RECORD_OVERHEAD,
-                 rules: RuleSet | None = None) -> None:
+                 rules: RuleSet | None = None, decoders: Decoders | None = None) -> None:
         self.settings = settings
         self.tokenizer = tokenizer
         self.max_message_bytes = max_message_bytes
         self.rules = rules
+        # The input topics' formats (settings.formats), unless the caller reads a topic of its own.
+        self.decoders = decoders or Decoders(settings.formats)
         self._pool: ThreadPoolExecutor | None = None
 
     def run(self, records: Sequence[Record], dedup: DedupState) -> BatchResult:
@@ -103,7 +106,7 @@ class BatchPipeline:
         counts = result.counts
         counts.records_in = len(records)
         dedup.new_layer()
-        decoded = decode_batch(records)
+        decoded = decode_batch(records, self.decoders)
         result.dead_letters.extend(decoded.rejected)
 
         # Texts go to the tokenizer in chunks as soon as they pass dedup; encode_batch runs in

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 from google.protobuf.message import DecodeError
 
+from kafeed.formats import Decoders
 from kafeed.kafka import RECORD_OVERHEAD
 from kafeed.prepare.decode import Decoded, decode_batch
 from kafeed.prepare.dedup import content_hash
@@ -84,11 +85,12 @@ class RouteStage(_Counting):
         self.topic = settings.repartition_topic
         # Near-duplicates can have any exact hash: they must all meet one state, in partition 0.
         self.partition = 0 if settings.dedup.near else -1
+        self.decoders = Decoders(settings.formats)
 
     def process(self, records: Sequence[Record]) -> BatchResult:
         result = BatchResult()
         result.counts.records_in = len(records)
-        decoded = decode_batch(records)
+        decoded = decode_batch(records, self.decoders)
         result.dead_letters.extend(decoded.rejected)
         for item in decoded.decoded:
             text = clean_text(item, self.settings, result)
@@ -117,7 +119,8 @@ class DedupStage(_Counting):
                  rules: RuleSet | None = None) -> None:
         super().__init__()
         self.settings = settings
-        self.pipeline = BatchPipeline(settings, tokenizer, rules=rules)
+        # The repartition topic holds the route step's TrainingSample records, whatever the inputs held.
+        self.pipeline = BatchPipeline(settings, tokenizer, rules=rules, decoders=Decoders())
         d = settings.dedup
         self.state = GlobalDedupState(max_entries=d.effective_max_entries, horizon_ms=d.horizon_ms,
                                       snapshot_every=d.snapshot_every)

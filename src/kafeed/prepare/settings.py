@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from kafeed.config import read_settings_file
 from kafeed.errors import ConfigError, invalid_settings
+from kafeed.formats import FormatSettings
 from kafeed.route import RuleSet
 from kafeed.stream.settings import TOPIC_PATTERN as _TOPIC
 from kafeed.stream.settings import KafkaTuning, StreamSettings
@@ -167,6 +168,8 @@ class PrepareSettings(_Frozen):
     dedup: DedupSettings = DedupSettings()
     tokenizer: TokenizerSettings = TokenizerSettings()
     kafka: KafkaTuning = KafkaTuning()
+    # Each input topic's value format: the settings file's [formats] table (docs/formats.md).
+    formats: FormatSettings = FormatSettings()
 
     @field_validator("input", mode="before")
     @classmethod
@@ -287,8 +290,10 @@ def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
 def load_prepare_settings(
     config_file: Path | None = None, env: Mapping[str, str] | None = None, **overrides: Any,
 ) -> PrepareSettings:
-    """``[prepare]`` from the settings file, then ``overrides`` (nested dicts merge; None is ignored)."""
-    values = dict(read_settings_file(config_file, env).get("prepare", {}))
+    """``[prepare]`` from the settings file, with its ``[formats]`` table as ``formats``, then
+    ``overrides`` (nested dicts merge; None is ignored)."""
+    document = read_settings_file(config_file, env)
+    values = {"formats": {"topics": document.get("formats", {})}, **document.get("prepare", {})}
     values = _merge(values, overrides)
     try:
         return PrepareSettings(**values)

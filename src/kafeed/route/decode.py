@@ -7,8 +7,9 @@ values, one step per field, not per byte or per record), and a rule reads the te
 and source straight from the value's bytes. Labels and metadata, which few rules read,
 are parsed with upb (``TrainingSample.FromString``) only for the records a rule asks about.
 
-Every other record takes the per-record path: a format header (Avro), a tombstone, a
-value with other fields (labels, metadata, unknown ones), a multi-byte tag, or
+Every other record takes the per-record path, through its topic's value format
+(kafeed.formats): a record of a topic that holds JSON or text, a format header (Avro), a
+tombstone, a value with other fields (labels, metadata, unknown ones), a multi-byte tag, or
 non-ASCII bytes in a string field (upb checks those are UTF-8). So the batch path
 never accepts a value upb would refuse, and what it reads is what upb would read
 (the last occurrence of a repeated field wins); tests/unit/test_route_decode.py
@@ -24,9 +25,8 @@ import numpy as np
 import numpy.typing as npt
 from google.protobuf.message import DecodeError
 
-from kafeed.errors import SchemaError
+from kafeed.formats import Decoders, Rejected
 from kafeed.route.columns import Bools, Columns, Ints
-from kafeed.schema.avro import decode_raw
 from kafeed.schema.records_pb2 import TrainingSample
 from kafeed.stream import DeadLetter, Record
 from kafeed.stream.batch import HeaderList, RecordBatch
@@ -206,26 +206,39 @@ class _LazySamples(Sequence[TrainingSample]):
         return map(self._columns.sample, range(len(self._columns)))
 
 
-def _decode_checked(record: Record) -> DeadLetter | TrainingSample:
-    """The per-record path: the sample by its format header, or why it is no sample."""
-    try:
-        return decode_raw(record.value, list(record.headers), topic=record.topic,
-                          partition=record.partition, offset=record.offset)
-    except SchemaError as exc:
-        return DeadLetter(record, "decode", exc.message)
+_KAFEED = Decoders()
+
+
+def _decode_checked(record: Record, decoders: Decoders) -> DeadLetter | tuple[TrainingSample, str]:
+    """The per-record path: the sample and its text by its topic's format, or why it has none."""
+    got = decoders.decode(record.value, record.headers, record.topic, record.partition, record.offset,
+                          record.timestamp_ms)
+    if isinstance(got, Rejected):
+        return DeadLetter(record, got.kind, got.reason)
+    return got
 
 
 def _not_utf8(record: Record, exc: UnicodeDecodeError) -> DeadLetter:
     return DeadLetter(record, "encoding", f"input_data is not UTF-8 ({exc.reason} at byte {exc.start})")
 
 
-def decode_columns(batch: RecordBatch) -> tuple[Ints, Columns, list[DeadLetter]]:
+def decode_columns(batch: RecordBatch,
+                   decoders: Decoders = _KAFEED) -> tuple[Ints, Columns, list[DeadLetter]]:
     """The readable records of ``batch`` (as indices into it), their texts and fields as
-    columns, and dead letters for the rest."""
+    columns, and dead letters for the rest; each topic's records by its format (``decoders``,
+    kafeed's own records by default)."""
     values = batch.values()  # None among them is taken out below
     headers = batch.headers()
     plain: Sequence[int]
-    if None not in values and not any(headers):
+    others: set[str] = set()
+    if not decoders.only_kafeed:
+        topics = batch.topics()
+        others = {t for t in set(topics) if not decoders.is_kafeed(t)}
+    if others:  # only kafeed's own records are scanned; the rest go through their formats
+        plain = [i for i, (t, h, v) in enumerate(zip(topics, headers, values, strict=True))
+                 if t not in others and not h and v is not None]
+        values = [values[i] for i in plain]
+    elif None not in values and not any(headers):
         plain = range(len(values))  # the common case: every record is a Protobuf value
     else:
         plain = [i for i, (h, v) in enumerate(zip(headers, values, strict=True)) if not h and v is not None]
@@ -268,22 +281,23 @@ def decode_columns(batch: RecordBatch) -> tuple[Ints, Columns, list[DeadLetter]]
             rows.append(row)
             continue
         record = batch[i]
-        sample: TrainingSample | DeadLetter
+        got: tuple[TrainingSample, str] | DeadLetter
         if row >= 0:  # no headers: Protobuf, of a shape the scan leaves to upb
             try:
                 sample = parse(record.value)  # type: ignore[arg-type]  # not None: scanned
             except DecodeError:
-                sample = _decode_checked(record)
+                got = _decode_checked(record, decoders)
+            else:
+                try:
+                    got = sample, sample.input_data.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    got = _not_utf8(record, exc)
         else:
-            sample = _decode_checked(record)
-        if isinstance(sample, DeadLetter):
-            rejected.append(sample)
+            got = _decode_checked(record, decoders)
+        if isinstance(got, DeadLetter):
+            rejected.append(got)
             continue
-        try:
-            text = sample.input_data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            rejected.append(_not_utf8(record, exc))
-            continue
+        sample, text = got
         parsed[len(kept)] = sample
         kept.append(i)
         texts.append(text)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from kafeed.formats import Decoders
 from kafeed.route.decode import decode_columns
 from kafeed.route.rules import DROP, RuleSet
 from kafeed.stream import BatchResult, DeadLetter, Record
@@ -40,14 +41,15 @@ class RouteBatch(BatchResult):
 class Router:
     """Applies a :class:`RuleSet` to batches; holds no state between them."""
 
-    def __init__(self, rules: RuleSet) -> None:
+    def __init__(self, rules: RuleSet, decoders: Decoders | None = None) -> None:
         self.rules = rules
+        self.decoders = decoders or Decoders()
         self._names = [r.name for r in rules.rules]
         self._targets = [r.to for r in rules.rules]
 
     def run(self, records: Sequence[Record]) -> RouteBatch:
         batch = RecordBatch.of(records)
-        kept, columns, rejected = decode_columns(batch)
+        kept, columns, rejected = decode_columns(batch, self.decoders)
         out = RouteBatch(dead_letters=rejected)
         choice = self.rules.assign_array(columns)
         default = self.rules.default

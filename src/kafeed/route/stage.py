@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from kafeed.config import ConnectionSettings
 from kafeed.errors import ConfigError, invalid_settings
+from kafeed.formats import Decoders, FormatSettings
 from kafeed.route.engine import DEFAULT_RULE, RouteBatch, Router
 from kafeed.route.rules import RuleSet
 from kafeed.stream import (
@@ -53,6 +54,8 @@ class RouteSettings(BaseModel):
     create_topics: bool = False
     idle_s: float = Field(default=3.0, gt=0)
     kafka: KafkaTuning = KafkaTuning(batch_size=ROUTE_BATCH_SIZE)
+    # The input topic's value format (docs/formats.md): routed records keep their own bytes.
+    formats: FormatSettings = FormatSettings()
 
     @field_validator("kafka", mode="before")
     @classmethod
@@ -111,8 +114,8 @@ class RouteStage(Stage[RouteStats]):
 
     name = "route"
 
-    def __init__(self, rules: RuleSet) -> None:
-        self.router = Router(rules)
+    def __init__(self, rules: RuleSet, formats: FormatSettings | None = None) -> None:
+        self.router = Router(rules, Decoders(formats))
         self.by_rule: Counter[str] = Counter({r.name: 0 for r in rules.rules})
         if rules.default is not None:
             self.by_rule[DEFAULT_RULE] = 0
@@ -154,8 +157,8 @@ def run_route(
     """Route until ``stop_event`` is set (or, with ``until_caught_up``, until idle at the end)."""
     stream = settings.stream_settings(rules)
     check_outputs(connection, settings, rules)
-    processor = StreamProcessor(RouteStage(rules), stream, connection, stop_event=stop_event,
-                                on_progress=on_progress)
+    processor = StreamProcessor(RouteStage(rules, settings.formats), stream, connection,
+                                stop_event=stop_event, on_progress=on_progress)
     with young_collections_per_batch(stream.kafka.batch_size):
         return processor.run(until_caught_up=until_caught_up)
 

@@ -88,6 +88,9 @@ TRAIN_OPTIONS: dict[str, TrainOption] = {
     "eval_records": _opt(256, "Held-out records an evaluate task reads at most.", int, ge=1, le=1_000_000),
     "tasks_prefix": _opt("tasks", "Task queue prefix the evaluate tasks go to.", str,
                          pattern=r"^[A-Za-z0-9._-]{1,100}$"),
+    # classifier: the topic's value format (docs/formats.md; None: kafeed's TrainingSample records),
+    # built from the settings file's [formats] table and the --value-format flags
+    "formats": _opt(None, "The input topic's value format and field mapping.", None, cli=False),
 }
 
 TRAIN_DEFAULTS: dict[str, Any] = {name: option.default for name, option in TRAIN_OPTIONS.items()}

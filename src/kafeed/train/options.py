@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 from kafeed.choices import ModelKind
 from kafeed.config import directory_problem
+from kafeed.formats import FormatSettings
 from kafeed.train.defaults import DEFAULT_LR, DEFAULT_TOPIC, TRAIN_OPTIONS
 
 __all__ = ["DEFAULT_LR", "DEFAULT_TOPIC", "TrainOptions"]
@@ -67,6 +68,7 @@ class TrainOptions(BaseModel):
     eval_every: int = _field("eval_every")
     eval_records: int = _field("eval_records")
     tasks_prefix: str = _field("tasks_prefix")
+    formats: FormatSettings | None = _field("formats")
 
     @model_validator(mode="before")
     @classmethod

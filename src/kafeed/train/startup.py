@@ -100,6 +100,8 @@ def loader_settings(options: TrainOptions, connection: ConnectionSettings,
                    "tokenizer": tokenizer.fingerprint}
     else:
         fields["kind"] = "samples"
+        if options.formats is not None:
+            fields["formats"] = options.formats
     return LoaderSettings.model_validate(fields)
 
 
