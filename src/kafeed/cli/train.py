@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
 
 def _run(options: dict[str, Any], *, value_format: str | None, text_field: str | None,
-         id_field: str | None, label_field: str | None, meta_field: str | None, bootstrap: str | None,
+         id_field: str | None, label_field: str | None, meta_field: list[str] | None, bootstrap: str | None,
          config: Path | None, json_out: bool, metrics_port: int | None) -> None:
     """Train a reference model on kafeed's loader, with exact checkpoints and lineage."""
     from rich.table import Table
