@@ -131,3 +131,14 @@ def test_kafeeds_own_loop_of_two_ranks_restarted_by_torchrun_resumes_exactly(
         rest = seen(tmp_path, rank, 1)
         assert len(rest) == 2
         assert seen(tmp_path, rank, 0)[:4] + rest == uninterrupted(kafka, topic, rank, 2, 6)
+
+
+def test_a_trainer_that_sees_one_process_of_a_two_rank_job_is_refused(
+        kafka: ConnectionSettings, make_topic: TopicFactory, tmp_path: Path) -> None:
+    # On a machine without a GPU, transformers reports one process unless use_cpu=True, while
+    # torchrun's process group joins two: each rank would train a model of its own.
+    topic = make_topic(partitions=2)
+    proc = torchrun(job(kafka, topic, tmp_path, "hf", use_cpu=False))
+    assert proc.returncode != 0
+    assert "torch.distributed runs 2 processes, but the Trainer sees 1" in proc.stderr
+    assert not list(tmp_path.glob("seen-*")) and not (tmp_path / "ckpt").exists()  # nothing trained
