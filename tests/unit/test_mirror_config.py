@@ -86,8 +86,38 @@ def test_an_unknown_site_is_one_sentence(config: Path) -> None:
     (("alias = \"site-b\"", "alias = \"site.b\""), "sites.1.alias"),
     (("topics = \"raw", "topics = \"raw(, "), "is not a regular expression"),
     (("bootstrap = \"127.0.0.1:9292\"", ""), "needs a bootstrap or a client_file"),
+    # A site that is the training cluster mirrors its own copies (site-a.site-a.….heartbeats).
+    (("bootstrap = \"127.0.0.1:9292\"", "bootstrap = \"LOCALHOST:9092\""),
+     "site 'site-b' has the target's bootstrap address 127.0.0.1:9092"),
+    (("work_dir = \"", "work_dir = \"/etc/passwd\"\n# \""), "work_dir: /etc/passwd is a file"),
 ])
 def test_a_bad_file_is_refused_before_anything_runs(config: Path, edit: tuple[str, str], said: str) -> None:
     config.write_text(config.read_text().replace(*edit))
     with pytest.raises(ConfigError, match=said.replace("(", r"\(").replace(".", r"\.")):
         load_mirror_settings(config)
+
+
+@pytest.mark.parametrize(("patterns", "said"), [
+    ("(?P<r>raw)", "Site 'site-a''s topics pattern '(?P<r>raw)' is not a Java regular expression"),
+    ("raw, x{2,1}", "topics pattern 'x{2' is not"),  # MirrorMaker splits its list at commas too
+])
+def test_topic_patterns_are_compiled_by_java_before_any_cluster_is_asked(
+        tmp_path: Path, patterns: str, said: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from kafeed.cli.main import main
+
+    # Python's re compiles these; MirrorMaker's java.util.regex does not (and then mirrors
+    # nothing). The bootstraps are closed ports: a check that reached a cluster would be exit 1.
+    config = tmp_path / "sites.toml"
+    config.write_text(CONFIG.format(work=tmp_path / "work").replace("raw, events\\\\..*", patterns))
+    assert load_mirror_settings(config).site("site-a").topics == patterns
+    assert main(["mirror", "run", "--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert said in " ".join(err.split()), err
+
+
+def test_java_takes_what_mirrormaker_takes() -> None:
+    from kafeed.mirror.java_patterns import java_pattern_errors
+
+    errors = java_pattern_errors(["raw", r"events\..*", r"\p{Alpha}+", "(?<r>raw)",
+                                  "(?P<r>raw)", "a(", "[z-a]"])
+    assert [e is None for e in errors] == [True, True, True, True, False, False, False]
