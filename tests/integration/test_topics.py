@@ -114,3 +114,18 @@ def test_create_refuses_bad_options_before_asking(kafka: ConnectionSettings, adm
     assert main(["topic", "create", name, "--partitions", "1000000", "-b", kafka.bootstrap]) == 2
     assert "partitions: got 1000000" in capsys.readouterr().err
     assert not admin.exists(name)
+
+
+def test_topic_list_piped_is_one_name_per_line(kafka: ConnectionSettings, admin: TopicAdmin,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    from kafeed.topics import topic_request
+
+    long_name = "site-a.site-b." + uuid.uuid4().hex + "-" + "x" * 120
+    admin.create(topic_request(long_name, partitions=1).plan(brokers=1))
+    try:
+        assert main(["topic", "list", "-b", kafka.bootstrap]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        assert long_name in lines
+        assert all(line == line.strip() and " " not in line for line in lines)
+    finally:
+        admin.delete(long_name)
