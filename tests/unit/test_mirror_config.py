@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -121,3 +122,46 @@ def test_java_takes_what_mirrormaker_takes() -> None:
     errors = java_pattern_errors(["raw", r"events\..*", r"\p{Alpha}+", "(?<r>raw)",
                                   "(?P<r>raw)", "a(", "[z-a]"])
     assert [e is None for e in errors] == [True, True, True, True, False, False, False]
+
+
+def test_no_password_is_written_into_the_rendered_properties(config: Path, tmp_path: Path) -> None:
+    from kafeed.mirror.render import mirror_secrets
+
+    settings = load_mirror_settings(config)
+    (tmp_path / "ca.pem").write_text("-----BEGIN CERTIFICATE-----\n")
+    secured = {alias: SecretStr(f"pw-of-{alias}-x7") for alias in ("site-b", "train")}
+    clusters = (settings.target, *settings.sites)
+    conns = {c.alias: ConnectionSettings(bootstrap=c.bootstrap or "") for c in clusters}
+    for alias, password in secured.items():
+        conns[alias] = ConnectionSettings(bootstrap=conns[alias].bootstrap, security_protocol="SASL_SSL",
+                                          sasl_mechanism="SCRAM-SHA-512", sasl_username="mirror",
+                                          sasl_password=password, ssl_ca_location=tmp_path / "ca.pem")
+    text = mirror_properties(settings, conns, replication=1, rest_port=1)
+    assert "pw-of-" not in text
+    props = _props(text)
+    assert props["site-b.sasl.jaas.config"] == "${env:KAFEED_MIRROR_JAAS_1}"
+    assert props["train.sasl.jaas.config"] == "${env:KAFEED_MIRROR_JAAS_2}"
+    assert props["config.providers.env.class"].endswith(".provider.EnvVarConfigProvider")
+    assert "site-a.sasl.jaas.config" not in props
+    secrets = mirror_secrets(settings, conns)
+    assert sorted(secrets) == ["KAFEED_MIRROR_JAAS_1", "KAFEED_MIRROR_JAAS_2"]
+    assert "pw-of-site-b-x7" in secrets["KAFEED_MIRROR_JAAS_1"]
+    plain = {c.alias: ConnectionSettings(bootstrap=c.bootstrap or "") for c in clusters}
+    assert "config.providers" not in _props(mirror_properties(settings, plain, replication=1, rest_port=1))
+
+
+def test_a_killed_nodes_properties_are_removed_at_the_next_start(tmp_path: Path,
+                                                                  caplog: pytest.LogCaptureFixture) -> None:
+    import subprocess
+    import sys
+
+    from kafeed.mirror.process import remove_leftovers
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+    (tmp_path / f"mm2-{gone}.properties").write_text("site.sasl.jaas.config = ... password=\"s3cret\";\n")
+    mine = tmp_path / f"mm2-{os.getpid()}.properties"
+    mine.write_text("a running node's\n")
+    assert remove_leftovers(tmp_path) == [tmp_path / f"mm2-{gone}.properties"]
+    assert [p.name for p in tmp_path.iterdir()] == [mine.name]
+    assert "left by a mirror node that was killed" in caplog.text
