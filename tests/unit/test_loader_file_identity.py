@@ -142,3 +142,29 @@ def test_a_state_saved_without_file_names_still_resumes(tmp_path: Path) -> None:
 def test_no_files_is_one_sentence() -> None:
     with pytest.raises(ConfigError, match="no file"):
         kafeed.FileTokenDataset([], seq_len=9, eos_id=EOS)
+
+
+def _mixture(root: Path, state: Any = None) -> Any:
+    mix = kafeed.Mixture({"left": 0.8, "right": 0.2}, seq_len=9, eos_id=EOS, shuffle_buffer=8, seed=1,
+                         sources={side: {"files": str(root / side)} for side in ("left", "right")},
+                         on_dry="drop")
+    loader = kafeed.StreamLoader(mix, batch_size=3)
+    if state is not None:
+        loader.load_state_dict(state)
+    return loader
+
+
+def test_a_mixtures_file_sources_name_their_files_too(tmp_path: Path) -> None:
+    expected = _write(tmp_path / "left" / "a.parquet", 1) | _write(tmp_path / "left" / "c.parquet", 100)
+    expected |= _write(tmp_path / "right" / "a.parquet", 150)
+    loader = _mixture(tmp_path)
+    it = iter(loader)
+    first = [next(it) for _ in range(15)]  # into the second file of "left"
+    state = json.loads(json.dumps(loader.state_dict()))
+    del it
+    expected |= _write(tmp_path / "left" / "b.parquet", 200)  # among the others: read as new
+    assert _counts(first + list(_mixture(tmp_path, state))) == expected
+    assert sorted(state["fingerprint"]["files"]) == ["left", "right"]
+    _write(tmp_path / "right" / "a.parquet", 150, size=6)  # changed: refused
+    with pytest.raises(ResumeMismatch, match=r"'a\.parquet'"):
+        _mixture(tmp_path, state)
