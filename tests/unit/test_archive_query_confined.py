@@ -162,3 +162,16 @@ def test_ctrl_c_stops_a_running_query_with_130(warehouse: Path, sigint_raises: N
     assert time.monotonic() - started["at"] < 5
     err = capsys.readouterr().err
     assert "Interrupted." in err and "bug" not in err
+
+
+def test_a_table_of_remote_files_is_read_through_pyiceberg_and_still_confined(
+        warehouse: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import kafeed.archive.query as q
+
+    monkeypatch.setattr(q, "_is_local", lambda path: False)  # as an object store's URIs are
+    sql = 'SELECT count(*) AS n, sum("offset") AS s FROM t'
+    got = query("ns.t", CatalogSettings(warehouse=warehouse), sql)
+    assert got.rows.to_pylist() == [{"n": ROWS, "s": sum(range(ROWS))}]
+    secret = warehouse.parent / "secret.csv"
+    usage_error(_args(warehouse, f"SELECT * FROM read_csv('{secret}')"), capsys)
+    usage_error(_args(warehouse, f"SELECT * FROM read_parquet('{_data_file(warehouse)}')"), capsys)
