@@ -101,7 +101,9 @@ def test_files_added_since_the_save_are_read_as_new(tmp_path: Path, change: Chan
     _resume_after(tmp_path, change, 0)
 
 
+@pytest.mark.slow  # DataLoader workers: their start is most of a minute on a loaded 2-core machine
 def test_files_added_since_the_save_are_read_as_new_by_dataloader_workers(tmp_path: Path) -> None:
+    # The file order is settled in the main process and reaches the workers with the dataset.
     _resume_after(tmp_path, _insert_b, 2)
 
 

@@ -136,7 +136,8 @@ def query(table_name: str, catalog: CatalogSettings, sql: str, *,
             raise ConfigError(f"The query failed: {_first_line(exc)}",
                               hint=f"The table is called {name!r} in the query.") from None
     finally:
-        con.close()
+        with contextlib.suppress(duckdb.Error):  # busy: a second Ctrl-C left the query running
+            con.close()
     more = limit is not None and rows.num_rows > limit
     return QueryAnswer(rows.slice(0, limit) if more else rows, more)
 
@@ -156,8 +157,8 @@ def _interruptible(con: Any, work: Any) -> Any:
             done["error"] = exc
 
     thread = threading.Thread(target=target, name=_QUERY_THREAD, daemon=True)
-    thread.start()
     try:
+        thread.start()  # in the try: a Ctrl-C may come as soon as the thread exists
         thread.join()
     except KeyboardInterrupt:
         while thread.is_alive():
