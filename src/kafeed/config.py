@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import logging
 import os
+import stat
+import tempfile
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -177,7 +179,7 @@ def directory_problem(path: Path) -> str | None:
     while True:
         try:
             if probe.is_dir():
-                return None
+                return _takes_entries(path, probe)
             if probe.exists():
                 break
         except OSError as exc:
@@ -190,13 +192,40 @@ def directory_problem(path: Path) -> str | None:
     return f"{path} cannot be created: {probe} is a file"
 
 
+#: The most a TOML file kafeed reads may hold.
+MAX_SETTINGS_BYTES = 4 << 20
+
+
+def _takes_entries(path: Path, folder: Path) -> str | None:
+    """Whether ``folder`` (``path`` or its nearest existing part) takes new entries, found by
+    making one and removing it: permissions alone do not tell (/proc refuses root too)."""
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".kafeed-probe-", dir=folder))
+    except OSError as exc:
+        reason = str(exc.strerror or exc).lower()
+        if folder == path.absolute():
+            return f"{path} cannot be written into: {reason}"
+        return f"{path} cannot be created in {folder}: {reason}"
+    return None
+
+
 def read_toml(path: Path, *, what: str, option: str) -> dict[str, Any]:
     """The TOML document at ``path``; :class:`ConfigError` (exit 2) for a path that is
-    missing, a directory, unreadable, not UTF-8 text or not TOML. ``what`` names the file
+    missing, a directory, not a regular file, larger than :data:`MAX_SETTINGS_BYTES`,
+    unreadable, not UTF-8 text or not TOML. ``what`` names the file
     in the message ("Settings file"), ``option`` the flag that gave it."""
     try:
+        # A FIFO would block the open, a device (/dev/zero) would never end: regular files only,
+        # read no further than a settings file could reasonably be.
+        if path.exists() and not path.is_dir() and not stat.S_ISREG(path.stat().st_mode):
+            raise ConfigError(f"{what} {path} is not a regular file (a pipe, device or socket).",
+                              hint=f"Pass a TOML file to {option}.")
         with path.open("rb") as fh:
-            return tomllib.load(fh)
+            text = fh.read(MAX_SETTINGS_BYTES + 1)
+        if len(text) > MAX_SETTINGS_BYTES:
+            raise ConfigError(f"{what} {path} is larger than {MAX_SETTINGS_BYTES // (1 << 20)} MiB, "
+                              "more than settings ever are.", hint=f"Pass a TOML file to {option}.")
+        return tomllib.loads(text.decode())
     except FileNotFoundError:
         raise ConfigError(f"{what} {path} does not exist.", hint=f"Pass an existing {option} file.") from None
     except IsADirectoryError:

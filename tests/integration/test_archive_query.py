@@ -32,9 +32,9 @@ def test_duckdb_reads_the_same_rows_as_pyiceberg(kafka: ConnectionSettings, make
 
     expected = sorted(tuple(r[c] for c in COLUMNS) for r in table_rows(tmp_path))
     got = query("arch.t", CatalogSettings(warehouse=tmp_path),
-                "SELECT partition, \"offset\", kind, value FROM t ORDER BY partition, \"offset\"")
-    assert got is not None
-    rows = sorted(tuple(r[c] for c in COLUMNS) for r in got.to_pylist())
+                "SELECT partition, \"offset\", kind, value FROM t ORDER BY partition, \"offset\"", limit=None)
+    assert not got.more
+    rows = sorted(tuple(r[c] for c in COLUMNS) for r in got.rows.to_pylist())
     assert len(rows) == 240 and rows == expected
 
     # The command line: the same engine, JSON out; a bad query is one sentence, exit 2.

@@ -85,3 +85,24 @@ def test_replay_twice_writes_once_and_never_into_its_own_topic(
     assert (rest.records, rest.already_there) == (80 - part.records, part.records)
     values = Counter(topic_records(kafka, other).values())
     assert values == Counter(topic_records(kafka, topic).values())
+
+
+def test_replay_into_a_topic_of_the_other_record_kind_is_refused(
+        kafka: ConnectionSettings, make_topic: TopicFactory, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.integration.loader_data import produce_samples
+
+    topic = make_topic(partitions=1)
+    produce_docs(kafka.bootstrap, topic, 10)
+    assert run_archive(settings(topic, tmp_path), kafka, until_caught_up=True).rows_written == 10
+    base = ["--table", "arch.t", "--warehouse", str(tmp_path), "-b", kafka.bootstrap]
+    samples = make_topic(partitions=1)
+    produce_samples(kafka.bootstrap, samples, 5)
+    before = topic_records(kafka, samples)
+    line = usage_error(["replay", *base, "--topic", samples], capsys)
+    assert f"Topic '{samples}' holds samples records and table 'arch.t' holds tokens" in line
+    assert topic_records(kafka, samples) == before
+    # A topic that already holds tokens takes them.
+    tokens = make_topic(partitions=1)
+    produce_docs(kafka.bootstrap, tokens, 3, first=100)
+    assert _replay([*base, "--topic", tokens], capsys)["records"] == 10

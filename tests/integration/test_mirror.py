@@ -245,6 +245,8 @@ def test_killed_mirror_restarts_and_a_drain_leaves_every_record_once_in_order(
     ("unknown site", 2, "Site 'site-c' is not in the mirror's config"),
     ("unreachable site", 1, "Site 'site-b' at 127.0.0.1:"),
     ("no topic", 2, "Site 'site-a' has no topic matching 'nothing-.*'"),
+    # Reached through a client file, the training cluster passes for a site by address.
+    ("site is the target", 2, "Site 'site-b' is the target cluster itself"),
 ])
 def test_bad_input_is_one_sentence_and_writes_nothing(
         clusters: dict[str, LocalCluster], tmp_path: Path, case: str, code: int, said: str) -> None:
@@ -257,6 +259,11 @@ def test_bad_input_is_one_sentence_and_writes_nothing(
     elif case == "unreachable site":
         config.write_text(config.read_text().replace(clusters["site-b"].bootstrap,
                                                      f"127.0.0.1:{free_port_block(1)}"))
+    elif case == "site is the target":
+        client = tmp_path / "train-client.toml"
+        client.write_text(f'[connection]\nbootstrap = "{clusters["train"].bootstrap}"\n')
+        config.write_text(config.read_text().replace(f'bootstrap = "{clusters["site-b"].bootstrap}"',
+                                                     f'client_file = "{client}"'))
     else:
         config.write_text(config.read_text().replace(f'topics = "{topic}"\n[[sites]]',
                                                      'topics = "nothing-.*"\n[[sites]]'))

@@ -100,3 +100,30 @@ def test_the_right_password_mirrors_every_record_once_and_logs_no_password(
     shown = done.stdout + done.stderr + _files_text(tmp_path / "mirror-work")
     assert (tmp_path / "mirror-work" / "logs" / "mirror.log").exists()
     assert _password(good) not in shown, "a password was printed or logged"
+
+
+def test_a_killed_mirror_leaves_no_password_behind(
+        secure_cluster: LocalCluster, kafka_cluster: LocalCluster, tmp_path: Path,
+        site_topic: tuple[str, list[tuple[bytes, bytes, None]]]) -> None:
+    import os
+    import signal
+    import time
+
+    topic, _ = site_topic
+    good = secure_cluster.client_file("admin")
+    config = _config(tmp_path / "sites.toml", kafka_cluster, good, topic)
+    work = tmp_path / "mirror-work"
+    args = [sys.executable, "-m", "kafeed.cli.main", "mirror", "run", "--config", str(config),
+            "--jit", "quick"]
+    node = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not list(work.glob("mm2-*.properties")) and node.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)  # the rendered file appearing is the signal
+        assert list(work.glob("mm2-*.properties")), "the node never rendered its properties"
+    finally:
+        os.kill(node.pid, signal.SIGKILL)
+        node.wait(30)
+    # The file a SIGKILLed node could not remove names no password; nothing else there does either.
+    assert _password(good) not in _files_text(work), "a killed mirror left a password behind"
+    assert "${env:KAFEED_MIRROR_JAAS_0}" in _files_text(work)

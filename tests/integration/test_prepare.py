@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 from collections import Counter
 
 import pytest
@@ -108,3 +109,29 @@ def test_transactional_input_is_caught_up(kafka: ConnectionSettings, make_topic)
         timer.cancel()
     assert not stop.is_set(), "prepare never saw itself caught up"
     assert stats.documents_out == 10
+
+
+def test_a_new_group_into_an_output_that_holds_its_input_is_refused(  # type: ignore[no-untyped-def]
+        kafka: ConnectionSettings, make_topic, capsys) -> None:
+    from kafeed.cli.main import main
+    from tests.cli_support import usage_error
+
+    raw = make_topic(partitions=2)
+    produce(kafka, raw, [sample_record(t) for t in paragraphs(8)])
+    tokens = f"{raw}.tokens"
+    args = ["prepare", "-b", kafka.bootstrap, "-i", raw, "-o", tokens, "--until-caught-up", "--json"]
+    assert main([*args, "-g", f"first-{raw}"]) == 0
+    capsys.readouterr()
+    written = len(read_topic(kafka, tokens))
+    assert written > 0
+    # The same group again: a resume, nothing new, not refused.
+    assert main([*args, "-g", f"first-{raw}"]) == 0
+    assert json.loads(capsys.readouterr().out)["records_in"] == 0
+    # A new group: refused before anything is read or written, naming the output and the input.
+    line = usage_error([*args, "-g", f"second-{raw}"], capsys)
+    assert f"Topic '{tokens}' already holds documents prepared from '{raw}'" in line
+    assert len(read_topic(kafka, tokens)) == written
+    # Asked for: written again.
+    assert main([*args, "-g", f"second-{raw}", "--reprocess"]) == 0
+    capsys.readouterr()
+    assert len(read_topic(kafka, tokens)) == 2 * written

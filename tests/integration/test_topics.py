@@ -38,6 +38,16 @@ def test_create_list_describe_delete(kafka: ConnectionSettings, make_topic, admi
     assert "already exists" in capsys.readouterr().err
     assert main(["topic", "create", name, "--partitions", "3", "--if-not-exists",
                  "-b", kafka.bootstrap]) == 0
+    # An existing topic is reported as it is, not as this command asked for it.
+    capsys.readouterr()
+    asked_12 = ["topic", "create", name, "--partitions", "12", "--if-not-exists", "-b", kafka.bootstrap]
+    assert main([*asked_12, "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert (got["created"], got["partitions"], got["requested"]["partitions"]) == (False, 3, 12)
+    assert main(asked_12) == 0
+    printed = capsys.readouterr()
+    assert "3 partition(s)" in printed.out and "12" not in printed.out
+    assert "not as asked (partitions 12)" in printed.err
     assert main(["topic", "delete", name, "-b", kafka.bootstrap]) == 0
     with pytest.raises(TopicError, match="does not exist"):
         admin.describe(name)
@@ -104,3 +114,18 @@ def test_create_refuses_bad_options_before_asking(kafka: ConnectionSettings, adm
     assert main(["topic", "create", name, "--partitions", "1000000", "-b", kafka.bootstrap]) == 2
     assert "partitions: got 1000000" in capsys.readouterr().err
     assert not admin.exists(name)
+
+
+def test_topic_list_piped_is_one_name_per_line(kafka: ConnectionSettings, admin: TopicAdmin,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    from kafeed.topics import topic_request
+
+    long_name = "site-a.site-b." + uuid.uuid4().hex + "-" + "x" * 120
+    admin.create(topic_request(long_name, partitions=1).plan(brokers=1))
+    try:
+        assert main(["topic", "list", "-b", kafka.bootstrap]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        assert long_name in lines
+        assert all(line == line.strip() and " " not in line for line in lines)
+    finally:
+        admin.delete(long_name)

@@ -63,6 +63,20 @@ def test_schedule_keeps_every_prefix_within_two_windows(weights: list[int], coun
                 assert abs(seen[source] - n * weight / total) < 2, (source, n)
 
 
+@pytest.mark.parametrize("scale", [5e-324, 1e-320, 1e-308, 1e-301, 1.0, 1e301, 1e307, 1e308, 1.7e308])
+def test_proportions_hold_at_every_scale_of_the_float_range(scale: float) -> None:
+    # The window counts depend on the weights' ratios only, however large or small they are
+    # (1e308 each overflowed the total, 1e-320 each lost the credits' precision).
+    for ratio in (1.0, 0.5, 0.25):
+        weights = check_weights({"a": scale, "b": scale * ratio})
+        picks = Counter(MixSchedule(weights, seed=4, index=0).pick(6600))
+        if scale * ratio > 0:  # (5e-324 * 0.5 is zero)
+            assert abs(picks["b"] - 6600 * ratio / (1 + ratio)) < 2, (scale, ratio, picks)
+    # A weight that is a tiny share of a huge one gets none, and the run still goes on.
+    lopsided = check_weights({"a": 1e308, "b": 1e-320})
+    assert Counter(MixSchedule(lopsided, seed=4, index=0).pick(500)) == {"a": 500}
+
+
 def test_dry_sources_share_out_their_weight() -> None:
     schedule = MixSchedule({"a": 0.5, "b": 0.3, "c": 0.2}, seed=1, index=0)
     picks = Counter(schedule.pick(8000, dry=["a"]))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -86,8 +87,81 @@ def test_an_unknown_site_is_one_sentence(config: Path) -> None:
     (("alias = \"site-b\"", "alias = \"site.b\""), "sites.1.alias"),
     (("topics = \"raw", "topics = \"raw(, "), "is not a regular expression"),
     (("bootstrap = \"127.0.0.1:9292\"", ""), "needs a bootstrap or a client_file"),
+    # A site that is the training cluster mirrors its own copies (site-a.site-a.….heartbeats).
+    (("bootstrap = \"127.0.0.1:9292\"", "bootstrap = \"LOCALHOST:9092\""),
+     "site 'site-b' has the target's bootstrap address 127.0.0.1:9092"),
+    (("work_dir = \"", "work_dir = \"/etc/passwd\"\n# \""), "work_dir: /etc/passwd is a file"),
 ])
 def test_a_bad_file_is_refused_before_anything_runs(config: Path, edit: tuple[str, str], said: str) -> None:
     config.write_text(config.read_text().replace(*edit))
     with pytest.raises(ConfigError, match=said.replace("(", r"\(").replace(".", r"\.")):
         load_mirror_settings(config)
+
+
+@pytest.mark.parametrize(("patterns", "said"), [
+    ("(?P<r>raw)", "Site 'site-a''s topics pattern '(?P<r>raw)' is not a Java regular expression"),
+    ("raw, x{2,1}", "topics pattern 'x{2' is not"),  # MirrorMaker splits its list at commas too
+])
+def test_topic_patterns_are_compiled_by_java_before_any_cluster_is_asked(
+        tmp_path: Path, patterns: str, said: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from kafeed.cli.main import main
+
+    # Python's re compiles these; MirrorMaker's java.util.regex does not (and then mirrors
+    # nothing). The bootstraps are closed ports: a check that reached a cluster would be exit 1.
+    config = tmp_path / "sites.toml"
+    config.write_text(CONFIG.format(work=tmp_path / "work").replace("raw, events\\\\..*", patterns))
+    assert load_mirror_settings(config).site("site-a").topics == patterns
+    assert main(["mirror", "run", "--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert said in " ".join(err.split()), err
+
+
+def test_java_takes_what_mirrormaker_takes() -> None:
+    from kafeed.mirror.java_patterns import java_pattern_errors
+
+    errors = java_pattern_errors(["raw", r"events\..*", r"\p{Alpha}+", "(?<r>raw)",
+                                  "(?P<r>raw)", "a(", "[z-a]"])
+    assert [e is None for e in errors] == [True, True, True, True, False, False, False]
+
+
+def test_no_password_is_written_into_the_rendered_properties(config: Path, tmp_path: Path) -> None:
+    from kafeed.mirror.render import mirror_secrets
+
+    settings = load_mirror_settings(config)
+    (tmp_path / "ca.pem").write_text("-----BEGIN CERTIFICATE-----\n")
+    secured = {alias: SecretStr(f"pw-of-{alias}-x7") for alias in ("site-b", "train")}
+    clusters = (settings.target, *settings.sites)
+    conns = {c.alias: ConnectionSettings(bootstrap=c.bootstrap or "") for c in clusters}
+    for alias, password in secured.items():
+        conns[alias] = ConnectionSettings(bootstrap=conns[alias].bootstrap, security_protocol="SASL_SSL",
+                                          sasl_mechanism="SCRAM-SHA-512", sasl_username="mirror",
+                                          sasl_password=password, ssl_ca_location=tmp_path / "ca.pem")
+    text = mirror_properties(settings, conns, replication=1, rest_port=1)
+    assert "pw-of-" not in text
+    props = _props(text)
+    assert props["site-b.sasl.jaas.config"] == "${env:KAFEED_MIRROR_JAAS_1}"
+    assert props["train.sasl.jaas.config"] == "${env:KAFEED_MIRROR_JAAS_2}"
+    assert props["config.providers.env.class"].endswith(".provider.EnvVarConfigProvider")
+    assert "site-a.sasl.jaas.config" not in props
+    secrets = mirror_secrets(settings, conns)
+    assert sorted(secrets) == ["KAFEED_MIRROR_JAAS_1", "KAFEED_MIRROR_JAAS_2"]
+    assert "pw-of-site-b-x7" in secrets["KAFEED_MIRROR_JAAS_1"]
+    plain = {c.alias: ConnectionSettings(bootstrap=c.bootstrap or "") for c in clusters}
+    assert "config.providers" not in _props(mirror_properties(settings, plain, replication=1, rest_port=1))
+
+
+def test_a_killed_nodes_properties_are_removed_at_the_next_start(tmp_path: Path,
+                                                                  caplog: pytest.LogCaptureFixture) -> None:
+    import subprocess
+    import sys
+
+    from kafeed.mirror.process import remove_leftovers
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+    (tmp_path / f"mm2-{gone}.properties").write_text("site.sasl.jaas.config = ... password=\"s3cret\";\n")
+    mine = tmp_path / f"mm2-{os.getpid()}.properties"
+    mine.write_text("a running node's\n")
+    assert remove_leftovers(tmp_path) == [tmp_path / f"mm2-{gone}.properties"]
+    assert [p.name for p in tmp_path.iterdir()] == [mine.name]
+    assert "left by a mirror node that was killed" in caplog.text

@@ -12,7 +12,8 @@ writing, a replay reads the target topic to its end (read_committed) and leaves 
 record whose source is already there, so running the same replay again writes nothing, and
 a wider one writes only what is missing. Replays into one topic of one source share a
 transactional id, so a second replay started while one is open fences it (its open
-transaction is aborted) before reading what is there.
+transaction is aborted) before reading what is there. That read also decodes some of the
+records already there: a topic that holds the other record kind than the table is refused.
 
 A table is never replayed into the topic it archives, on the cluster it was archived
 from: those records are there already, or were deleted by retention on purpose.
@@ -20,13 +21,14 @@ from: those records are there already, or were deleted by retention on purpose.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, cast
 
 from kafeed.archive.catalog import check_table, load_table, open_catalog
+from kafeed.archive.columns import DECODERS
 from kafeed.archive.rows import record_headers, record_value
-from kafeed.archive.schema import PROP_CLUSTER, PROP_TOPIC
+from kafeed.archive.schema import KINDS, PROP_CLUSTER, PROP_KIND, PROP_TOPIC, Kind
 from kafeed.archive.settings import CatalogSettings
 from kafeed.archive.topic_identity import existing_topic_metadata
 from kafeed.config import ConnectionSettings
@@ -60,18 +62,54 @@ def _filter(since: datetime | None, until: datetime | None, source: str | None) 
     return terms
 
 
-def replayed_positions(connection: ConnectionSettings, topic: str, origin: str) -> set[tuple[int, int]]:
-    """(partition, offset) at ``origin`` (``cluster/topic``) of every record a replay already
-    wrote to ``topic``: the committed records up to each partition's end, read once."""
+#: How many of the target topic's records are decoded to tell which record kind it holds.
+KIND_SAMPLE = 200
+
+
+@dataclass
+class TargetTopic:
+    """What a replay found in its target: positions it already wrote, and some values."""
+
+    replayed: set[tuple[int, int]] = field(default_factory=set)
+    values: list[bytes] = field(default_factory=list)
+
+
+def read_target(connection: ConnectionSettings, topic: str, origin: str) -> TargetTopic:
+    """``topic`` read once to its end (committed records): the (partition, offset) at
+    ``origin`` (``cluster/topic``) of every record a replay already wrote there, and up to
+    :data:`KIND_SAMPLE` values."""
     prefix = f"{origin}/".encode()
-    found: set[tuple[int, int]] = set()
+    found = TargetTopic()
     hint = "Check the cluster with `kafeed broker status`, then run the replay again."
     for msg in KafkaClients(connection).read_to_end(topic, timeout_s=READ_STALL_S, hint=hint):
-        for key, value in msg.headers() or ():
-            if key == SOURCE_HEADER and value and value.startswith(prefix):
-                partition, _, offset = value[len(prefix):].decode().partition("/")
-                found.add((int(partition), int(offset)))
+        value = msg.value()
+        if value and len(found.values) < KIND_SAMPLE:
+            found.values.append(value)
+        for key, header in msg.headers() or ():
+            if key == SOURCE_HEADER and header and header.startswith(prefix):
+                partition, _, offset = header[len(prefix):].decode().partition("/")
+                found.replayed.add((int(partition), int(offset)))
     return found
+
+
+def check_target_kind(values: list[bytes], kind: str, topic: str, table_name: str) -> None:
+    """Refuse a target whose records are of the other record kind than the table's: a loader
+    reading it would skip every replayed record (or every record already there). An empty
+    topic, or one of neither kind, tells nothing and is accepted."""
+    kinds: list[Kind] = [k for k in KINDS if k != "raw"]
+    if not values or kind not in kinds:
+        return
+    counts: dict[str, int] = {}
+    for name in kinds:
+        decoder = DECODERS[name]()
+        decoder.decode(list[bytes | None](values))
+        counts[name] = decoder.count
+    other = max((k for k in kinds if k != kind), key=lambda k: counts[k])
+    if counts[kind] == 0 and counts[other] > 0:
+        raise ConfigError(f"Topic {topic!r} holds {other} records and table {table_name!r} holds {kind}: "
+                          f"a loader reading {topic!r} would skip one kind or the other.",
+                          hint=f"Replay into a topic of {kind} records, or a new one "
+                          "(`kafeed topic create NAME ...`).")
 
 
 def replay(table_name: str, catalog: CatalogSettings, connection: ConnectionSettings, *, topic: str,
@@ -82,6 +120,7 @@ def replay(table_name: str, catalog: CatalogSettings, connection: ConnectionSett
     table = load_table(open_catalog(catalog), table_name)
     source_topic = table.properties.get(PROP_TOPIC, "")
     check_table(table, table_name, topic=source_topic, cluster_id=None, kind=None)
+    kind = table.properties.get(PROP_KIND, "")
     meta = existing_topic_metadata(KafkaClients(connection).admin(), topic,
                                    hint="Create it first with `kafeed topic create`.")
     source_cluster = table.properties.get(PROP_CLUSTER, "")
@@ -102,7 +141,9 @@ def replay(table_name: str, catalog: CatalogSettings, connection: ConnectionSett
     try:
         # First fence (and abort) an earlier replay's open transaction, then see what is there.
         producer.init()
-        done = replayed_positions(connection, topic, origin)
+        there = read_target(connection, topic, origin)
+        check_target_kind(there.values, kind, topic, table_name)
+        done = there.replayed
         producer.begin()
         for p in sorted(parts.to_pylist()):
             rows = table.scan(row_filter=" AND ".join([*terms, f"partition = {int(p)}"])).to_arrow()

@@ -266,28 +266,35 @@ def _aware(moment: datetime | None) -> datetime | None:
 
 @app.command("query")
 def query_command(
-    sql: Annotated[str, typer.Argument(help="SQL for DuckDB; the table is named by its last part "
-                                       "(main.tokens -> tokens).")],
+    sql: Annotated[str, typer.Argument(help="One SELECT for DuckDB; the table is named by its last "
+                                       "part (main.tokens -> tokens) and is all it can read.")],
     table: TableOpt = None,
     warehouse: WarehouseOpt = None,
     catalog: CatalogOpt = None,
+    limit: Annotated[int, typer.Option("--limit", min=0, help="Rows to return at most; 0 returns "
+                                       "every row.")] = 1000,
     json_out: JsonOpt = False,
 ) -> None:
-    """Query an archive table with DuckDB, reading its Parquet files directly."""
+    """Query an archive table with DuckDB, confined to the table's own Parquet files."""
     from kafeed.archive.query import query
 
-    result = query(_need_table(table), catalog_settings(warehouse, catalog), sql)
-    rows = [] if result is None else result.to_pylist()
+    answer = query(_need_table(table), catalog_settings(warehouse, catalog), sql, limit=limit or None)
+    rows = answer.rows.to_pylist()
+    if answer.more:
+        console.print(f"The first {limit:,} rows; the query has more (--limit N shows more, "
+                      "--limit 0 all of them).", markup=False, highlight=False)
     if json_out:
         print_json(rows)
         return
     from rich.table import Table
+    from rich.text import Text
 
-    t = Table(show_edge=False)
-    for name in [] if result is None else result.column_names:
-        t.add_column(name)
+    # Values are data: printed as they are, never as rich markup or highlighted.
+    t = Table(show_edge=False, highlight=False)
+    for name in answer.rows.column_names:
+        t.add_column(Text(name))
     for row in rows:
-        t.add_row(*(_cell(v) for v in row.values()))
+        t.add_row(*(Text(_cell(v)) for v in row.values()))
     out.print(t)
 
 

@@ -6,6 +6,7 @@ import json
 import logging
 import math
 import os
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -20,7 +21,9 @@ if TYPE_CHECKING:
     from kafeed.config import ConnectionSettings
 
 console = Console(stderr=True)
-out = Console()
+# Piped, stdout is read by scripts: a line is never wrapped at 80 columns (a topic name of
+# 100 characters is one line). In a terminal, rich wraps prose at the window's width.
+out = Console(soft_wrap=not sys.stdout.isatty())
 
 BootstrapOpt = Annotated[
     str | None,

@@ -135,6 +135,9 @@ def prepare(
     id_field: IdFieldOpt = None,
     label_field: LabelFieldOpt = None,
     meta_field: MetaFieldOpt = None,
+    reprocess: Annotated[bool, typer.Option(
+        "--reprocess", help="Run a new --group over an input whose documents the output already "
+        "holds, writing them again (refused otherwise).")] = False,
     until_caught_up: UntilCaughtUpOpt = False,
     max_dlq_ratio: Annotated[float | None, typer.Option(
         help="Fail (exit 1) when more than this share of the records read is dead-lettered "
@@ -154,6 +157,7 @@ def prepare(
     143/130) or, with --until-caught-up, until the input is drained.
     """
     from kafeed.prepare import load_prepare_settings, resolve_on_cluster, run_prepare
+    from kafeed.prepare.overlap import check_new_group
     from kafeed.route import load_rules
 
     stop = install()  # first: a signal during start-up is remembered, not fatal
@@ -176,6 +180,8 @@ def prepare(
     conn = connection(bootstrap, config)
     # Before workers start: a pattern that matches nothing fails here, and they share the topics.
     settings = resolve_on_cluster(settings, conn, rules=ruleset)
+    if not reprocess:
+        check_new_group(settings, conn, rules=ruleset)
     if supervise(workers, min_workers, max_workers, scale_cooldown, topic=settings.input,
                  group=settings.group, bootstrap=bootstrap, config=config,
                  until_caught_up=until_caught_up, json_out=json_out):

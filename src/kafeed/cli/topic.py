@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from kafeed.choices import DEFAULT_PER_PARTITION_MBPS, Compression
-from kafeed.cli.common import BootstrapOpt, ConfigOpt, JsonOpt, connection, out, print_json
+from kafeed.cli.common import BootstrapOpt, ConfigOpt, JsonOpt, connection, console, out, print_json
 from kafeed.errors import ConfigError
 from kafeed.units import human_bytes
+
+if TYPE_CHECKING:
+    from kafeed.topics import TopicAdmin, TopicPlan
 
 app = typer.Typer(help="Create, list, describe and delete topics.", no_args_is_help=True,
                   rich_markup_mode=None)
@@ -52,14 +55,47 @@ def create(
     admin = TopicAdmin(connection(bootstrap, config))
     plan = request.plan(brokers=admin.broker_count())
     created = admin.create(plan, exist_ok=if_not_exists)
+    if not created:  # say what the topic is, not what was asked
+        _already_there(admin, plan, json_out)
+        return
     if json_out:
         print_json({"created": created, **plan.model_dump()})
     else:
-        verb = "Created" if created else "Already exists:"
         out.print(Text.assemble(
-            f"{verb} topic ", (plan.name, "bold"),
+            "Created topic ", (plan.name, "bold"),
             f": {plan.partitions} partition(s), replication {plan.replication}, "
             f"min ISR {plan.min_insync_replicas}, compression {plan.compression}"))
+
+
+def _already_there(admin: TopicAdmin, plan: TopicPlan, json_out: bool) -> None:
+    """What an existing topic is (--if-not-exists), and where it differs from what was asked."""
+    from rich.text import Text
+
+    info = admin.describe(plan.name, sizes=False)
+    now: dict[str, object] = {
+        "partitions": len(info.partitions), "replication": info.replication,
+        # Topic-level values; absent ones follow the broker's defaults.
+        "min_insync_replicas": _int_or_none(info.configs.get("min.insync.replicas")),
+        "compression": info.configs.get("compression.type")}
+    asked: dict[str, object] = {"partitions": plan.partitions, "replication": plan.replication,
+                                "min_insync_replicas": plan.min_insync_replicas,
+                                "compression": plan.compression}
+    if json_out:
+        print_json({"created": False, "name": plan.name, **now, "requested": plan.model_dump()})
+        return
+    shown = {k: "broker default" if v is None else v for k, v in now.items()}
+    out.print(Text.assemble(
+        "Already exists: topic ", (plan.name, "bold"),
+        f": {shown['partitions']} partition(s), replication {shown['replication']}, "
+        f"min ISR {shown['min_insync_replicas']}, compression {shown['compression']}"))
+    differs = [f"{k.replace('_', ' ')} {v}" for k, v in asked.items() if now[k] is not None and now[k] != v]
+    if differs:
+        console.print(f"It was left as it is, not as asked ({', '.join(differs)}).",
+                      markup=False, highlight=False)
+
+
+def _int_or_none(value: str | None) -> int | None:
+    return None if value is None else int(value)
 
 
 @app.command("list")

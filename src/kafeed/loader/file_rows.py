@@ -1,10 +1,12 @@
 """Local Parquet or Arrow files read by row: shard ``i`` is the ``i``-th file.
 
 ``files`` names files, directories (every ``.parquet``, ``.arrow`` and ``.feather`` file
-under them) or glob patterns; the files are taken in sorted path order and numbered from
-0, and a record's position is its row in its file, so a state resumes in the middle of a
-file. Each file is read a row group (Parquet) or record batch (Arrow) at a time,
-memory-mapped, and its rows decoded at once into views of the column's buffers.
+under them) or glob patterns; the files are taken spec after spec (a directory's or a
+pattern's in sorted path order) and numbered from 0, and a record's position is its row
+in its file, so a state resumes in the middle of a file (kafeed.loader.file_dataset keeps
+those numbers when files are added). Each file is read a row group (Parquet) or record
+batch (Arrow) at a time, memory-mapped, and its rows decoded at once into views of the
+column's buffers.
 
 Two layouts are read:
 
@@ -36,25 +38,49 @@ TOKEN_COLUMNS = ("input_ids", "tokens")
 INSTALL_HINT = "Install the archive extra: pip install 'kafeed[archive]'."
 
 
+def _spec_files(spec: str) -> tuple[Path, list[Path]]:
+    """The files one spec names, sorted, and the folder their names are taken relative to."""
+    path = Path(spec).expanduser()
+    if path.is_dir():
+        return path, sorted((p for p in path.rglob("*") if p.suffix in SUFFIXES and p.is_file()), key=str)
+    if path.is_file():
+        return path.parent, [path]
+    if glob.has_magic(spec):
+        pattern = os.path.expanduser(spec)
+        parts = Path(pattern).parts
+        literal = next(i for i, part in enumerate(parts) if glob.has_magic(part))
+        root = Path(*parts[:literal]) if literal else Path(".")
+        return root, [Path(p) for p in sorted(glob.glob(pattern, recursive=True)) if Path(p).is_file()]
+    raise ConfigError(f"files= names {spec!r}, which is no file, directory or glob pattern that "
+                      "exists.", hint="Pass Parquet or Arrow files, a directory of them, or a glob.")
+
+
 def expand(specs: tuple[str, ...]) -> list[Path]:
-    """The files ``specs`` name (files, directories, glob patterns), sorted, each once."""
-    found: set[str] = set()
+    """The files ``specs`` name (files, directories, glob patterns), each once: spec after
+    spec, a directory's or a pattern's files in sorted path order."""
+    return [path for path, _ in named(specs)]
+
+
+def named(specs: tuple[str, ...]) -> list[tuple[Path, str]]:
+    """:func:`expand`'s files with their names: each one's path relative to the directory
+    (or a pattern's folder) that named it, its file name when given alone; the path itself
+    where two would share a name. A name stays the same when the whole folder moves."""
+    if not specs:
+        raise ConfigError("files= names no file.", hint="Pass Parquet or Arrow files, a directory of them, "
+                          "or a glob (an empty glob result is an empty list).")
+    found: dict[str, tuple[Path, str]] = {}
     for spec in specs:
-        path = Path(spec).expanduser()
-        if path.is_dir():
-            found.update(str(p) for p in path.rglob("*") if p.suffix in SUFFIXES and p.is_file())
-        elif path.is_file():
-            found.add(str(path))
-        elif glob.has_magic(spec):
-            found.update(p for p in glob.glob(os.path.expanduser(spec), recursive=True)
-                         if Path(p).is_file())
-        else:
-            raise ConfigError(f"files= names {spec!r}, which is no file, directory or glob pattern that "
-                              "exists.", hint="Pass Parquet or Arrow files, a directory of them, or a glob.")
+        root, paths = _spec_files(spec)
+        for path in paths:
+            found.setdefault(os.path.abspath(path), (path, path.relative_to(root).as_posix()
+                                                     if path.is_relative_to(root) else str(path)))
     if not found:
         raise ConfigError(f"files= {list(specs)} names no Parquet or Arrow file.",
                           hint=f"Pass files ending in {', '.join(SUFFIXES)}, or a directory of them.")
-    return [Path(p) for p in sorted(found)]
+    counts: dict[str, int] = {}
+    for _, name in found.values():
+        counts[name] = counts.get(name, 0) + 1
+    return [(path, name if counts[name] == 1 else os.path.abspath(path)) for path, name in found.values()]
 
 
 class _File:

@@ -63,8 +63,9 @@ class FileSource:
             if start is None:
                 start = PartitionStart(next=0, read=0, end=end)
             elif start.end != end:
-                raise ResumeMismatch(f"The saved loader state has {start.end} rows for shard {key}, "
-                                     f"which now has {end}: the files changed.", hint=RECREATED_HINT)
+                raise ResumeMismatch(f"The saved loader state has {start.end} rows for shard {key} "
+                                     f"({self._rows.paths[shard]}), which now has {end}: the file "
+                                     "changed.", hint=RECREATED_HINT)
             check_positions(key, start.next, start.read, 0, end)
             part = partition_at(key, name, shard, start, _payload)
             part.fetch_done = part.fetch_done or start.read >= end

@@ -36,8 +36,13 @@ ENTRY_KEYS = ("index", "sources", "mix")
 MIX_KEYS = ("weights", "credits", "tokens", "dry")
 
 
+SAFE_WEIGHTS = (1e-300, 1e300)
+"""The largest weight kept as given lies here; outside, the weights are divided by it."""
+
+
 def check_weights(weights: Any) -> dict[str, float]:
-    """``{source: weight}`` checked: numbers, finite, not negative, not all zero."""
+    """``{source: weight}`` checked: numbers, finite, not negative, not all zero; scaled to
+    a largest weight of 1 where the largest lies outside :data:`SAFE_WEIGHTS`."""
     if not isinstance(weights, Mapping) or not weights:
         raise ConfigError("A mixture needs a mapping of source to weight such as {'web': 0.6, 'code': 0.4}.")
     out: dict[str, float] = {}
@@ -51,8 +56,13 @@ def check_weights(weights: Any) -> dict[str, float]:
         if weight < 0:
             raise ConfigError(f"Mixture weight of {name!r} is {weight}; weights must not be negative.")
         out[name] = float(weight)
-    if not sum(out.values()) > 0:
+    top = max(out.values())
+    if not top > 0:
         raise ConfigError("Every mixture weight is zero; give at least one source a positive weight.")
+    if not SAFE_WEIGHTS[0] <= top <= SAFE_WEIGHTS[1]:
+        # Only the proportions matter: near the ends of the float range their sum overflows
+        # or their credits lose every bit (1e308 or 1e-320 each gave 33:6567 and 0:6600).
+        out = {name: weight / top for name, weight in out.items()}
     return out
 
 

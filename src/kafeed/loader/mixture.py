@@ -9,7 +9,7 @@ from typing import Any, get_args
 from kafeed.config import ConnectionSettings
 from kafeed.errors import ConfigError, invalid_settings
 from kafeed.loader.dataset import KafkaTokenDataset, loader_settings
-from kafeed.loader.file_dataset import file_options
+from kafeed.loader.file_dataset import STATE_FILES, FileSet, file_options
 from kafeed.loader.mixing import OnDry, check_entry, check_weights, mixture_fingerprint
 from kafeed.loader.mixture_stream import AHEAD, MixtureStream
 from kafeed.loader.opening import Topology
@@ -115,20 +115,53 @@ class Mixture(KafkaTokenDataset):
             }
         except ValueError as exc:
             raise invalid_settings(exc, what="mixture settings") from None
+        # A file source's positions name their files, as FileTokenDataset's do.
+        self.file_sets: dict[str, FileSet] = {}
+        for name in self.file_sources:
+            self._use_files(name, FileSet.scan(self.source_settings[name].files))
         super().__init__(settings=base)
 
-    def fingerprint(self) -> dict[str, Any]:
-        return mixture_fingerprint(self.settings, self.sources)
+    def _use_files(self, name: str, files: FileSet) -> None:
+        self.file_sets[name] = files
+        self.source_settings[name] = self.source_settings[name].model_copy(
+            update={"files": tuple(str(p) for p, _, _ in files.files)})
+
+    def fingerprint(self, files: Any = None) -> dict[str, Any]:
+        out = mixture_fingerprint(self.settings, self.sources)
+        if self.file_sets:
+            out[STATE_FILES] = files if files is not None else {
+                name: fs.manifest() for name, fs in sorted(self.file_sets.items())}
+        return out
 
     def empty_state(self) -> dict[str, Any]:
         return empty_state(self.settings, self.fingerprint())
+
+    def _resumed_files(self, state: Any) -> tuple[Any, dict[str, FileSet]]:
+        """The saved file lists (None: a state from before they were kept) and each file
+        source's files numbered as they were saved."""
+        saved = state.get("fingerprint") if isinstance(state, dict) else None
+        files = saved.get(STATE_FILES) if isinstance(saved, dict) else None
+        if files is None or not self.file_sets:
+            return None, {}
+        if not isinstance(files, dict) or set(files) != set(self.file_sets):
+            return files, {}  # check_state refuses the fingerprint
+        return files, {name: self.file_sets[name].resumed(files[name]) for name in self.file_sets}
 
     def check_state(self, state: Any) -> dict[str, Any]:
         def reader_check(reader: Any, path: str, _settings: LoaderSettings) -> None:
             check_entry(reader, path, self.source_settings)
 
-        return check_state(loadable_state(state), self.settings, expected=self.fingerprint(),
-                           reader_check=reader_check)
+        state = loadable_state(state)
+        files, _ = self._resumed_files(state)
+        expected = self.fingerprint(files)
+        if files is None:
+            expected.pop(STATE_FILES, None)
+        return check_state(state, self.settings, expected=expected, reader_check=reader_check)
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        for name, files in self._resumed_files(loadable_state(state))[1].items():
+            self._use_files(name, files)
 
     def _make_stream(self, topo: Topology, saved: dict[str, Any] | None, *, client_stats: bool,
                      parent: ParentWatch | None) -> Any:

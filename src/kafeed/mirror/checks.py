@@ -1,7 +1,8 @@
 """What is checked before a mirror node starts, so that a bad config writes nothing anywhere.
 
-Each failure is one sentence naming the site: a cluster that cannot be reached, a topic
-pattern that selects no topic, a target that cannot run transactions (exactly-once
+Each failure is one sentence naming the site: a topic pattern Java does not compile, a
+cluster that cannot be reached, a site that is the target cluster, a topic pattern that
+selects no topic, a target that cannot run transactions (exactly-once
 source support needs them).
 """
 
@@ -12,8 +13,9 @@ from dataclasses import dataclass
 
 from kafeed.config import ConnectionSettings
 from kafeed.errors import BrokerUnavailable, ConfigError, KafeedError, KafkaOperationError
-from kafeed.kafka import TransactionalProducer
-from kafeed.mirror.config import MirrorSettings
+from kafeed.kafka import KafkaClients, TransactionalProducer, translate_kafka_error
+from kafeed.mirror.config import MirrorSettings, topic_patterns
+from kafeed.mirror.java_patterns import check_site_patterns
 from kafeed.mirror.progress import matching_topics
 from kafeed.topics.admin import ensure_reachable
 
@@ -39,6 +41,14 @@ def _reach(what: str, connection: ConnectionSettings) -> int:
                                 "and that the cluster is up.") from exc
 
 
+def cluster_id(connection: ConnectionSettings) -> str:
+    """The id of the cluster ``connection`` reaches."""
+    try:
+        return str(KafkaClients(connection).admin().list_topics(timeout=REACH_TIMEOUT_S).cluster_id)
+    except Exception as exc:
+        raise translate_kafka_error(exc, action="read the cluster's id") from exc
+
+
 def check_transactions(target: ConnectionSettings, alias: str) -> None:
     """Refuse a target where a transactional producer cannot start."""
     probe = TransactionalProducer(target, transactional_id=f"__kafeed-mirror-probe-{uuid.uuid4().hex[:12]}",
@@ -55,12 +65,19 @@ def check_transactions(target: ConnectionSettings, alias: str) -> None:
 
 def check(settings: MirrorSettings) -> Checked:
     """Connect to every cluster of ``settings`` and check what the mirror needs of each."""
+    # First what needs no cluster: the patterns as MirrorMaker's Java will compile them.
+    check_site_patterns({site.alias: topic_patterns(site.topics) for site in settings.sites})
     connections = {c.alias: c.connection() for c in (settings.target, *settings.sites)}
     target = settings.target.alias
     brokers = _reach(f"The target cluster {target!r}", connections[target])
+    target_id = cluster_id(connections[target])
     topics: dict[str, list[str]] = {}
     for site in settings.sites:
         _reach(f"Site {site.alias!r}", connections[site.alias])
+        if cluster_id(connections[site.alias]) == target_id:
+            raise ConfigError(f"Site {site.alias!r} is the target cluster itself (cluster id {target_id}): "
+                              "it would mirror its own mirrored topics again and again.",
+                              hint="Give the site its own cluster's bootstrap in the mirror's config.")
         topics[site.alias] = matching_topics(connections[site.alias], site.topics)
         if not topics[site.alias]:
             raise ConfigError(f"Site {site.alias!r} has no topic matching {site.topics!r}.",

@@ -25,7 +25,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from kafeed.config import ConnectionSettings, load_connection, read_settings_file
+from kafeed.config import ConnectionSettings, directory_problem, load_connection, read_settings_file
 from kafeed.errors import ConfigError, invalid_settings
 from kafeed.home import kafeed_home
 
@@ -104,6 +104,25 @@ class MirrorSettings(BaseModel):
             raise ValueError(f"alias {repeated[0]!r} names more than one cluster")
         return self
 
+    @model_validator(mode="after")
+    def _no_site_is_the_target(self) -> MirrorSettings:
+        # A site that is the target cluster mirrors its own mirrored topics again and again
+        # (site-a.site-a.….heartbeats). Here by address; kafeed.mirror.checks by cluster id.
+        target = bootstrap_addresses(self.target.bootstrap)
+        for site in self.sites:
+            shared = sorted(target & bootstrap_addresses(site.bootstrap))
+            if shared:
+                raise ValueError(f"site {site.alias!r} has the target's bootstrap address {shared[0]}: "
+                                 "a site mirrored into its own cluster mirrors its copies forever")
+        return self
+
+    @model_validator(mode="after")
+    def _work_dir_is_a_directory(self) -> MirrorSettings:
+        problem = directory_problem(self.work_dir)
+        if problem is not None:
+            raise ValueError(f"work_dir: {problem}")
+        return self
+
     def site(self, alias: str) -> SiteSettings:
         for site in self.sites:
             if site.alias == alias:
@@ -117,6 +136,18 @@ class MirrorSettings(BaseModel):
         if not aliases:
             return self
         return self.model_copy(update={"sites": tuple(self.site(a) for a in dict.fromkeys(aliases))})
+
+
+def bootstrap_addresses(bootstrap: str | None) -> set[str]:
+    """``host:port`` entries of a bootstrap list, lower-cased, ``localhost`` as 127.0.0.1."""
+    out = set()
+    for entry in (bootstrap or "").split(","):
+        address = entry.strip().lower().rpartition("://")[2]
+        if address.startswith("localhost:"):
+            address = "127.0.0.1:" + address.partition(":")[2]
+        if address:
+            out.add(address)
+    return out
 
 
 def topic_patterns(text: str) -> list[str]:

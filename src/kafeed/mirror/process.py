@@ -1,7 +1,9 @@
 """One dedicated MirrorMaker 2 node: its JVM, started as ``connect-mirror-maker.sh`` starts it.
 
-The rendered properties name every cluster's password, so the file is written readable
-by its owner only and removed when the node stops. The JVM's own log goes to
+The rendered properties hold no password: each cluster's login line reaches the JVM in
+its environment (kafeed.mirror.render.mirror_secrets), so a node killed with SIGKILL
+leaves nothing secret in ``work_dir``. The file is still written readable by its owner
+only and removed when the node stops. The JVM's own log goes to
 ``<work_dir>/logs/mirror.log``; Connect masks password-typed settings there
 (``sasl.jaas.config`` shows as ``[hidden]``). The node gets SIGKILL when the process
 that started it dies, however it dies (ARCHITECTURE.md, "Process lifetime"): Connect's
@@ -23,12 +25,37 @@ from kafeed.jars import jvm_flags, resolve_mirror_libs
 from kafeed.mirror.checks import Checked
 from kafeed.mirror.config import MirrorSettings
 from kafeed.mirror.origin import origin_classes
-from kafeed.mirror.render import LOG4J2, mirror_properties
+from kafeed.mirror.render import LOG4J2, mirror_properties, mirror_secrets
 from kafeed.signals import ends_with_this_process
 
 log = logging.getLogger("kafeed")
 
 MAIN_CLASS = "org.apache.kafka.connect.mirror.MirrorMaker"
+
+
+def remove_leftovers(work_dir: Path) -> list[Path]:
+    """Remove the properties files of nodes that are gone (killed before they could remove
+    their own; one rendered by an older kafeed held passwords), saying so; returns them."""
+    removed = []
+    for path in sorted(work_dir.glob("mm2-*.properties")):
+        pid = path.stem.removeprefix("mm2-")
+        if pid.isdigit() and _alive(int(pid)):
+            continue  # another node's, running
+        path.unlink(missing_ok=True)
+        removed.append(path)
+        log.warning("Removed %s, left by a mirror node that was killed (files an older kafeed "
+                    "wrote there held the clusters' passwords).", path)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 class MirrorNode:
@@ -54,6 +81,7 @@ class MirrorNode:
         return None if self._proc is None else self._proc.pid
 
     def start(self) -> None:
+        remove_leftovers(self.settings.work_dir)
         libs = resolve_mirror_libs()
         classpath = f"{libs.classpath}{os.pathsep}{origin_classes(libs.classpath, libs.java)}"
         self.logs_dir.mkdir(parents=True, exist_ok=True)
@@ -72,9 +100,10 @@ class MirrorNode:
             "-cp", classpath, MAIN_CLASS, str(self._properties),
             "--clusters", self.settings.target.alias,
         ]
+        env = {**os.environ, **mirror_secrets(self.settings, self.checked.connections)}
         with (self.logs_dir / "stdout.log").open("ab") as out:
             self._proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                          preexec_fn=ends_with_this_process(signal.SIGKILL))
+                                          env=env, preexec_fn=ends_with_this_process(signal.SIGKILL))
         log.info("MirrorMaker node started (pid %d), logging to %s", self._proc.pid, self.log_file)
 
     def exit_code(self) -> int | None:

@@ -1,6 +1,9 @@
 """MirrorMaker 2's dedicated-mode properties and log4j2 configuration, rendered from the settings.
 
-Every site flows into the target (``<site>->train.enabled``), never back. The target runs
+Every site flows into the target (``<site>->train.enabled``), never back. No password is
+written: each cluster's ``sasl.jaas.config`` is ``${env:KAFEED_MIRROR_JAAS_<n>}``, resolved
+by Kafka's ``EnvVarConfigProvider`` from the node's environment (:func:`mirror_secrets`), so
+a node killed with SIGKILL leaves no secret behind in ``work_dir``. The target runs
 Connect's exactly-once source support (KIP-618/656): records, the source offsets they
 came from and the offset syncs are written in one transaction per batch. Offset syncs
 live in the target, so a site only needs to be read.
@@ -73,6 +76,30 @@ def java_client_properties(alias: str, connection: ConnectionSettings) -> dict[s
     return props
 
 
+ENV_PROVIDER = "org.apache.kafka.common.config.provider.EnvVarConfigProvider"
+
+
+def _aliases(settings: MirrorSettings) -> list[str]:
+    return [*(s.alias for s in settings.sites), settings.target.alias]
+
+
+def secret_variable(index: int) -> str:
+    """The environment variable holding the ``sasl.jaas.config`` of cluster ``index``
+    (the sites in order, then the target)."""
+    return f"KAFEED_MIRROR_JAAS_{index}"
+
+
+def mirror_secrets(settings: MirrorSettings, connections: dict[str, ConnectionSettings]) -> dict[str, str]:
+    """``{variable: sasl.jaas.config}`` for every cluster that logs in with a password: the
+    node's environment, which the rendered properties name instead of the passwords."""
+    out = {}
+    for i, alias in enumerate(_aliases(settings)):
+        jaas = java_client_properties(alias, connections[alias]).get("sasl.jaas.config")
+        if jaas is not None:
+            out[secret_variable(i)] = jaas
+    return out
+
+
 def _escaped(value: str) -> str:
     # java.util.Properties reads a backslash as an escape and "#"/"!" opening a line as a comment.
     return value.replace("\\", "\\\\").replace("\n", "\\n")
@@ -113,9 +140,15 @@ def mirror_properties(settings: MirrorSettings, connections: dict[str, Connectio
         "sync.topic.acls.enabled": "false",
         "sync.topic.configs.enabled": "false",
     }
-    for alias in [s.alias for s in settings.sites] + [target]:
+    secrets = mirror_secrets(settings, connections)
+    if secrets:
+        # Passwords reach the JVM in its environment, never in this file (KIP-887).
+        lines["config.providers"] = "env"
+        lines["config.providers.env.class"] = ENV_PROVIDER
+    for i, alias in enumerate(_aliases(settings)):
         for key, value in java_client_properties(alias, connections[alias]).items():
-            lines[f"{alias}.{key}"] = value
+            secret = key == "sasl.jaas.config"
+            lines[f"{alias}.{key}"] = f"${{env:{secret_variable(i)}}}" if secret else value
     for site in settings.sites:
         flow = f"{site.alias}->{target}"
         lines[f"{flow}.enabled"] = "true"
