@@ -120,3 +120,42 @@ def test_a_restarting_torchrun_with_the_shared_store_is_warned_of(monkeypatch: p
     with caplog.at_level(logging.WARNING, logger="kafeed"):
         check_restarts()
     assert caplog.text == ""
+
+
+def test_files_elastic_two_ranks_to_one_through_a_gathered_document(tmp_path: Path) -> None:
+    # A file dataset's positions name their files; the document of both ranks' states, merged,
+    # resumes at one rank with every document once.
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    expected: dict[int, int] = {}
+    for name, first in (("a", 1), ("b", 100), ("c", 200)):
+        rows = [[doc] * 7 for doc in range(first, first + 30)]
+        pq.write_table(pa.table({"input_ids": pa.array(rows, type=pa.list_(pa.int32()))}),
+                       tmp_path / f"{name}.parquet")
+        expected.update({doc: 7 for doc in range(first, first + 30)})
+    seen = np.zeros(300, dtype=np.int64)
+
+    def loader(rank: int, world: int) -> kafeed.StreamLoader:
+        dataset = kafeed.FileTokenDataset(tmp_path, seq_len=9, eos_id=0, shuffle_buffer=4, seed=1,
+                                          rank=rank, world_size=world)
+        return kafeed.StreamLoader(dataset, batch_size=2)
+
+    def take(feed: kafeed.StreamLoader, count: int | None) -> None:
+        for n, batch in enumerate(feed, start=1):
+            tokens = np.asarray(batch["tokens"]).reshape(-1)
+            seen[:] += np.bincount(tokens[tokens > 0], minlength=300)
+            if n == count:
+                break
+
+    states = []
+    for rank in (0, 1):
+        feed = loader(rank, 2)
+        take(feed, 5)
+        states.append(feed.state_dict())
+    doc = json.loads(json.dumps({"ranks_version": 1, "world_size": 2, "ranks": states}))
+    rest = loader(0, 1)
+    rest.load_state_dict(doc)
+    take(rest, None)
+    assert {doc: int(n) for doc, n in enumerate(seen) if n} == expected
