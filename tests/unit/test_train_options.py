@@ -129,7 +129,9 @@ def test_every_option_is_declared_once_and_both_sides_are_built_from_it() -> Non
     options = {p.name: p for p in command.params if isinstance(p, click.Option)}
     cli = [name for name, option in TRAIN_OPTIONS.items() if option.cli]
     assert [n for n in options if n in TRAIN_OPTIONS] == cli
-    assert set(options) - set(cli) == {"bootstrap", "config", "json_out", "metrics_port"}
+    # the connection, output and value-format flags every stage that reads raw records shares
+    assert set(options) - set(cli) == {"bootstrap", "config", "json_out", "metrics_port", "value_format",
+                                       "text_field", "id_field", "label_field", "meta_field"}
     for name in cli:
         option, param = TRAIN_OPTIONS[name], options[name]
         assert param.help == option.help and param.show_default == option.show_default, name
