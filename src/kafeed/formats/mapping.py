@@ -34,7 +34,7 @@ FLOAT32_MAX = 3.4028234663852886e38
 CONTROL = bytes([*range(0x00, 0x09), *range(0x0E, 0x20), 0x7F])
 BINARY = re.compile(rb"[\x00-\x08\x0e-\x1f\x7f]")
 
-_MISSING: Any = object()
+MISSING: Any = object()  # a field the record does not have (None is a JSON null)
 
 
 def parse_labels(value: Any) -> list[float] | Rejected:
@@ -68,7 +68,7 @@ def parse_labels(value: Any) -> list[float] | Rejected:
 def text_problem(field: str, text: Any) -> Rejected | None:
     """Why ``text`` (the value of ``field``) is no document text, or None when it is one."""
     if type(text) is not str:
-        if text is _MISSING:
+        if text is MISSING:
             return Rejected("missing_text", f"no field {field!r}")
         if text is None:
             return Rejected("null_text", f"field {field!r} is null")
@@ -101,16 +101,16 @@ class _Path:
         self.steps = tuple(name.split(".")) if "." in name else None
 
     def get(self, obj: Mapping[str, Any]) -> Any:
-        value = obj.get(self.name, _MISSING)
-        if value is not _MISSING or self.steps is None:
+        value = obj.get(self.name, MISSING)
+        if value is not MISSING or self.steps is None:
             return value
         node: Any = obj
         for step in self.steps:
             if not isinstance(node, Mapping):
-                return _MISSING
-            node = node.get(step, _MISSING)
-            if node is _MISSING:
-                return _MISSING
+                return MISSING
+            node = node.get(step, MISSING)
+            if node is MISSING:
+                return MISSING
         return node
 
 
@@ -129,7 +129,7 @@ class FieldMapping:
                timestamp_ms: int) -> tuple[TrainingSample, str] | Rejected:
         """The sample ``obj`` maps to and its text; an object without an id is named by where its
         record lies (kafeed.formats.registry.record_id), its ``source`` is the topic."""
-        text = obj.get(self.text_field, _MISSING) if self._text.steps is None else self._text.get(obj)
+        text = obj.get(self.text_field, MISSING) if self._text.steps is None else self._text.get(obj)
         # The common case in one test: a string of some non-blank text (isspace is False for "").
         if type(text) is not str or not text or text.isspace():
             problem = text_problem(self.text_field, text)
@@ -139,10 +139,10 @@ class FieldMapping:
         if type(data) is not bytes:
             return data  # type: ignore[return-value]  # a Rejected
         ident = self._id
-        raw_id = obj.get(ident.name, _MISSING) if ident.steps is None else ident.get(obj)
+        raw_id = obj.get(ident.name, MISSING) if ident.steps is None else ident.get(obj)
         if type(raw_id) is str and raw_id:
             doc_id = raw_id
-        elif raw_id is _MISSING or raw_id is None or raw_id == "":
+        elif raw_id is MISSING or raw_id is None or raw_id == "":
             doc_id = f"{topic}/{partition}@{offset}"
         elif isinstance(raw_id, int) and not isinstance(raw_id, bool):
             doc_id = str(raw_id)
@@ -152,7 +152,7 @@ class FieldMapping:
             sample = TrainingSample(input_data=data, id=doc_id, source=topic, timestamp=timestamp_ms)
             if self._label is not None:
                 label = self._label.get(obj)
-                if label is _MISSING or label is None or label == "":
+                if label is MISSING or label is None or label == "":
                     return Rejected("missing_label", f"no label in field {self._label.name!r}")
                 labels = parse_labels(label)
                 if isinstance(labels, Rejected):
@@ -160,7 +160,7 @@ class FieldMapping:
                 sample.target_values.extend(labels)
             for path in self._meta:
                 value = path.get(obj)
-                if value is not _MISSING and value is not None:
+                if value is not MISSING and value is not None:
                     sample.metadata[path.name] = value if type(value) is str else str(value)
         except UnicodeEncodeError:
             return Rejected("invalid_utf8", "id or metadata is not valid UTF-8 (lone surrogates)")

@@ -14,7 +14,7 @@ import struct
 from collections.abc import Mapping
 from typing import Any
 
-from kafeed.formats.mapping import BINARY, CONTROL, parse_labels
+from kafeed.formats.mapping import MISSING, parse_labels, text_problem, utf8_text
 from kafeed.formats.mapping import Rejected as Rejected  # the ingest readers' rejections too
 from kafeed.ingest.options import IngestOptions
 from kafeed.schema.avro import encode_avro
@@ -98,24 +98,13 @@ class Mapper:
     def map_row(self, fields: Mapping[str, Any], where: int) -> Mapped | Rejected:
         """One row under the current :meth:`context` (the hot loop's entry); callers tell a
         rejection by its type, ``isinstance(result, Rejected)``."""
-        text = fields.get(self.text_field, _MISSING)
-        if type(text) is not str:
-            if text is _MISSING:
-                return Rejected("missing_text", f"no field {self.text_field!r}")
-            if text is None:
-                return Rejected("null_text", f"field {self.text_field!r} is null")
-            return Rejected("text_not_string",
-                            f"field {self.text_field!r} is a {type(text).__name__}, not a string")
-        if not text or text.isspace():
-            return Rejected("empty_text", f"field {self.text_field!r} is empty or whitespace")
-        try:
-            data = text.encode()
-        except UnicodeEncodeError:
-            return Rejected("invalid_utf8", "text is not valid UTF-8 (lone surrogates)")
-        if len(data.translate(None, CONTROL)) != len(data):
-            binary = BINARY.search(data)
-            char = binary.group().decode() if binary else "?"
-            return Rejected("binary_content", f"text contains control character {char!r}")
+        text = fields.get(self.text_field, MISSING)
+        problem = text_problem(self.text_field, text)
+        if problem is not None:
+            return problem
+        data = utf8_text(text)
+        if isinstance(data, Rejected):
+            return data
         raw_id = fields.get(self.id_field)
         if raw_id is None or raw_id == "":
             doc_id = content_id(text, self.id_chars)
@@ -127,8 +116,8 @@ class Mapper:
             return Rejected("bad_id", f"id field {self.id_field!r} is a {type(raw_id).__name__}")
         labels: list[float] = []
         if self.label_field is not None:
-            label = fields.get(self.label_field, _MISSING)
-            if label is _MISSING or label is None or label == "":
+            label = fields.get(self.label_field, MISSING)
+            if label is MISSING or label is None or label == "":
                 return Rejected("missing_label", f"no label in field {self.label_field!r}")
             parsed = parse_labels(label)
             if isinstance(parsed, Rejected):
@@ -177,5 +166,3 @@ class Mapper:
         sample.metadata.update({"kafeed.source": source, where_key: str(where), **meta})
         return encode_avro(sample)
 
-
-_MISSING: Any = object()

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from kafeed.config import ConnectionSettings
 from kafeed.errors import BrokerUnavailable, ConfigError, KafeedError, KafkaOperationError
-from kafeed.kafka import KafkaClients, TransactionalProducer, translate_kafka_error
+from kafeed.kafka import KafkaClients, TransactionalProducer
 from kafeed.mirror.config import MirrorSettings, topic_patterns
 from kafeed.mirror.java_patterns import check_site_patterns
 from kafeed.mirror.progress import matching_topics
@@ -43,10 +43,7 @@ def _reach(what: str, connection: ConnectionSettings) -> int:
 
 def cluster_id(connection: ConnectionSettings) -> str:
     """The id of the cluster ``connection`` reaches."""
-    try:
-        return str(KafkaClients(connection).admin().list_topics(timeout=REACH_TIMEOUT_S).cluster_id)
-    except Exception as exc:
-        raise translate_kafka_error(exc, action="read the cluster's id") from exc
+    return str(KafkaClients(connection).admin().list_topics(timeout=REACH_TIMEOUT_S).cluster_id)
 
 
 def check_transactions(target: ConnectionSettings, alias: str) -> None:
