@@ -29,8 +29,10 @@ def lengths(count: int, seed: int = 0, low: int = 1, high: int = 60) -> np.ndarr
 
 
 def produce_docs(bootstrap: str, topic: str, count: int, *, seed: int = 0, first: int = 0,
-                 low: int = 1, high: int = 60, bad: Iterable[int] = ()) -> np.ndarray:
+                 low: int = 1, high: int = 60, bad: Iterable[int] = (), partition: int = -1) -> np.ndarray:
     """Produce documents ``first .. first+count-1``; returns expected tokens per value.
+
+    ``partition``: all of them to that partition (-1: the producer's partitioner, by key).
 
     ``bad`` numbers are produced as undecodable bytes instead (and expected nowhere).
     """
@@ -46,7 +48,7 @@ def produce_docs(bootstrap: str, topic: str, count: int, *, seed: int = 0, first
             continue
         record = make_document(np.full(int(size), doc + 1), id=f"doc-{doc}", vocab_size=65536,
                                tokenizer="test")
-        p.produce(topic, key=key, value=record.SerializeToString())
+        p.produce(topic, key=key, value=record.SerializeToString(), partition=partition)
         expected[doc + 1] = size
         if i % 1000 == 0:
             p.poll(0)

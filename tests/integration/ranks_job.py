@@ -153,20 +153,28 @@ def run_own(job: dict[str, Any], out: Path) -> None:
     if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not dist.is_initialized():
         dist.init_process_group("gloo")
     rank = dist.get_rank() if dist.is_initialized() else 0
-    net = model()
-    if dist.is_initialized():
-        net = torch.nn.parallel.DistributedDataParallel(net)
+    base = model()  # saved unwrapped, so that a job of another world size (or none) loads it
+    net = torch.nn.parallel.DistributedDataParallel(base) if dist.is_initialized() else base
     optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
     feed = loader(job)
     path = out / "ckpt" / "ckpt.pt"
     step = 0
     if (job["resume"] or attempt() > 0) and path.exists():
         ckpt = torch.load(path, weights_only=False)
-        net.load_state_dict(ckpt["model"])
+        base.load_state_dict(ckpt["model"])
         optimizer.load_state_dict(ckpt["optimizer"])
         feed.load_state_dict(ckpt["loader"])
         step = ckpt["step"]
     seen = Seen(out, rank)
+
+    def save() -> None:
+        states = kafeed.gather_states(feed.state_dict())  # every rank calls it
+        if rank == 0:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            torch.save({"model": base.state_dict(), "optimizer": optimizer.state_dict(), "step": step,
+                        "loader": states}, path.with_suffix(".tmp"))
+            path.with_suffix(".tmp").replace(path)
+
     for batch in feed:
         crash_now(job, step, rank)
         seen.add(batch["tokens"])
@@ -176,14 +184,12 @@ def run_own(job: dict[str, Any], out: Path) -> None:
         optimizer.step()
         step += 1
         if step % job["save_every"] == 0 or step == job["steps"]:
-            states = kafeed.gather_states(feed.state_dict())  # every rank calls it
-            if rank == 0:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                torch.save({"model": net.state_dict(), "optimizer": optimizer.state_dict(), "step": step,
-                            "loader": states}, path.with_suffix(".tmp"))
-                path.with_suffix(".tmp").replace(path)
+            save()
         if step == job["steps"] and not job.get("drain"):
             break
+    else:  # the bounded topic ended (every rank together): what the last batches left is saved
+        if step % job["save_every"]:
+            save()
     if dist.is_initialized():
         dist.destroy_process_group()
 

@@ -18,8 +18,9 @@ def paragraphs(path: Path, limit: int | None = None) -> list[str]:
 
 
 def produce_documents(kafka: ConnectionSettings, topic: str, texts: list[str], *,
-                      partitions: int) -> str:
-    """Byte-tokenized TokenizedDocuments (as prepare writes them); returns the tokenizer fingerprint."""
+                      partitions: int, first_partition: int = 0) -> str:
+    """Byte-tokenized TokenizedDocuments (as prepare writes them), round-robin over ``partitions``
+    partitions from ``first_partition``; returns the tokenizer fingerprint."""
     tok = load_tokenizer(TokenizerSettings(name="bytes"))
     batch = tok.encode_batch(texts)
     producer = Producer({**kafka.client_config(), "linger.ms": 20})
@@ -27,7 +28,7 @@ def produce_documents(kafka: ConnectionSettings, topic: str, texts: list[str], *
         ids = batch.ids[batch.offsets[i]: batch.offsets[i + 1]]
         doc = make_document(ids, id=f"doc-{i}", vocab_size=tok.vocab_size, tokenizer=tok.fingerprint)
         producer.produce(topic, key=doc.id.encode(), value=doc.SerializeToString(),
-                         partition=i % partitions)
+                         partition=first_partition + i % partitions)
     assert producer.flush(30) == 0
     return tok.fingerprint
 

@@ -61,6 +61,23 @@ def test_another_reader_count_resumes_elastically_from_every_partition() -> None
     assert sorted(resume.plan) == ["tok:0", "tok:1"]
 
 
+def test_an_elastic_resumes_first_reader_counts_on_from_the_saved_records() -> None:
+    # reader 0: 3 records, 1 of them buffered; reader 1: 3, 1 buffered and 1 in the packer's carry
+    first = choose_resume(_state(TWO, 2), mode="static", index=0, count=3)
+    assert first.stats == {"records": 3, "bad": 2}
+    assert choose_resume(_state(TWO, 2), mode="static", index=1, count=3).stats == {}
+
+
+def test_a_document_partly_emitted_before_an_elastic_resume_stays_in_the_next_state() -> None:
+    # Saved after an elastic resume, before the new owner came to offset 7: its partial count
+    # goes on, to the next elastic plan and to an exact resume alike.
+    reader = _reader(0, "tok:0", 3, 9)
+    reader["partitions"]["tok:0"]["partial"] = [[7, 4]]
+    resume = choose_resume(_state({"0": reader, "1": TWO["1"]}, 2), mode="static", index=0, count=1)
+    assert resume.plan is not None and resume.plan["tok:0"]["partial"] == {7: 4}
+    assert exact_starts(reader["partitions"], [])["tok:0"].partial == {7: 4}
+
+
 def test_elastic_needs_every_reader() -> None:
     with pytest.raises(ResumeMismatch, match="needs every reader's entry"):
         choose_resume(_state({"0": TWO["0"]}, 2), mode="static", index=0, count=3)

@@ -64,6 +64,7 @@ def open_stream(settings: LoaderSettings, topo: Topology, saved: dict[str, Any] 
         stream.load_state_dict(resume.entry)
     elif resume.plan is not None:
         stream.load_plan(resume.plan)
+        reader.stats.update(resume.stats)  # in place: a decoder may count into the same dict
     reader.known = resume.known
     stream.open()
     close_at_exit(stream)

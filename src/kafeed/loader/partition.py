@@ -71,4 +71,10 @@ class Partition:
         nxt = self.next_offset()  # once: with records cut ahead (a mixture) many are in flight
         if self.delivered:
             self.delivered = {o for o in self.delivered if o >= nxt}
-        return {"next": nxt, "read": self.read, "end": self.end, "delivered": sorted(self.delivered)}
+        out: dict[str, Any] = {"next": nxt, "read": self.read, "end": self.end,
+                               "delivered": sorted(self.delivered)}
+        if self.partial:  # kept until delivered: a save before they come round must pass them on
+            self.partial = {o: e for o, e in self.partial.items() if o >= nxt and o not in self.delivered}
+            if self.partial:
+                out["partial"] = [[o, self.partial[o]] for o in sorted(self.partial)]
+        return out

@@ -203,7 +203,7 @@ class ShardReader(ReaderState):
         part.stamps[offset] = entry[2]
         stats["records"] += 1
         stats["tokens"] += self._count(payload)
-        return (part.key, offset), payload, part.partial.pop(offset, 0) if part.partial else 0
+        return (part.key, offset), payload, part.partial.get(offset, 0) if part.partial else 0
 
     def delivered(self, ref: Ref, *, handed_out: bool = True) -> None:
         """Mark a taken record as delivered (its last token/sample left in a batch, unless

@@ -29,7 +29,7 @@ log = logging.getLogger("kafeed")
 class PartitionStart:
     """Where a reader picks a partition up: ``next`` (seek), ``read`` (first offset not yet
     taken in), the exclusive ``end``, offsets already ``delivered`` beyond ``next``, tokens
-    already emitted of partly delivered documents (``partial``, elastic resume) and the
+    already emitted of partly delivered documents (``partial``, since an elastic resume) and the
     in-flight offsets to re-read (``restore``, exact resume)."""
 
     next: int
@@ -49,6 +49,7 @@ class Resume:
     entry: dict[str, Any] | None = None
     plan: dict[str, dict[str, Any]] | None = None
     known: dict[str, int] = field(default_factory=dict)
+    stats: dict[str, int] = field(default_factory=dict)  # elastic: the counts reader 0 carries on
 
 
 def known_partitions(saved: Mapping[str, Any]) -> dict[str, int]:
@@ -88,7 +89,22 @@ def choose_resume(saved: Mapping[str, Any] | None, *, mode: str, index: int, cou
             hint="Save merge_states() of all ranks (all_gather_object) and load that.")
     if index == 0:
         log.info("kafeed loader: elastic resume from %s to %d readers", saved["num_readers"], count)
-    return Resume(plan=partition_plan(dict(saved)), known=known)
+    return Resume(plan=partition_plan(dict(saved)), known=known,
+                  stats=carried_stats(saved) if index == 0 else {})
+
+
+def carried_stats(saved: Mapping[str, Any]) -> dict[str, int]:
+    """What an elastic resume's first reader counts on from: the saved readers' records
+    delivered (their in-flight ones are read again, and counted then) and bad records, so that
+    the counts summed over the readers (kafeed lineage's documents) span the whole run. Tokens
+    of the in-flight records are not in the state: the tokens count restarts."""
+    records = bad = 0
+    for reader in saved["readers"].values():
+        if "sources" in reader:  # a mixture's readers count per source, and start again
+            continue
+        records += int(reader["stats"]["records"]) - len(reader["buffer"]) - len(reader["carry"])
+        bad += int(reader["stats"]["bad"])
+    return {"records": records, "bad": bad}
 
 
 def plan_starts(plan: Mapping[str, Mapping[str, Any]]) -> dict[str, PartitionStart]:
@@ -109,7 +125,8 @@ def exact_starts(partitions: Mapping[str, Mapping[str, Any]],
         restore.setdefault(key, set()).add(int(offset))
     return {
         key: PartitionStart(next=int(p["next"]), read=int(p["read"]), end=p["end"],
-                            delivered={int(o) for o in p["delivered"]}, restore=restore.get(key, set()))
+                            delivered={int(o) for o in p["delivered"]}, restore=restore.get(key, set()),
+                            partial={int(o): int(e) for o, e in p.get("partial", ())})
         for key, p in partitions.items()
     }
 

@@ -14,6 +14,8 @@
               "read": int,              # next offset this reader would take in
               "end": int | None,        # exclusive end (resolved once, kept)
               "delivered": [int, ...],  # offsets >= next already delivered (shuffle)
+          "partial": [[offset, emitted], ...],  # only when some: documents partly emitted
+                                    # before an elastic resume, not yet delivered since
           }},
           "rr": int,                    # round-robin cursor over its partitions
           "buffer": [[key, offset], ...],           # shuffle buffer, in order
@@ -229,7 +231,9 @@ def partition_plan(state: dict[str, Any]) -> dict[str, dict[str, Any]]:
     Returns ``{key: {"next", "end", "delivered": set, "partial": {offset: emitted}}}``.
     In-flight records (shuffle buffer, packer carry) are simply not delivered, so the new
     owner reads them again; a document the packer had partly emitted resumes after its
-    ``emitted`` tokens, so no token is delivered twice.
+    ``emitted`` tokens, so no token is delivered twice. Such a document stays in its
+    partition's ``partial`` until it is delivered, so a state saved after the resume but
+    before the new owner reached it still says so (a second elastic resume, or an exact one).
     """
     plan: dict[str, dict[str, Any]] = {}
     for reader in reader_entries(state):
@@ -245,7 +249,7 @@ def partition_plan(state: dict[str, Any]) -> dict[str, dict[str, Any]]:
                 "next": int(entry["next"]),
                 "end": entry["end"],
                 "delivered": {int(o) for o in entry["delivered"]},
-                "partial": {},
+                "partial": {int(o): int(e) for o, e in entry.get("partial", ())},
             }
         for key, offset, emitted in reader["carry"]:
             if emitted and key in plan:

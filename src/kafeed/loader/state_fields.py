@@ -29,14 +29,14 @@ def fail(path: str, problem: str, hint: str = STATE_HINT) -> NoReturn:
     raise ResumeMismatch(f"The saved loader state's {path} {problem}.", hint=hint)
 
 
-def require_keys(mapping: Any, keys: Sequence[str], what: str) -> None:
-    """``mapping`` is a dict with exactly ``keys``."""
+def require_keys(mapping: Any, keys: Sequence[str], what: str, optional: Sequence[str] = ()) -> None:
+    """``mapping`` is a dict with exactly ``keys``, and perhaps the ``optional`` ones."""
     if not isinstance(mapping, dict):
         fail(what, f"is not a mapping (got {type(mapping).__name__})")
     missing = [k for k in keys if k not in mapping]
     if missing:
         fail(what, f"lacks {', '.join(map(repr, missing))}")
-    unknown = sorted(repr(k) for k in mapping if k not in keys)
+    unknown = sorted(repr(k) for k in mapping if k not in keys and k not in optional)
     if unknown:
         fail(what, f"has unknown key(s) {', '.join(unknown)}")
 
@@ -107,7 +107,7 @@ def _check_rng(rng: Any, path: str) -> None:
 
 def _check_partition(entry: Any, path: str) -> tuple[int, int]:
     """One partition's positions; returns (next, read)."""
-    require_keys(entry, PARTITION_KEYS, path)
+    require_keys(entry, PARTITION_KEYS, path, optional=("partial",))
     nxt = as_int(entry["next"], f"{path}.next")
     read = as_int(entry["read"], f"{path}.read")
     if read < nxt:
@@ -125,6 +125,11 @@ def _check_partition(entry: Any, path: str) -> tuple[int, int]:
         if offset in seen:
             fail(f"{path}.delivered[{i}]", f"({offset}) is listed twice")
         seen.add(offset)
+    for i, pair in enumerate(_list(entry.get("partial", []), f"{path}.partial")):
+        if not isinstance(pair, list) or len(pair) != 2:
+            fail(f"{path}.partial[{i}]", f"is not an [offset, emitted] pair (got {shown(pair)})")
+        if as_int(pair[0], f"{path}.partial[{i}][0]") < nxt or as_int(pair[1], f"{path}.partial[{i}][1]") < 1:
+            fail(f"{path}.partial[{i}]", f"({pair}) is not an offset from next ({nxt}) with tokens emitted")
     return nxt, read
 
 

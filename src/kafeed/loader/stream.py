@@ -104,9 +104,12 @@ class _Stream:
         restored = self.reader.restored()  # records that are gone were logged by the reader
         if self.shuffle is not None and entry["rng"] is not None:
             items = [[k, int(o)] for k, o in entry["buffer"] if (k, int(o)) in restored]
+            # a buffered document partly emitted before an elastic resume goes on after those tokens
+            partial = {(k, int(o)): int(e) for k, p in entry["partitions"].items()
+                       for o, e in p.get("partial", ())}
             self.shuffle.load_state_dict(
                 {"version": SHUFFLE_VERSION, "rng": entry["rng"], "items": items},
-                decode=lambda kv: ((kv[0], kv[1]), restored[(kv[0], kv[1])], 0))
+                decode=lambda kv: ((kv[0], kv[1]), restored[(kv[0], kv[1])], partial.get((kv[0], kv[1]), 0)))
         carry = [c for c in entry["carry"] if (c[0], int(c[1])) in restored]
         self._load_packer({"version": PACKER_VERSION, "carry": carry}, restored)
 
