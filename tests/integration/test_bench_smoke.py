@@ -40,3 +40,17 @@ def test_latency_sustained_rate_and_a_fresh_run(kafka: ConnectionSettings, admin
     r = latency.run(kafka, fresh(admin), 200, 2.5, 0.02, 0)
     assert r["records"] > 0 and 0 < r["fill"] <= 1, r
     assert math.isfinite(r["p99"]) and r["p50"] <= r["p99"] <= r["max"], r
+
+
+def test_data_wait_times_every_batch_of_a_short_run(kafka: ConnectionSettings, admin: TopicAdmin,
+                                                   tmp_path: Path) -> None:
+    data_wait = bench("bench_data_wait")
+    topic = fresh(admin, partitions=3)
+    assert data_wait.produce(kafka, topic, docs=300) == 300
+    from kafeed.loader import stream_loader
+
+    iterate = stream_loader.StreamLoader.__iter__
+    wait = data_wait.run(kafka, tmp_path, 3, False, topic=topic)
+    assert stream_loader.StreamLoader.__iter__ is iterate  # the benchmark's timing hook is taken off
+    assert wait["steps"] == 3 and wait["first_ms"] > 0 and len(wait["later_ms"]) >= 2, wait
+    assert 0 <= wait["data_wait_share"] <= 1, wait
