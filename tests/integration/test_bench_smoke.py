@@ -54,3 +54,23 @@ def test_data_wait_times_every_batch_of_a_short_run(kafka: ConnectionSettings, a
     assert stream_loader.StreamLoader.__iter__ is iterate  # the benchmark's timing hook is taken off
     assert wait["steps"] == 3 and wait["first_ms"] > 0 and len(wait["later_ms"]) >= 2, wait
     assert 0 <= wait["data_wait_share"] <= 1, wait
+
+
+def test_infer_serves_a_batch_size_beside_the_model_alone(kafka: ConnectionSettings, tmp_path: Path) -> None:
+    infer = bench("bench_infer")
+    ckpt = infer.make_checkpoint(tmp_path / "ck", pretrained=False)
+    raw = f"smoke-{uuid.uuid4().hex[:8]}"
+    (row,) = infer.measure(kafka, ckpt, infer.texts(24), [8], partitions=1, raw=raw)
+    assert row["batch"] == 8 and row["model_alone"]["records_per_s"] > 0, row
+    assert row["pipeline"]["records_per_s"] > 0 and row["ratio"] > 0, row
+
+
+@pytest.mark.filterwarnings("ignore:read_text is deprecated:DeprecationWarning")  # kafka-python's import
+def test_ingest_kafeed_and_the_naive_producer(kafka: ConnectionSettings, admin: TopicAdmin, tmp_path: Path) -> None:
+    # ProducerPerformance (a JVM start, seconds of CPU) is left to the full run.
+    ingest = bench("bench_ingest")
+    corpus = tmp_path / "corpus.jsonl"
+    assert ingest.make_corpus(corpus, 200, 40) > 200 * 40
+    stats, cpu = ingest.kafeed_run(kafka, corpus, fresh(admin), ingest.IngestOptions())
+    assert stats.produced == 200 and stats.produce_seconds > 0 and stats.bytes_serialized > 0 and cpu > 0
+    assert ingest.run_naive(kafka.bootstrap, fresh(admin), corpus) > 0
