@@ -65,7 +65,7 @@ def test_infer_serves_a_batch_size_beside_the_model_alone(kafka: ConnectionSetti
     assert row["pipeline"]["records_per_s"] > 0 and row["ratio"] > 0, row
 
 
-@pytest.mark.filterwarnings("ignore:read_text is deprecated:DeprecationWarning")  # kafka-python's import
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # kafka-python 3 warns on its import and on a lambda serializer
 def test_ingest_kafeed_and_the_naive_producer(kafka: ConnectionSettings, admin: TopicAdmin, tmp_path: Path) -> None:
     # ProducerPerformance (a JVM start, seconds of CPU) is left to the full run.
     ingest = bench("bench_ingest")
