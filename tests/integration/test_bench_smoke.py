@@ -6,6 +6,7 @@ the smallest sizes its benchmark accepts and asserts the figures it came back wi
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import math
 import sys
 import uuid
@@ -74,3 +75,38 @@ def test_ingest_kafeed_and_the_naive_producer(kafka: ConnectionSettings, admin: 
     stats, cpu = ingest.kafeed_run(kafka, corpus, fresh(admin), ingest.IngestOptions())
     assert stats.produced == 200 and stats.produce_seconds > 0 and stats.bytes_serialized > 0 and cpu > 0
     assert ingest.run_naive(kafka.bootstrap, fresh(admin), corpus) > 0
+
+
+def has(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
+
+
+def test_loader_reads_the_same_tokens_every_way(kafka: ConnectionSettings, admin: TopicAdmin,
+                                               tmp_path: Path) -> None:
+    loader = bench("bench_loader")
+    topic = fresh(admin, partitions=2)
+    # Short documents: the bare read's clock starts after its first consume of up to 2,000 records.
+    data = loader.produce(kafka.bootstrap, topic, 30_000, 8, tmp_path / "tokens.bin")
+    assert data["tokens"] >= 30_000 and data["docs"] > 2000
+    common = {"bootstrap": kafka.bootstrap, "topic": topic, "partitions": 2, "docs": data["docs"],
+              "tokens": data["tokens"], "seq_len": 127, "batch": 4, "file": str(tmp_path / "tokens.bin")}
+    reads = {"bare": common, "bare-batches": common, "kafeed": {**common, "workers": 0}, "memmap": common}
+    for fmt in ("arrow", "parquet"):
+        loader.write_files(tmp_path / "tokens.bin", tmp_path / fmt, 2, fmt)
+        reads[f"files {fmt}"] = {**common, "dir": str(tmp_path / fmt), "workers": 0}
+    # The comparisons' packages are in the `bench` extra: read with them where they are installed.
+    if has("litdata"):
+        loader.write_litdata(tmp_path / "tokens.bin", tmp_path / "litdata")
+        reads["litdata"] = {**common, "dir": str(tmp_path / "litdata")}
+    if has("streaming"):
+        loader.write_mosaic(tmp_path / "tokens.bin", tmp_path / "mds", 128)
+        reads["mosaic"] = {**common, "dir": str(tmp_path / "mds")}
+    for name, params in reads.items():
+        got = loader.READS[name.split()[0]](params)
+        assert 0 < got["tokens"] <= data["tokens"] + data["docs"] and got["s"] > 0, (name, got)
+    # Every read of the full run is a child process: one, through the same path.
+    apart = loader.read_apart("bare", common)
+    assert apart["tokens"] > 0 and apart["cpu_s"] >= 0, apart
+    rows = {"kafeed w0": {"tokens_s": 2.0, "cpu_ns_token": 1.0}, "bare": {"tokens_s": 4.0, "cpu_ns_token": 0.5}}
+    text, ratios = loader.table(rows, 0)
+    assert ratios["kafeed/bare"] == {"tokens_s": 0.5, "cpu_ns_token": 2.0} and "kafeed/bare" in text
