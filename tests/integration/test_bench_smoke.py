@@ -110,3 +110,15 @@ def test_loader_reads_the_same_tokens_every_way(kafka: ConnectionSettings, admin
     rows = {"kafeed w0": {"tokens_s": 2.0, "cpu_ns_token": 1.0}, "bare": {"tokens_s": 4.0, "cpu_ns_token": 0.5}}
     text, ratios = loader.table(rows, 0)
     assert ratios["kafeed/bare"] == {"tokens_s": 0.5, "cpu_ns_token": 2.0} and "kafeed/bare" in text
+
+
+def test_mixture_reads_the_single_topic_and_the_mixture(kafka: ConnectionSettings, admin: TopicAdmin) -> None:
+    mixture = bench("bench_mixture")
+    prefix = f"smoke-{uuid.uuid4().hex[:8]}-"
+    for name in mixture.SHARES:
+        admin.create(plan_topic(prefix + name, brokers=1, partitions=2))
+    admin.create(plan_topic(prefix + "all", brokers=1, partitions=2))
+    mixture.produce(kafka, 60_000, 256, prefix=prefix)  # books: 23 documents, three windows of 2,049
+    for name in ("single", "mixture"):
+        rate, start, cpu_rate = mixture.read(mixture.dataset(name, kafka, prefix=prefix), 4098, batch_size=1)
+        assert rate > 0 and start > 0 and cpu_rate > 0, name
