@@ -122,3 +122,15 @@ def test_mixture_reads_the_single_topic_and_the_mixture(kafka: ConnectionSetting
     for name in ("single", "mixture"):
         rate, start, cpu_rate = mixture.read(mixture.dataset(name, kafka, prefix=prefix), 4098, batch_size=1)
         assert rate > 0 and start > 0 and cpu_rate > 0, name
+
+
+def test_prepare_beside_the_tokenizer_alone(kafka: ConnectionSettings, admin: TopicAdmin) -> None:
+    prepare = bench("bench_prepare")
+    raw = fresh(admin)
+    docs = prepare.texts(200, prepare.SHAKESPEARE)
+    prepare.write_raw(kafka, raw, docs)
+    (rd,) = prepare.measure(kafka, docs, 1, ["both"], prepare.TokenizerSettings(name="bytes"), batch_size=100,
+                            linger_ms=5, compression="lz4", changelog_format="hash", raw=raw)
+    run = rd["prepare"]["both"]
+    assert run["balanced"] and run["documents_out"] == 200 and run["records_per_s"] > 0, rd
+    assert rd["tokenizer_alone"]["tokens_per_s"] > 0, rd
