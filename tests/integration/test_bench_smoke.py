@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import json
 import math
 import sys
 import uuid
@@ -134,3 +135,18 @@ def test_prepare_beside_the_tokenizer_alone(kafka: ConnectionSettings, admin: To
     run = rd["prepare"]["both"]
     assert run["balanced"] and run["documents_out"] == 200 and run["records_per_s"] > 0, rd
     assert rd["tokenizer_alone"]["tokens_per_s"] > 0, rd
+
+
+def test_route_beside_the_bare_copy(kafka: ConnectionSettings, admin: TopicAdmin,
+                                    capsys: pytest.CaptureFixture[str]) -> None:
+    route = bench("bench_route")
+    prefix = f"smoke-{uuid.uuid4().hex[:8]}-"
+    for name in ("raw", "copy", *route.parse_rules(route.RULES).topics):
+        admin.create(plan_topic(prefix + name, brokers=1, partitions=1))
+    records = route.docs(200)
+    route.write(kafka, prefix + "raw", records)
+    assert route.bare_copy(kafka, prefix + "raw", prefix + "copy", len(records), 100) > 0
+    capsys.readouterr()
+    route.route_only(kafka.bootstrap, f"{prefix}group", 100, prefix)  # what route_once runs in a child
+    stats = json.loads(capsys.readouterr().out)
+    assert stats["balanced"] and stats["records_in"] == 200 and stats["records_per_s"] > 0, stats
