@@ -150,3 +150,9 @@ def test_route_beside_the_bare_copy(kafka: ConnectionSettings, admin: TopicAdmin
     route.route_only(kafka.bootstrap, f"{prefix}group", 100, prefix)  # what route_once runs in a child
     stats = json.loads(capsys.readouterr().out)
     assert stats["balanced"] and stats["records_in"] == 200 and stats["records_per_s"] > 0, stats
+
+
+def test_tasks_one_worker_rate_and_latency(kafka: ConnectionSettings, tmp_path: Path) -> None:
+    tasks = bench("bench_tasks")
+    r = tasks.run(kafka.bootstrap, 1, 20, 2, tmp_path)
+    assert r["tasks_per_s"] > 0 and 0 <= r["p50_ms"] <= r["p99_ms"], r
