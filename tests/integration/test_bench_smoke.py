@@ -156,3 +156,12 @@ def test_tasks_one_worker_rate_and_latency(kafka: ConnectionSettings, tmp_path: 
     tasks = bench("bench_tasks")
     r = tasks.run(kafka.bootstrap, 1, 20, 2, tmp_path)
     assert r["tasks_per_s"] > 0 and 0 <= r["p50_ms"] <= r["p99_ms"], r
+
+
+def test_tiered_reads_the_same_windows_from_kafka_and_from_the_table(kafka: ConnectionSettings,
+                                                                     tmp_path: Path) -> None:
+    tiered = bench("bench_tiered")
+    topic = f"smoke-{uuid.uuid4().hex[:8]}"
+    r = tiered.measure(kafka, tmp_path / "wh", topic, docs=100, tokens=64, partitions=1, seq_len=127,
+                       batch=4, shuffle=10, repeat=1)
+    assert r["tokens"] > 0 and r["kafka_tokens_per_s"] > 0 and r["table_tokens_per_s"] > 0, r
