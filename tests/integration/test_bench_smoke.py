@@ -165,3 +165,20 @@ def test_tiered_reads_the_same_windows_from_kafka_and_from_the_table(kafka: Conn
     r = tiered.measure(kafka, tmp_path / "wh", topic, docs=100, tokens=64, partitions=1, seq_len=127,
                        batch=4, shuffle=10, repeat=1)
     assert r["tokens"] > 0 and r["kafka_tokens_per_s"] > 0 and r["table_tokens_per_s"] > 0, r
+
+
+def test_archive_sink_beside_the_bare_consume(kafka: ConnectionSettings, admin: TopicAdmin, tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    archive = bench("bench_archive")
+    topic = fresh(admin)
+    assert archive.produce(kafka, topic, 100, 64) > 0
+    assert archive.bare_consume(kafka, topic, 1, 100) > 0
+    from kafeed.archive.sink import ArchiveSink
+
+    on_assign = ArchiveSink._on_assign
+    capsys.readouterr()
+    # What archive_once runs in a child (which costs an interpreter's start), here in process.
+    archive.archive_only(kafka.bootstrap, "bench.smoke", str(tmp_path / "wh"), 32, topic)
+    out = json.loads(capsys.readouterr().out)
+    assert ArchiveSink._on_assign is on_assign  # the benchmark's timing hook is taken off
+    assert out["rows"] == 100 and out["commits"] >= 1 and out["busy_s"] > 0, out
