@@ -16,6 +16,7 @@ from types import ModuleType
 
 import pytest
 
+from kafeed.broker import LocalCluster
 from kafeed.config import ConnectionSettings
 from kafeed.topics import TopicAdmin, plan_topic
 
@@ -182,3 +183,15 @@ def test_archive_sink_beside_the_bare_consume(kafka: ConnectionSettings, admin: 
     out = json.loads(capsys.readouterr().out)
     assert ArchiveSink._on_assign is on_assign  # the benchmark's timing hook is taken off
     assert out["rows"] == 100 and out["commits"] >= 1 and out["busy_s"] > 0, out
+
+
+def test_secure_ingest_and_loader_rates_on_the_plaintext_side(kafka_cluster: LocalCluster, tmp_path: Path) -> None:
+    # The secured side's cluster (certificates, SCRAM users, ACLs) costs 20-30 s of CPU to start:
+    # the full run's; the same functions run here on the session's plaintext cluster.
+    secure = bench("bench_secure")
+    name = f"smoke-{uuid.uuid4().hex[:8]}"
+    corpus = tmp_path / "corpus.jsonl"
+    secure.make_corpus(corpus, 100)
+    secure.setup(kafka_cluster, 4 * 2048, topic=f"{name}-tokens")
+    assert secure.ingest_rate(kafka_cluster, corpus, 100, 0, raw=f"{name}-raw") > 0
+    assert secure.loader_rate(kafka_cluster, topic=f"{name}-tokens") > 0
