@@ -195,3 +195,13 @@ def test_secure_ingest_and_loader_rates_on_the_plaintext_side(kafka_cluster: Loc
     secure.setup(kafka_cluster, 4 * 2048, topic=f"{name}-tokens")
     assert secure.ingest_rate(kafka_cluster, corpus, 100, 0, raw=f"{name}-raw") > 0
     assert secure.loader_rate(kafka_cluster, topic=f"{name}-tokens") > 0
+
+
+def test_train_start_marks_a_cli_run(kafka: ConnectionSettings, admin: TopicAdmin, tmp_path: Path) -> None:
+    train_start = bench("bench_train_start")
+    topic = fresh(admin, partitions=2)
+    train_start.produce(kafka.bootstrap, topic, 20)
+    marks = train_start.one_run(kafka.bootstrap, topic, tmp_path / "ck")
+    assert marks["exit"] == 0, marks
+    # The child's consumer hook found its first fetch, and the CLI's lines were recognised.
+    assert 0 < marks["first_fetch_s"] and 0 < marks["ready_s"] < marks["first_step_s"], marks
