@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import io
 import json
 import math
 import sys
@@ -205,3 +206,20 @@ def test_train_start_marks_a_cli_run(kafka: ConnectionSettings, admin: TopicAdmi
     assert marks["exit"] == 0, marks
     # The child's consumer hook found its first fetch, and the CLI's lines were recognised.
     assert 0 < marks["first_fetch_s"] and 0 < marks["ready_s"] < marks["first_step_s"], marks
+
+
+def test_scaleout_bare_and_kafeed_readers(kafka: ConnectionSettings, admin: TopicAdmin,
+                                          monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    scaleout = bench("bench_scaleout")
+    topic = fresh(admin, partitions=2)
+    data = scaleout.produce(kafka.bootstrap, 20_000, 64, topic)
+    bare = scaleout.side_by_side("bare", kafka.bootstrap, 2, 127, 4, topic=topic)
+    assert bare["items"] == data["docs"] and bare["wall_s"] > 0, bare  # the bare readers count records
+    # A kafeed reader as side_by_side's children run it, here in process (a child imports torch):
+    # it waits for its go on stdin.
+    capsys.readouterr()
+    monkeypatch.setattr(sys, "stdin", io.StringIO("go\n"))
+    scaleout.reader("kafeed", kafka.bootstrap, 0, 1, 127, 4, topic)
+    ready, result = capsys.readouterr().out.splitlines()[-2:]
+    ours = json.loads(result)
+    assert ready == "ready" and ours["items"] >= data["tokens"] - 4 * 128 and ours["t1"] >= ours["t0"], ours
