@@ -223,3 +223,26 @@ def test_scaleout_bare_and_kafeed_readers(kafka: ConnectionSettings, admin: Topi
     ready, result = capsys.readouterr().out.splitlines()[-2:]
     ours = json.loads(result)
     assert ready == "ready" and ours["items"] >= data["tokens"] - 4 * 128 and ours["t1"] >= ours["t0"], ours
+
+
+def test_prepare_corpus_child_beside_the_tokenizer_alone(kafka: ConnectionSettings, admin: TopicAdmin,
+                                                         tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    corpus = bench("bench_prepare_corpus")
+    records, distinct = corpus.corpus(40, 0.25)
+    assert distinct == 40 and len(records) == 50
+    raw = fresh(admin, partitions=2)
+    corpus.write_raw(kafka, raw, records)
+    settings = corpus.TokenizerSettings(name="minilm")
+    seconds, cpu, tokens = corpus.tokenizer_alone([corpus.normalize_text(t) for _, t in records], settings, 20)
+    assert seconds > 0 and tokens > 50 * 128  # 2-4 KB each: past minilm's own 128-token truncation
+    capsys.readouterr()
+    # What prepare_processes runs in each child, here in process on records already written.
+    corpus.prepare_child({"bootstrap": kafka.bootstrap, "input": raw, "output": f"{raw}-tokens",
+                          "group": f"{raw}-group", "idle_s": 1.0, "near": False, "batch_size": 20})
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert out["balanced"] and out["records_in"] == 50 and out["duplicates"] == 10, out
+    assert out["documents_out"] == 40 and out["last"] >= out["first"] > 0, out
+    tokenizer = corpus.untruncated_minilm(tmp_path)
+    if has("datatrove"):  # the comparison, from the bench extra
+        assert corpus.datatrove_run(records, tmp_path / "datatrove", tokenizer)["seconds"] > 0
