@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import inspect
 import io
 import json
 import math
 import sys
+import threading
 import uuid
 from pathlib import Path
 from types import ModuleType
@@ -246,3 +248,26 @@ def test_prepare_corpus_child_beside_the_tokenizer_alone(kafka: ConnectionSettin
     tokenizer = corpus.untruncated_minilm(tmp_path)
     if has("datatrove"):  # the comparison, from the bench extra
         assert corpus.datatrove_run(records, tmp_path / "datatrove", tokenizer)["seconds"] > 0
+
+
+def test_mirror_latency_probe_and_settings_on_the_session_broker(kafka: ConnectionSettings, admin: TopicAdmin,
+                                                                 tmp_path: Path) -> None:
+    # The mirror itself (a MirrorMaker 2 node: a JVM and a Connect group, tens of seconds) runs in
+    # tests/integration/test_mirror.py; here the benchmark's own parts around it, on one cluster.
+    mirror = bench("bench_mirror")
+    from kafeed.mirror import run_mirror
+    from kafeed.mirror.config import load_mirror_settings
+
+    topic = fresh(admin)
+    direct = mirror.latencies(kafka, topic, kafka, topic, 50, 0.4, 64)
+    assert direct.size == 20 and (direct >= 0).all(), direct
+    cluster = type("Site", (), {"bootstrap": kafka.bootstrap})()
+    settings = mirror.mirror_settings({"train": cluster, "site-a": cluster}, ("site-a",), topic, tmp_path / "mm")
+    assert settings.sites[0].alias == "site-a" and settings.target.bootstrap == kafka.bootstrap
+    # The calls timed_mirror and the latency run make (run_mirror's own test runs it).
+    inspect.signature(run_mirror).bind(settings, until_caught_up=True)
+    inspect.signature(run_mirror).bind(settings=settings, stop_event=threading.Event())
+    # bench_mirror_latency hands the same settings to `kafeed mirror run --config` as TOML.
+    latency = bench("bench_mirror_latency")
+    (tmp_path / "mirror.toml").write_text(latency.mirror_toml(settings))
+    assert load_mirror_settings(tmp_path / "mirror.toml") == settings
