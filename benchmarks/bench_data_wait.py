@@ -80,7 +80,8 @@ def main() -> int:
     return 0
 
 
-def run(conn: ConnectionSettings, tmp: Path, steps: int, profile: bool, topic: str = "tokens") -> dict[str, Any]:
+def run(conn: ConnectionSettings, tmp: Path, steps: int, profile: bool,
+        topic: str = "tokens") -> dict[str, Any]:
     """Train ``steps`` steps on ``topic``; the run's data-wait and each batch's wait, timed apart."""
     from kafeed.train.options import TrainOptions
     from kafeed.train.startup import start

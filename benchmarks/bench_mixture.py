@@ -88,7 +88,8 @@ def dataset(name: str, conn: ConnectionSettings, prefetch: int | None = None, pr
     depth: dict[str, Any] = {} if prefetch is None else {"prefetch_batches": prefetch}
     if name == "single":
         return kafeed.KafkaTokenDataset(prefix + "all", seq_len=2048, eos_id=0, connection=conn, **depth)
-    return kafeed.Mixture({prefix + topic: share for topic, share in SHARES.items()}, seq_len=2048, eos_id=0, connection=conn, **depth)
+    shares = {prefix + topic: share for topic, share in SHARES.items()}
+    return kafeed.Mixture(shares, seq_len=2048, eos_id=0, connection=conn, **depth)
 
 
 def read_apart(name: str, bootstrap: str, tokens: int, batch_size: int, src: str | None,

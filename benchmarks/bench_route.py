@@ -56,7 +56,8 @@ def rules_after(prefix: str) -> dict[str, Any]:
     def to(topic: str) -> str:
         return topic if topic == "drop" else prefix + topic
 
-    return {"default": to(RULES["default"]), "rule": [rule | {"to": to(rule["to"])} for rule in RULES["rule"]]}
+    return {"default": to(RULES["default"]),
+            "rule": [rule | {"to": to(rule["to"])} for rule in RULES["rule"]]}
 
 
 def docs(n: int) -> list[tuple[bytes, bytes]]:
@@ -117,7 +118,8 @@ def route_once(bootstrap: str, group: str, batch_size: int | None, src: str | No
     env = dict(os.environ)
     if src is not None:
         env["PYTHONPATH"] = src
-    cmd = [sys.executable, __file__, "--route-only", "--bootstrap", bootstrap, "--group", group, "--prefix", prefix]
+    cmd = [sys.executable, __file__, "--route-only", "--bootstrap", bootstrap, "--group", group,
+           "--prefix", prefix]
     if batch_size is not None:
         cmd += ["--batch-size", str(batch_size)]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, check=False)

@@ -68,7 +68,8 @@ def produce(bootstrap: str, tokens: int, doc_tokens: int, topic: str = TOPIC) ->
     return {"tokens": made, "docs": docs, "bytes": payload}
 
 
-def reader(mode: str, bootstrap: str, rank: int, world: int, seq_len: int, batch: int, topic: str = TOPIC) -> None:
+def reader(mode: str, bootstrap: str, rank: int, world: int, seq_len: int, batch: int,
+           topic: str = TOPIC) -> None:
     """One reader process: get ready, print ``ready``, wait for a line on stdin, read its share
     to the end, print what it read and when it started and ended (wall clock, shared)."""
     tokens = nbytes = 0

@@ -71,8 +71,10 @@ def test_infer_serves_a_batch_size_beside_the_model_alone(kafka: ConnectionSetti
     assert row["pipeline"]["records_per_s"] > 0 and row["ratio"] > 0, row
 
 
-@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # kafka-python 3 warns on its import and on a lambda serializer
-def test_ingest_kafeed_and_the_naive_producer(kafka: ConnectionSettings, admin: TopicAdmin, tmp_path: Path) -> None:
+# kafka-python 3 warns on its own import and on the naive producer's lambda serializer.
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_ingest_kafeed_and_the_naive_producer(kafka: ConnectionSettings, admin: TopicAdmin,
+                                              tmp_path: Path) -> None:
     # ProducerPerformance (a JVM start, seconds of CPU) is left to the full run.
     ingest = bench("bench_ingest")
     corpus = tmp_path / "corpus.jsonl"
@@ -112,7 +114,8 @@ def test_loader_reads_the_same_tokens_every_way(kafka: ConnectionSettings, admin
     # Every read of the full run is a child process: one, through the same path.
     apart = loader.read_apart("bare", common)
     assert apart["tokens"] > 0 and apart["cpu_s"] >= 0, apart
-    rows = {"kafeed w0": {"tokens_s": 2.0, "cpu_ns_token": 1.0}, "bare": {"tokens_s": 4.0, "cpu_ns_token": 0.5}}
+    rows = {"kafeed w0": {"tokens_s": 2.0, "cpu_ns_token": 1.0},
+            "bare": {"tokens_s": 4.0, "cpu_ns_token": 0.5}}
     text, ratios = loader.table(rows, 0)
     assert ratios["kafeed/bare"] == {"tokens_s": 0.5, "cpu_ns_token": 2.0} and "kafeed/bare" in text
 
@@ -188,7 +191,8 @@ def test_archive_sink_beside_the_bare_consume(kafka: ConnectionSettings, admin: 
     assert out["rows"] == 100 and out["commits"] >= 1 and out["busy_s"] > 0, out
 
 
-def test_secure_ingest_and_loader_rates_on_the_plaintext_side(kafka_cluster: LocalCluster, tmp_path: Path) -> None:
+def test_secure_ingest_and_loader_rates_on_the_plaintext_side(kafka_cluster: LocalCluster,
+                                                               tmp_path: Path) -> None:
     # The secured side's cluster (certificates, SCRAM users, ACLs) costs 20-30 s of CPU to start:
     # the full run's; the same functions run here on the session's plaintext cluster.
     secure = bench("bench_secure")
@@ -207,11 +211,12 @@ def test_train_start_marks_a_cli_run(kafka: ConnectionSettings, admin: TopicAdmi
     marks = train_start.one_run(kafka.bootstrap, topic, tmp_path / "ck")
     assert marks["exit"] == 0, marks
     # The child's consumer hook found its first fetch, and the CLI's lines were recognised.
-    assert 0 < marks["first_fetch_s"] and 0 < marks["ready_s"] < marks["first_step_s"], marks
+    assert marks["first_fetch_s"] > 0 and 0 < marks["ready_s"] < marks["first_step_s"], marks
 
 
 def test_scaleout_bare_and_kafeed_readers(kafka: ConnectionSettings, admin: TopicAdmin,
-                                          monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+                                          monkeypatch: pytest.MonkeyPatch,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
     scaleout = bench("bench_scaleout")
     topic = fresh(admin, partitions=2)
     data = scaleout.produce(kafka.bootstrap, 20_000, 64, topic)
@@ -236,8 +241,10 @@ def test_prepare_corpus_child_beside_the_tokenizer_alone(kafka: ConnectionSettin
     raw = fresh(admin, partitions=2)
     corpus.write_raw(kafka, raw, records)
     settings = corpus.TokenizerSettings(name="minilm")
-    seconds, cpu, tokens = corpus.tokenizer_alone([corpus.normalize_text(t) for _, t in records], settings, 20)
-    assert seconds > 0 and tokens > 50 * 128  # 2-4 KB each: past minilm's own 128-token truncation
+    seconds, cpu, tokens = corpus.tokenizer_alone([corpus.normalize_text(t) for _, t in records],
+                                                  settings, 20)
+    # 2-4 KB each: past the 128-token truncation minilm's own tokenizer.json has
+    assert seconds > 0 and cpu > 0 and tokens > 50 * 128
     capsys.readouterr()
     # What prepare_processes runs in each child, here in process on records already written.
     corpus.prepare_child({"bootstrap": kafka.bootstrap, "input": raw, "output": f"{raw}-tokens",
@@ -262,7 +269,8 @@ def test_mirror_latency_probe_and_settings_on_the_session_broker(kafka: Connecti
     direct = mirror.latencies(kafka, topic, kafka, topic, 50, 0.4, 64)
     assert direct.size == 20 and (direct >= 0).all(), direct
     cluster = type("Site", (), {"bootstrap": kafka.bootstrap})()
-    settings = mirror.mirror_settings({"train": cluster, "site-a": cluster}, ("site-a",), topic, tmp_path / "mm")
+    settings = mirror.mirror_settings({"train": cluster, "site-a": cluster}, ("site-a",), topic,
+                                      tmp_path / "mm")
     assert settings.sites[0].alias == "site-a" and settings.target.bootstrap == kafka.bootstrap
     # The calls timed_mirror and the latency run make (run_mirror's own test runs it).
     inspect.signature(run_mirror).bind(settings, until_caught_up=True)
