@@ -66,7 +66,7 @@ def test_infer_serves_a_batch_size_beside_the_model_alone(kafka: ConnectionSetti
     infer = bench("bench_infer")
     ckpt = infer.make_checkpoint(tmp_path / "ck", pretrained=False)
     raw = f"smoke-{uuid.uuid4().hex[:8]}"
-    (row,) = infer.measure(kafka, ckpt, infer.texts(24), [8], partitions=1, raw=raw)
+    (row,) = infer.measure(kafka, ckpt, infer.texts(8), [8], partitions=1, raw=raw)
     assert row["batch"] == 8 and row["model_alone"]["records_per_s"] > 0, row
     assert row["pipeline"]["records_per_s"] > 0 and row["ratio"] > 0, row
 
