@@ -77,14 +77,14 @@ def bare_consume(conn: ConnectionSettings, topic: str, partitions: int, docs: in
     return took
 
 
-def archive_only(bootstrap: str, table: str, warehouse: str, flush_mb: float) -> None:
+def archive_only(bootstrap: str, table: str, warehouse: str, flush_mb: float, topic: str = "bench") -> None:
     """One sink run to the end of the topic; prints its timings and counts as JSON."""
     began = time.perf_counter()
     from kafeed.archive import ArchiveSettings, CatalogSettings
     from kafeed.archive.sink import ArchiveSink
 
     logging.getLogger("kafeed.librdkafka").setLevel(logging.CRITICAL)
-    settings = ArchiveSettings(topic="bench", table=table, flush_interval_s=3600,
+    settings = ArchiveSettings(topic=topic, table=table, flush_interval_s=3600,
                                target_file_bytes=int(flush_mb * 1024 * 1024),
                                catalog=CatalogSettings(warehouse=Path(warehouse)))
     assigned: list[float] = []
@@ -99,18 +99,22 @@ def archive_only(bootstrap: str, table: str, warehouse: str, flush_mb: float) ->
         cpu.append(time.process_time())
 
     ArchiveSink._on_assign = timed_on_assign  # type: ignore[method-assign]
-    sink = ArchiveSink(settings, ConnectionSettings(bootstrap=bootstrap))
-    sink.open()
-    stats = sink.run(until_caught_up=True)
+    try:
+        sink = ArchiveSink(settings, ConnectionSettings(bootstrap=bootstrap))
+        sink.open()
+        stats = sink.run(until_caught_up=True)
+    finally:
+        ArchiveSink._on_assign = on_assign  # type: ignore[method-assign]
     done, cpu_done = time.perf_counter(), time.process_time()
     print(json.dumps({"rows": stats.rows_written, "commits": stats.commits, "busy_s": done - assigned[0],
                       "cpu_s": cpu_done - cpu[0], "start_s": assigned[0] - began}))
 
 
-def archive_once(bootstrap: str, table: str, warehouse: Path, flush_mb: float, src: str) -> dict[str, Any]:
+def archive_once(bootstrap: str, table: str, warehouse: Path, flush_mb: float, src: str,
+                 topic: str = "bench") -> dict[str, Any]:
     env = dict(os.environ, PYTHONPATH=src)
     cmd = [sys.executable, __file__, "--archive-only", "--bootstrap", bootstrap, "--table", table,
-           "--warehouse", str(warehouse), "--flush-mb", str(flush_mb)]
+           "--warehouse", str(warehouse), "--flush-mb", str(flush_mb), "--topic", topic]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900, check=False)
     if done.returncode != 0:
         raise RuntimeError(done.stderr[-3000:])
@@ -131,9 +135,10 @@ def main() -> None:
     ap.add_argument("--bootstrap", help=argparse.SUPPRESS)
     ap.add_argument("--table", help=argparse.SUPPRESS)
     ap.add_argument("--warehouse", help=argparse.SUPPRESS)
+    ap.add_argument("--topic", default="bench", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.archive_only:
-        archive_only(args.bootstrap, args.table, args.warehouse, args.flush_mb)
+        archive_only(args.bootstrap, args.table, args.warehouse, args.flush_mb, args.topic)
         return
     logging.getLogger("kafeed.librdkafka").setLevel(logging.CRITICAL)
     here = str(Path(__file__).resolve().parent.parent / "src")

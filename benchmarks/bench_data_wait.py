@@ -34,11 +34,12 @@ from kafeed.schema import make_document
 from kafeed.topics import TopicAdmin, plan_topic
 
 
-def produce(conn: ConnectionSettings, topic: str) -> int:
+def produce(conn: ConnectionSettings, topic: str, docs: int | None = None) -> int:
+    """The corpus's paragraphs (the first ``docs`` of them) as documents over three partitions."""
     corpus = resources.files("kafeed.data").joinpath("tinyshakespeare.txt.gz")
     with corpus.open("rb") as fh, gzip.open(fh) as src:
         text = src.read().decode()
-    paras = [p.strip() for p in text.split("\n\n") if p.strip()]
+    paras = [p.strip() for p in text.split("\n\n") if p.strip()][:docs]
     tok = load_tokenizer(TokenizerSettings(name="bytes"))
     batch = tok.encode_batch(paras)
     producer = Producer({**conn.client_config(), "linger.ms": 20})
@@ -65,17 +66,27 @@ def main() -> int:
             TopicAdmin(conn).create(plan_topic("tokens", brokers=1, partitions=3))
             docs = produce(conn, "tokens")
             print(f"{docs:,} documents produced", flush=True)
-            run(conn, Path(tmp), args.steps, args.profile)
+            wait = run(conn, Path(tmp), args.steps, args.profile)
         finally:
             cluster.stop()
+    print(f"steps {wait['steps']}, run {wait['seconds']:.1f} s, "
+          f"data-wait {wait['data_wait_seconds']:.2f} s = {100 * wait['data_wait_share']:.2f} %")
+    later = wait["later_ms"]
+    print(f"first batch {wait['first_ms']:.1f} ms; later batches {wait['each_ms']:.2f} ms each = "
+          f"{wait['steady_share'] * 100:.2f} % of the run (median {later[len(later) // 2]:.2f} ms, "
+          f"p90 {later[int(0.9 * (len(later) - 1))]:.2f} ms, max {later[-1]:.1f} ms)")
+    if wait["profile"]:
+        print(wait["profile"])
     return 0
 
 
-def run(conn: ConnectionSettings, tmp: Path, steps: int, profile: bool) -> None:
+def run(conn: ConnectionSettings, tmp: Path, steps: int, profile: bool,
+        topic: str = "tokens") -> dict[str, Any]:
+    """Train ``steps`` steps on ``topic``; the run's data-wait and each batch's wait, timed apart."""
     from kafeed.train.options import TrainOptions
     from kafeed.train.startup import start
 
-    options = TrainOptions(topic="tokens", steps=steps, batch_size=8, seq_len=128, tokenizer="bytes",
+    options = TrainOptions(topic=topic, steps=steps, batch_size=8, seq_len=128, tokenizer="bytes",
                            checkpoint_dir=tmp / "ck", checkpoint_every=100, log_every=100)
     # As `kafeed train` does: the stream opens before torch is imported, so the consumer
     # joins and fetches while the import runs.
@@ -105,19 +116,20 @@ def run(conn: ConnectionSettings, tmp: Path, steps: int, profile: bool) -> None:
             del batch  # the runner frees each batch after its step, not inside the next wait
 
     stream_loader.StreamLoader.__iter__ = timed  # type: ignore[method-assign]
-    result, _ = train_gpt(options, conn, progress=lambda line: None, startup=startup)
+    try:
+        result, _ = train_gpt(options, conn, progress=lambda line: None, startup=startup)
+    finally:
+        stream_loader.StreamLoader.__iter__ = original  # type: ignore[method-assign]
     steady = sum(waits[1:])
-    print(f"steps {result.steps}, run {result.seconds:.1f} s, "
-          f"data-wait {result.data_wait_seconds:.2f} s = {100 * result.data_wait_share:.2f} %")
-    each = 1000 * steady / max(1, len(waits) - 1)
-    later = sorted(waits[1:]) or [0.0]
-    print(f"first batch {1000 * waits[0]:.1f} ms; later batches {each:.2f} ms each = "
-          f"{100 * steady / result.seconds:.2f} % of the run (median {1000 * later[len(later) // 2]:.2f} ms, "
-          f"p90 {1000 * later[int(0.9 * (len(later) - 1))]:.2f} ms, max {1000 * later[-1]:.1f} ms)")
+    report = ""
     if profiler is not None:
         out = io.StringIO()
         pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(25)
-        print(out.getvalue())
+        report = out.getvalue()
+    return {"steps": result.steps, "seconds": result.seconds, "data_wait_seconds": result.data_wait_seconds,
+            "data_wait_share": result.data_wait_share, "first_ms": 1000 * waits[0],
+            "each_ms": 1000 * steady / max(1, len(waits) - 1), "steady_share": steady / result.seconds,
+            "later_ms": sorted(1000 * w for w in waits[1:]) or [0.0], "profile": report}
 
 
 if __name__ == "__main__":

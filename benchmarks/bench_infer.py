@@ -24,7 +24,7 @@ import json
 import logging
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -51,8 +51,10 @@ def texts(n: int) -> list[str]:
     return [" ".join(words[(i + j) % len(words)] for j in range(8 + i % 24)) for i in range(n)]
 
 
-def make_checkpoint(directory: Path) -> Path:
-    pretrained = minilm_dir() is not None
+def make_checkpoint(directory: Path, pretrained: bool | None = None) -> Path:
+    """A two-label classifier's checkpoint: MiniLM's weights where they are here (``pretrained``
+    None), else (or False) the same architecture initialised at random."""
+    pretrained = minilm_dir() is not None if pretrained is None else pretrained
     encode = TextEncoder(MAX_LENGTH, pretrained=pretrained)
     model, desc = build_classifier(2, pretrained=pretrained, vocab_size=encode.vocab_size)
     config = {"model": "classifier", "num_labels": 2, "max_length": MAX_LENGTH, "encoder": desc["encoder"]}
@@ -87,8 +89,8 @@ class TimedStage(InferStage):
         return out
 
 
-def pipeline(conn: ConnectionSettings, ckpt: Path, batch: int, n: int) -> dict[str, float]:
-    settings = InferSettings(input="raw", output=f"pred-{batch}", group=f"bench-infer-{batch}",
+def pipeline(conn: ConnectionSettings, ckpt: Path, batch: int, n: int, raw: str = "raw") -> dict[str, float]:
+    settings = InferSettings(input=raw, output=f"{raw}-pred-{batch}", group=f"{raw}-bench-infer-{batch}",
                              batch_size=batch, max_wait_ms=100, idle_s=1.0)
     stage = TimedStage(load_served_model(ckpt, device=resolve_device("cpu")), settings)
     stage.times = []
@@ -96,6 +98,25 @@ def pipeline(conn: ConnectionSettings, ckpt: Path, batch: int, n: int) -> dict[s
     assert stats.balanced and stats.records_in == n, stats.as_dict()
     return {"records_per_s": stats.records_per_s,
             "p99_batch_ms": float(np.percentile(stage.times, 99)) * 1000}
+
+
+def measure(conn: ConnectionSettings, ckpt: Path, docs: Sequence[str], sizes: Sequence[int], *,
+            partitions: int = 3, raw: str = "raw") -> Iterator[dict[str, Any]]:
+    """Writes ``docs`` to ``raw``, then per batch size the model alone beside the infer stage."""
+    TopicAdmin(conn).create(plan_topic(raw, brokers=1, partitions=partitions))
+    from confluent_kafka import Producer
+
+    producer = Producer(conn.client_config() | {"linger.ms": 20})
+    for i, text in enumerate(docs):
+        producer.produce(raw, key=f"d{i}".encode(), value=make_sample(text, id=f"d{i}").SerializeToString())
+        producer.poll(0)
+    assert producer.flush(60) == 0
+    for batch in sizes:
+        alone = model_alone(ckpt, docs, batch)
+        served = pipeline(conn, ckpt, batch, len(docs), raw)
+        yield {"batch": batch, "model_alone": {k: round(v, 1) for k, v in alone.items()},
+               "pipeline": {k: round(v, 1) for k, v in served.items()},
+               "ratio": round(served["records_per_s"] / alone["records_per_s"], 3)}
 
 
 def main() -> None:
@@ -121,23 +142,10 @@ def main() -> None:
         cluster.start()
         try:
             conn = ConnectionSettings(bootstrap=cluster.bootstrap)
-            TopicAdmin(conn).create(plan_topic("raw", brokers=1, partitions=args.partitions))
-            from confluent_kafka import Producer
-
-            producer = Producer(conn.client_config() | {"linger.ms": 20})
-            for i, text in enumerate(docs):
-                producer.produce("raw", key=f"d{i}".encode(),
-                                 value=make_sample(text, id=f"d{i}").SerializeToString())
-                producer.poll(0)
-            assert producer.flush(60) == 0
-            for batch in sizes:
-                alone = model_alone(ckpt, docs, batch)
-                served = pipeline(conn, ckpt, batch, len(docs))
-                rows.append({"batch": batch, "model_alone": {k: round(v, 1) for k, v in alone.items()},
-                             "pipeline": {k: round(v, 1) for k, v in served.items()},
-                             "ratio": round(served["records_per_s"] / alone["records_per_s"], 3)})
+            for row in measure(conn, ckpt, docs, sizes, partitions=args.partitions):
+                rows.append(row)
                 if not args.json:
-                    _print(rows[-1])
+                    _print(row)
         finally:
             cluster.stop(timeout=15, purge=True)
     if args.json:

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from kafeed.broker import LocalCluster, free_port_block
 from kafeed.config import ConnectionSettings
-from kafeed.ingest import IngestOptions, ingest
+from kafeed.ingest import IngestOptions, IngestSummary, ingest
 from kafeed.jars import resolve_libs
 from kafeed.topics import TopicAdmin, plan_topic
 
@@ -54,6 +54,14 @@ def make_corpus(path: Path, n: int, text_bytes: int, seed: int = 0) -> int:
             size += len(line)
             f.write(line)
     return size
+
+
+def kafeed_run(settings: ConnectionSettings, corpus: Path, topic: str, options: IngestOptions
+               ) -> tuple[IngestSummary, float]:
+    """``ingest`` of the corpus into ``topic``; its stats and the CPU seconds this process spent."""
+    cpu0 = time.process_time()
+    stats = ingest([corpus], topic=topic, settings=settings, options=options)
+    return stats, time.process_time() - cpu0
 
 
 def run_naive(bootstrap: str, topic: str, path: Path) -> float:
@@ -146,9 +154,7 @@ def main(argv: list[str] | None = None) -> int:
             for r in range(args.repeat):
                 topic = f"bench-kafeed-{r}"
                 admin.create(plan_topic(topic, brokers=1, partitions=args.partitions))
-                cpu0 = time.process_time()
-                s = ingest([corpus], topic=topic, settings=settings, options=options)
-                cpu = time.process_time() - cpu0
+                s, cpu = kafeed_run(settings, corpus, topic, options)
                 cpu_k.append(cpu)
                 k_runs.append((s.produced / s.produce_seconds, s.bytes_serialized / s.produce_seconds / 1e6))
                 rec_size = round(s.bytes_serialized / max(s.produced, 1))

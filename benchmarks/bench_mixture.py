@@ -38,7 +38,8 @@ from kafeed.topics import TopicAdmin, plan_topic
 SHARES = {"web": 0.6, "code": 0.3, "books": 0.1}
 
 
-def produce(conn: ConnectionSettings, tokens: int, doc_tokens: int) -> None:
+def produce(conn: ConnectionSettings, tokens: int, doc_tokens: int, prefix: str = "") -> None:
+    """The documents into each share's topic and into ``all`` (every name after ``prefix``)."""
     rng = np.random.default_rng(0)
     producer = Producer({**conn.client_config(), "linger.ms": 50, "batch.size": 1_000_000})
     for name, share in SHARES.items():
@@ -46,7 +47,7 @@ def produce(conn: ConnectionSettings, tokens: int, doc_tokens: int) -> None:
             ids = rng.integers(1, 50_000, size=doc_tokens, dtype=np.uint16)
             doc = make_document(ids, id=f"{name}-{i}", vocab_size=65536, tokenizer="bench")
             value = doc.SerializeToString()
-            for topic in (name, "all"):
+            for topic in (prefix + name, prefix + "all"):
                 while True:
                     try:
                         producer.produce(topic, value=value)
@@ -80,14 +81,15 @@ def read(loader_of: object, tokens: int, batch_size: int = 8) -> tuple[float, fl
     return seen / (time.perf_counter() - first), first - t0, seen / (time.process_time() - cpu)
 
 
-def dataset(name: str, conn: ConnectionSettings, prefetch: int | None = None) -> object:
+def dataset(name: str, conn: ConnectionSettings, prefetch: int | None = None, prefix: str = "") -> object:
     """The single topic or the mixture, each at its default prefetch depth unless ``prefetch``."""
     import kafeed
 
     depth: dict[str, Any] = {} if prefetch is None else {"prefetch_batches": prefetch}
     if name == "single":
-        return kafeed.KafkaTokenDataset("all", seq_len=2048, eos_id=0, connection=conn, **depth)
-    return kafeed.Mixture(SHARES, seq_len=2048, eos_id=0, connection=conn, **depth)
+        return kafeed.KafkaTokenDataset(prefix + "all", seq_len=2048, eos_id=0, connection=conn, **depth)
+    shares = {prefix + topic: share for topic, share in SHARES.items()}
+    return kafeed.Mixture(shares, seq_len=2048, eos_id=0, connection=conn, **depth)
 
 
 def read_apart(name: str, bootstrap: str, tokens: int, batch_size: int, src: str | None,

@@ -83,6 +83,40 @@ MODES = {  # name: (tokenize in a background thread, commit on a helper thread)
 }
 
 
+def measure(conn: ConnectionSettings, docs: list[str], n_rounds: int, modes: list[str],
+            tok_settings: TokenizerSettings, *, batch_size: int, linger_ms: int, compression: str,
+            changelog_format: str, raw: str = "raw") -> list[dict[str, object]]:
+    """Per round: the tokenizer alone before and after, and prepare of ``raw`` in every mode."""
+    normalized = [normalize_text(t) for t in docs]  # what prepare hands the tokenizer
+    rounds: list[dict[str, object]] = []
+    for r in range(n_rounds):
+        before_s, tokens = tokenizer_alone(normalized, tok_settings, batch_size, repeats=1)
+        runs = {}
+        for mode in modes:
+            tok_overlap, commit_overlap = MODES[mode]
+            settings = PrepareSettings(
+                input=raw, output=f"{raw}-tokens-{mode}-{r}", group=f"{raw}-bench-{mode}-{r}", idle_s=1.0,
+                tokenizer=tok_settings.model_copy(update={"overlap": tok_overlap}),
+                dedup={"changelog_format": changelog_format},
+                kafka={"batch_size": batch_size, "linger_ms": linger_ms,
+                       "compression": compression, "overlap_commit": commit_overlap},
+            )
+            stats = run_prepare(settings, conn, until_caught_up=True)
+            runs[mode] = stats
+        after_s, _ = tokenizer_alone(normalized, tok_settings, batch_size, repeats=1)
+        tok_rate = len(docs) / ((before_s + after_s) / 2)
+        rounds.append({
+            "tokenizer_alone": {"records_per_s": round(tok_rate),
+                                "tokens_per_s": round(tokens / ((before_s + after_s) / 2))},
+            "prepare": {m: {"records_per_s": round(st.records_per_s),
+                            "tokens_per_s": round(st.tokens_per_s), "busy_s": round(st.busy_s, 2),
+                            "balanced": st.balanced, "documents_out": st.documents_out,
+                            "ratio": round(st.records_per_s / tok_rate, 3)}
+                        for m, st in runs.items()},
+        })
+    return rounds
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--docs", type=int, default=20_000, help="records to prepare (size flag)")
@@ -104,9 +138,7 @@ def main() -> None:
     logging.getLogger("kafeed.librdkafka").setLevel(logging.CRITICAL)
 
     docs = texts(args.docs, SHAKESPEARE)
-    normalized = [normalize_text(t) for t in docs]  # what prepare hands the tokenizer
     tok_settings = TokenizerSettings(name=args.tokenizer)
-    rounds: list[dict[str, object]] = []
     with tempfile.TemporaryDirectory(prefix="kafeed-bench-") as tmp:
         cluster = LocalCluster(Path(tmp) / "kafka", nodes=1, port=free_port_block(2), heap_mb=768)
         cluster.start()
@@ -115,31 +147,9 @@ def main() -> None:
             TopicAdmin(conn).create(plan_topic("raw", brokers=1, partitions=args.partitions,
                                                compression="lz4"))
             write_s = write_raw(conn, "raw", docs)
-            for r in range(args.rounds):
-                before_s, tokens = tokenizer_alone(normalized, tok_settings, args.batch_size, repeats=1)
-                runs = {}
-                for mode in modes:
-                    tok_overlap, commit_overlap = MODES[mode]
-                    settings = PrepareSettings(
-                        input="raw", output=f"tokens-{mode}-{r}", group=f"bench-{mode}-{r}", idle_s=1.0,
-                        tokenizer=tok_settings.model_copy(update={"overlap": tok_overlap}),
-                        dedup={"changelog_format": args.changelog_format},
-                        kafka={"batch_size": args.batch_size, "linger_ms": args.linger_ms,
-                               "compression": args.compression, "overlap_commit": commit_overlap},
-                    )
-                    stats = run_prepare(settings, conn, until_caught_up=True)
-                    runs[mode] = stats
-                after_s, _ = tokenizer_alone(normalized, tok_settings, args.batch_size, repeats=1)
-                tok_rate = len(docs) / ((before_s + after_s) / 2)
-                rounds.append({
-                    "tokenizer_alone": {"records_per_s": round(tok_rate),
-                                        "tokens_per_s": round(tokens / ((before_s + after_s) / 2))},
-                    "prepare": {m: {"records_per_s": round(st.records_per_s),
-                                    "tokens_per_s": round(st.tokens_per_s), "busy_s": round(st.busy_s, 2),
-                                    "balanced": st.balanced, "documents_out": st.documents_out,
-                                    "ratio": round(st.records_per_s / tok_rate, 3)}
-                                for m, st in runs.items()},
-                })
+            rounds = measure(conn, docs, args.rounds, modes, tok_settings, batch_size=args.batch_size,
+                             linger_ms=args.linger_ms, compression=args.compression,
+                             changelog_format=args.changelog_format)
         finally:
             cluster.stop(timeout=15, purge=True)
     summary = {m: statistics.median(rd["prepare"][m]["ratio"] for rd in rounds)  # type: ignore[index]

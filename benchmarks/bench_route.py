@@ -51,6 +51,15 @@ RULES = {
 }
 
 
+def rules_after(prefix: str) -> dict[str, Any]:
+    """RULES with every target topic's name after ``prefix``."""
+    def to(topic: str) -> str:
+        return topic if topic == "drop" else prefix + topic
+
+    return {"default": to(RULES["default"]),
+            "rule": [rule | {"to": to(rule["to"])} for rule in RULES["rule"]]}
+
+
 def docs(n: int) -> list[tuple[bytes, bytes]]:
     bodies = ["the river runs to the sea and it is cold in the morning, said the man",
               "def route(records): return [r for r in records if r]",
@@ -103,12 +112,14 @@ def bare_copy(conn: ConnectionSettings, source: str, target: str, n: int, batch:
         consumer.close()
 
 
-def route_once(bootstrap: str, group: str, batch_size: int | None, src: str | None) -> dict[str, Any]:
+def route_once(bootstrap: str, group: str, batch_size: int | None, src: str | None,
+               prefix: str = "") -> dict[str, Any]:
     """The counts of one router run over all of ``raw``, in a process that imports kafeed from ``src``."""
     env = dict(os.environ)
     if src is not None:
         env["PYTHONPATH"] = src
-    cmd = [sys.executable, __file__, "--route-only", "--bootstrap", bootstrap, "--group", group]
+    cmd = [sys.executable, __file__, "--route-only", "--bootstrap", bootstrap, "--group", group,
+           "--prefix", prefix]
     if batch_size is not None:
         cmd += ["--batch-size", str(batch_size)]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, check=False)
@@ -118,10 +129,10 @@ def route_once(bootstrap: str, group: str, batch_size: int | None, src: str | No
     return stats
 
 
-def route_only(bootstrap: str, group: str, batch_size: int | None) -> None:
+def route_only(bootstrap: str, group: str, batch_size: int | None, prefix: str = "") -> None:
     kafka = {"batch_size": batch_size} if batch_size is not None else {}
-    settings = RouteSettings(input="raw", group=group, idle_s=1.0, kafka=kafka)  # type: ignore[arg-type]
-    stats = run_route(settings, parse_rules(RULES), ConnectionSettings(bootstrap=bootstrap),
+    settings = RouteSettings(input=prefix + "raw", group=group, idle_s=1.0, kafka=kafka)  # type: ignore[arg-type]
+    stats = run_route(settings, parse_rules(rules_after(prefix)), ConnectionSettings(bootstrap=bootstrap),
                       until_caught_up=True)
     print(json.dumps(stats.as_dict() | {"balanced": stats.balanced}))
 
@@ -140,10 +151,11 @@ def main() -> None:
     ap.add_argument("--route-only", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--bootstrap", help=argparse.SUPPRESS)
     ap.add_argument("--group", help=argparse.SUPPRESS)
+    ap.add_argument("--prefix", default="", help=argparse.SUPPRESS)
     args = ap.parse_args()
     logging.getLogger("kafeed.librdkafka").setLevel(logging.CRITICAL)
     if args.route_only:
-        route_only(args.bootstrap, args.group, args.batch_size)
+        route_only(args.bootstrap, args.group, args.batch_size, args.prefix)
         return
     records = docs(args.docs)
     rules = parse_rules(RULES)

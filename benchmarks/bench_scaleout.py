@@ -41,7 +41,7 @@ QUIET = logging.getLogger("kafeed.librdkafka")
 TOPIC = "scaleout-tokens"
 
 
-def produce(bootstrap: str, tokens: int, doc_tokens: int) -> dict[str, int]:
+def produce(bootstrap: str, tokens: int, doc_tokens: int, topic: str = TOPIC) -> dict[str, int]:
     from confluent_kafka import Producer
 
     rng = np.random.default_rng(0)
@@ -55,7 +55,7 @@ def produce(bootstrap: str, tokens: int, doc_tokens: int) -> dict[str, int]:
         value = make_document(pool[start : start + n], id=f"d{docs}", vocab_size=50000).SerializeToString()
         while True:
             try:
-                p.produce(TOPIC, key=f"d{docs}".encode(), value=value)
+                p.produce(topic, key=f"d{docs}".encode(), value=value)
                 break
             except BufferError:
                 p.poll(0.1)
@@ -68,7 +68,8 @@ def produce(bootstrap: str, tokens: int, doc_tokens: int) -> dict[str, int]:
     return {"tokens": made, "docs": docs, "bytes": payload}
 
 
-def reader(mode: str, bootstrap: str, rank: int, world: int, seq_len: int, batch: int) -> None:
+def reader(mode: str, bootstrap: str, rank: int, world: int, seq_len: int, batch: int,
+           topic: str = TOPIC) -> None:
     """One reader process: get ready, print ``ready``, wait for a line on stdin, read its share
     to the end, print what it read and when it started and ended (wall clock, shared)."""
     tokens = nbytes = 0
@@ -80,13 +81,13 @@ def reader(mode: str, bootstrap: str, rank: int, world: int, seq_len: int, batch
                       "enable.auto.commit": False, "queued.max.messages.kbytes": 131072,
                       "fetch.max.bytes": 32 * 1024 * 1024, "max.partition.fetch.bytes": 8 * 1024 * 1024,
                       "logger": QUIET})
-        parts = sorted(c.list_topics(TOPIC, timeout=30).topics[TOPIC].partitions)
+        parts = sorted(c.list_topics(topic, timeout=30).topics[topic].partitions)
         mine = [p for p in parts if p % world == rank]
-        ends = {p: c.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=30)[1] for p in mine}
+        ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in mine}
         print("ready", flush=True)
         sys.stdin.readline()
         t0, c0 = time.time(), time.process_time()
-        c.assign([TopicPartition(TOPIC, p, 0) for p in mine])
+        c.assign([TopicPartition(topic, p, 0) for p in mine])
         left = {p for p in mine if ends[p] > 0}
         while left:
             # A short timeout: consume() waits for all num_messages until it expires, which
@@ -102,7 +103,7 @@ def reader(mode: str, bootstrap: str, rank: int, world: int, seq_len: int, batch
     else:
         import kafeed
 
-        ds = kafeed.KafkaTokenDataset(TOPIC, seq_len=seq_len, bootstrap=bootstrap, eos_id=0, rank=rank,
+        ds = kafeed.KafkaTokenDataset(topic, seq_len=seq_len, bootstrap=bootstrap, eos_id=0, rank=rank,
                                       world_size=world)
         loader = kafeed.StreamLoader(ds, batch_size=batch, num_workers=0)
         print("ready", flush=True)
@@ -116,11 +117,11 @@ def reader(mode: str, bootstrap: str, rank: int, world: int, seq_len: int, batch
 
 
 def side_by_side(mode: str, bootstrap: str, world: int, seq_len: int, batch: int,
-                 src: str | None = None) -> dict[str, Any]:
+                 src: str | None = None, topic: str = TOPIC) -> dict[str, Any]:
     """``world`` readers started together; ``src``: another kafeed source tree to read with."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(([src] if src else []) + sys.path)}
     procs = [subprocess.Popen([sys.executable, __file__, "--reader", mode, bootstrap, str(rank), str(world),
-                               str(seq_len), str(batch)], stdin=subprocess.PIPE,
+                               str(seq_len), str(batch), topic], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, text=True, env=env) for rank in range(world)]
     for p in procs:
         assert p.stdout is not None
@@ -146,8 +147,8 @@ def side_by_side(mode: str, bootstrap: str, world: int, seq_len: int, batch: int
 
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--reader":
-        mode, bootstrap, rank, world, seq_len, batch = sys.argv[2:8]
-        reader(mode, bootstrap, int(rank), int(world), int(seq_len), int(batch))
+        mode, bootstrap, rank, world, seq_len, batch, topic = sys.argv[2:9]
+        reader(mode, bootstrap, int(rank), int(world), int(seq_len), int(batch), topic)
         return 0
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tokens", type=float, default=40e6, help="token ids in the topic (default 40M)")

@@ -58,31 +58,31 @@ def produce_tokens(admin: ConnectionSettings, topic: str, tokens: int, doc_len: 
     return docs * doc_len
 
 
-def setup(cluster: LocalCluster, tokens: int) -> None:
+def setup(cluster: LocalCluster, tokens: int, topic: str = "tokens") -> None:
     admin = cluster.connection()
-    TopicAdmin(admin).create(plan_topic("tokens", brokers=1, partitions=4), exist_ok=True)
-    produce_tokens(admin, "tokens", tokens)
+    TopicAdmin(admin).create(plan_topic(topic, brokers=1, partitions=4), exist_ok=True)
+    produce_tokens(admin, topic, tokens)
 
 
-def ingest_rate(cluster: LocalCluster, corpus: Path, records: int, round_: int) -> float:
+def ingest_rate(cluster: LocalCluster, corpus: Path, records: int, round_: int, raw: str = "raw") -> float:
     # A fresh raw topic per round (the ingest role's ACLs name "raw": recreate it as admin).
     admin = TopicAdmin(cluster.connection())
-    if admin.exists("raw"):
-        admin.delete("raw")
-        while admin.exists("raw"):
+    if admin.exists(raw):
+        admin.delete(raw)
+        while admin.exists(raw):
             time.sleep(0.2)
-    admin.create(plan_topic("raw", brokers=1, partitions=4), exist_ok=True)
-    summary = ingest([corpus], topic="raw", settings=cluster.connection("ingest"),
+    admin.create(plan_topic(raw, brokers=1, partitions=4), exist_ok=True)
+    summary = ingest([corpus], topic=raw, settings=cluster.connection("ingest"),
                      options=IngestOptions(job_id=f"bench-{round_}"))
     assert summary.produced == records, summary
     return records / summary.produce_seconds
 
 
-def loader_rate(cluster: LocalCluster) -> float:
+def loader_rate(cluster: LocalCluster, topic: str = "tokens") -> float:
     import kafeed
 
     loader = kafeed.StreamLoader(kafeed.KafkaTokenDataset(
-        "tokens", seq_len=2048, connection=cluster.connection("trainer"), eos_id=0), batch_size=16)
+        topic, seq_len=2048, connection=cluster.connection("trainer"), eos_id=0), batch_size=16)
     seen = 0
     start: float | None = None
     for batch in loader:

@@ -69,6 +69,33 @@ def expire_all(conn: ConnectionSettings, topic: str, partitions: int) -> None:
         future.result(timeout=60)
 
 
+def measure(conn: ConnectionSettings, warehouse: Path, topic: str, *, docs: int, tokens: int, partitions: int,
+            seq_len: int, batch: int, shuffle: int, repeat: int) -> dict[str, Any]:
+    """Writes and archives ``topic``, reads it ``repeat`` times from Kafka, expires it, then reads
+    it as often from the table through the loader's cold tier: the rates and their ratio."""
+    TopicAdmin(conn).create(plan_topic(topic, brokers=1, partitions=partitions))
+    produce(conn, topic, docs, tokens)
+    catalog = CatalogSettings(warehouse=warehouse)
+    table = f"bench.{topic.replace('-', '_')}"
+    stats = run_archive(ArchiveSettings(topic=topic, table=table, flush_interval_s=3600, catalog=catalog),
+                        conn, until_caught_up=True)
+    assert stats.rows_written == docs, stats.as_dict()
+    common: dict[str, Any] = {"topics": (topic,), "connection": conn, "seq_len": seq_len,
+                              "eos_id": 0, "shuffle_buffer": shuffle, "seed": 1}
+    kafka_runs = [read_all(LoaderSettings(**common), batch) for _ in range(repeat)]
+    expire_all(conn, topic, partitions)
+    tiered = LoaderSettings(**common, archive=table, archive_catalog=catalog)
+    table_runs = [read_all(tiered, batch) for _ in range(repeat)]
+    assert len({run[1:] for run in kafka_runs + table_runs}) == 1, "the reads differ"
+    kafka_s, kafka_tokens = min(run[0] for run in kafka_runs), kafka_runs[0][1]
+    table_s, table_tokens = min(run[0] for run in table_runs), table_runs[0][1]
+    return {"docs": docs, "tokens_per_doc": tokens, "partitions": partitions, "seq_len": seq_len,
+            "shuffle_buffer": shuffle, "repeat": repeat, "tokens": kafka_tokens,
+            "kafka_tokens_per_s": round(kafka_tokens / kafka_s),
+            "table_tokens_per_s": round(table_tokens / table_s),
+            "kafka_s": round(kafka_s, 2), "table_s": round(table_s, 2), "ratio": round(kafka_s / table_s, 3)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--docs", type=int, default=30000)
@@ -84,31 +111,12 @@ def main() -> None:
         cluster = LocalCluster(Path(tmp) / "kafka", nodes=1, port=free_port_block(2), heap_mb=768)
         cluster.start()
         try:
-            conn = ConnectionSettings(bootstrap=cluster.bootstrap)
-            TopicAdmin(conn).create(plan_topic("bench", brokers=1, partitions=args.partitions))
-            produce(conn, "bench", args.docs, args.tokens)
-            catalog = CatalogSettings(warehouse=Path(tmp) / "wh")
-            stats = run_archive(ArchiveSettings(topic="bench", table="bench.t", flush_interval_s=3600,
-                                                catalog=catalog), conn, until_caught_up=True)
-            assert stats.rows_written == args.docs, stats.as_dict()
-            common: dict[str, Any] = {"topics": ("bench",), "connection": conn, "seq_len": args.seq_len,
-                                      "eos_id": 0, "shuffle_buffer": args.shuffle, "seed": 1}
-            kafka_runs = [read_all(LoaderSettings(**common), args.batch) for _ in range(args.repeat)]
-            expire_all(conn, "bench", args.partitions)
-            tiered = LoaderSettings(**common, archive="bench.t", archive_catalog=catalog)
-            table_runs = [read_all(tiered, args.batch) for _ in range(args.repeat)]
-            assert len({run[1:] for run in kafka_runs + table_runs}) == 1, "the reads differ"
-            kafka_s, kafka_tokens = min(run[0] for run in kafka_runs), kafka_runs[0][1]
-            table_s, table_tokens = min(run[0] for run in table_runs), table_runs[0][1]
+            result = measure(ConnectionSettings(bootstrap=cluster.bootstrap), Path(tmp) / "wh", "bench",
+                             docs=args.docs, tokens=args.tokens, partitions=args.partitions,
+                             seq_len=args.seq_len, batch=args.batch, shuffle=args.shuffle, repeat=args.repeat)
         finally:
             cluster.stop(timeout=15, purge=True)
-    print(json.dumps({
-        "docs": args.docs, "tokens_per_doc": args.tokens, "partitions": args.partitions,
-        "seq_len": args.seq_len, "shuffle_buffer": args.shuffle, "repeat": args.repeat,
-        "tokens": kafka_tokens,
-        "kafka_tokens_per_s": round(kafka_tokens / kafka_s),
-        "table_tokens_per_s": round(table_tokens / table_s),
-        "kafka_s": round(kafka_s, 2), "table_s": round(table_s, 2), "ratio": round(kafka_s / table_s, 3)}))
+    print(json.dumps(result))
 
 
 if __name__ == "__main__":

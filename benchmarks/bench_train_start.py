@@ -77,20 +77,20 @@ def one_run(bootstrap: str, topic: str, ckpt: Path) -> dict[str, Any]:
            "--seq-len", "64", "--d-model", "32", "--n-layers", "1", "--log-every", "1",
            "--checkpoint-dir", str(ckpt), "--checkpoint-every", "0", "-b", bootstrap]
     t0 = time.monotonic()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
     marks: dict[str, Any] = {}
-    assert proc.stderr is not None
-    for line in proc.stderr:
-        now = time.monotonic() - t0
-        if "waiting for data" in line:
-            marks.setdefault("ready_s", round(now, 2))
-        elif line.lstrip().startswith("step") and "/3" in line:
-            marks.setdefault("first_step_s", round(now, 2))
-        elif line.startswith('{"first_fetch"'):
-            at = json.loads(line)["first_fetch"]
-            marks["first_fetch_s"] = None if at is None else round(at - t0, 2)
-    marks["exit"] = proc.wait()
+    with subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                          env={**os.environ, "PYTHONUNBUFFERED": "1"}) as proc:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            now = time.monotonic() - t0
+            if "waiting for data" in line:
+                marks.setdefault("ready_s", round(now, 2))
+            elif line.lstrip().startswith("step") and "/3" in line:
+                marks.setdefault("first_step_s", round(now, 2))
+            elif line.startswith('{"first_fetch"'):
+                at = json.loads(line)["first_fetch"]
+                marks["first_fetch_s"] = None if at is None else round(at - t0, 2)
+    marks["exit"] = proc.returncode
     return marks
 
 
