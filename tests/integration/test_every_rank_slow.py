@@ -390,3 +390,35 @@ def test_own_loop_on_two_nodes_resumed_at_one_trains_every_record_once(
     rest = phase(tmp_path, "one-node")
     check_once(f"own, two nodes -> one ({elapsed(t0)}; node ranks' partitions {owned})",
                [tally(p, len(expected)) for p in (saved, rest)], expected)
+
+
+# -- the Trainer under accelerate's launcher -----------------------------------------------------
+
+def test_a_trainer_under_accelerate_launch_saves_every_ranks_state(
+        kafka: ConnectionSettings, make_topic: TopicFactory, tmp_path: Path) -> None:
+    from tests.integration.test_every_rank import uninterrupted
+
+    topic = make_topic(partitions=3)
+    produce_docs(kafka.bootstrap, topic, 300)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    accelerate = Path(sys.executable).with_name("accelerate")
+    t0 = time.monotonic()
+    # --multi_gpu is accelerate's torchrun launcher; on a machine without a GPU the ranks train
+    # on the CPU (the job's TrainingArguments(use_cpu=True)).
+    proc = subprocess.run(
+        [str(accelerate), "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
+         "--main_process_port", str(port), "--mixed_precision", "no", "--dynamo_backend", "no",
+         "-m", "tests.integration.ranks_job", json.dumps(job(kafka, topic, tmp_path, "hf", steps=4))],
+        capture_output=True, text=True, timeout=LAUNCH_S, env=job_env(), cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    print(f"\naccelerate launch, 2 ranks: {elapsed(t0)}")
+    for rank in (0, 1):
+        seen = json.loads((tmp_path / f"seen-r{rank}-a0.json").read_text())
+        assert seen == uninterrupted(kafka, topic, rank, 2, 4)
+    doc = json.loads((tmp_path / "ckpt" / "checkpoint-4" / "kafeed_loader.json").read_text())
+    assert doc["loader"]["world_size"] == 2
+    owned = sorted(key for state in doc["loader"]["ranks"] for r in state["readers"].values()
+                   for key in r["partitions"])
+    assert owned == [f"{topic}:{p}" for p in range(3)]
