@@ -268,8 +268,10 @@ def test_mirror_latency_probe_and_settings_on_the_session_broker(kafka: Connecti
     topic = fresh(admin)
     direct = mirror.latencies(kafka, topic, kafka, topic, 50, 0.4, 64)
     assert direct.size == 20 and (direct >= 0).all(), direct
-    cluster = type("Site", (), {"bootstrap": kafka.bootstrap})()
-    settings = mirror.mirror_settings({"train": cluster, "site-a": cluster}, ("site-a",), topic,
+    # A site is another cluster than the target (refused otherwise); settings are not connected.
+    train = type("Site", (), {"bootstrap": kafka.bootstrap})()
+    site = type("Site", (), {"bootstrap": "127.0.0.1:1"})()
+    settings = mirror.mirror_settings({"train": train, "site-a": site}, ("site-a",), topic,
                                       tmp_path / "mm")
     assert settings.sites[0].alias == "site-a" and settings.target.bootstrap == kafka.bootstrap
     # The calls timed_mirror and the latency run make (run_mirror's own test runs it).

@@ -23,6 +23,7 @@ import pytest
 
 from kafeed.acl import AclAdmin, RoleNames, principal_for, role_bindings
 from kafeed.broker import LocalCluster
+from kafeed.loader.rank_states import loadable_state
 from kafeed.topics import TopicAdmin, plan_topic
 from kafeed.train.checkpoint import CheckpointManager
 from tests.integration.process_output import StderrLines
@@ -57,7 +58,8 @@ def _files(directory: Path) -> list[str]:
 def _readers(ckpt: Path) -> dict[str, list[str]]:
     latest = CheckpointManager(ckpt).load_latest()
     assert latest is not None
-    return {name: sorted(r["partitions"]) for name, r in latest.manifest["loader"]["readers"].items()}
+    readers = loadable_state(latest.manifest["loader"])["readers"]  # every rank's, merged
+    return {name: sorted(r["partitions"]) for name, r in readers.items()}
 
 
 def test_dataloader_workers_train_as_trainer_and_leak_no_secret(

@@ -15,6 +15,7 @@ import logging
 from collections.abc import Sequence
 
 from kafeed.config import ConnectionSettings
+from kafeed.connect import check_reachable
 from kafeed.errors import ConfigError, KafeedError, SchemaError, TopicError
 from kafeed.kafka import KafkaClients
 from kafeed.prepare.settings import PrepareSettings
@@ -68,6 +69,7 @@ def check_new_group(settings: PrepareSettings, connection: ConnectionSettings, *
     """Refuse a group that has read nothing of its inputs when an output already holds
     documents prepared from them (see the module's docstring)."""
     inputs = list(settings.input)
+    check_reachable(connection)  # a dead cluster is said at once, in one sentence, not after the waits
     try:
         if group_has_read(connection, settings.group, inputs):
             return
