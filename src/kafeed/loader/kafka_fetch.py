@@ -30,7 +30,7 @@ from kafeed.loader.kafka_flow import KafkaFlow
 from kafeed.loader.parent import ParentWatch
 from kafeed.loader.partition import Entry, Partition
 from kafeed.loader.prefetch_thread import Stopped, check_running
-from kafeed.loader.read_ahead import ReadAhead, pull_size
+from kafeed.loader.read_ahead import CHECK_S, ReadAhead, pull_size
 from kafeed.loader.settings import LoaderSettings
 from kafeed.loader.source import Shards
 
@@ -61,13 +61,15 @@ class KafkaFetch(KafkaFlow):
     _stop: threading.Event | None
     _last_error_log: float
 
-    def _fetch(self, timeout: float) -> int:
+    def _fetch(self, timeout: float, turn: Partition | None = None, until: float = math.inf) -> int:
         """Records from librdkafka into the queues: one ``consume()`` waiting up to
         ``timeout``, more at once while librdkafka has them and the queues are below the
-        target; then pause or resume. Returns how many records were queued or restored."""
+        target, but not past the moment ``turn`` (the partition whose turn found its queue
+        empty) has a record, nor past ``until`` (a monotonic time); then pause or resume.
+        Returns how many records were queued or restored."""
         queued, more = self._pull(timeout)
         ahead = self.read_ahead
-        while more and ahead.want_more:
+        while more and ahead.want_more and not (turn is not None and turn.queue) and time.monotonic() < until:
             got, more = self._pull(0)
             queued += got
         self._hold()
@@ -224,11 +226,14 @@ class KafkaFetch(KafkaFlow):
     def top_up(self, now: float) -> None:
         """Every ``CHECK_S`` while records are taken: update the rate, pause or resume, and
         move what librdkafka has fetched into the queues while they hold less than the target
-        (never waiting), so its fetcher keeps going."""
+        (never waiting), so its fetcher keeps going; for half a ``CHECK_S`` at most, so that
+        the caller's records are not held back meanwhile. At the start the target is the
+        whole read-ahead: pulled at once, it held the first batch back for 16,000 records
+        (170 ms) where it needed 2,000."""
         ahead = self.read_ahead
         ahead.tick(now)
         if ahead.want_more:
-            self._fetch(0)
+            self._fetch(0, until=now + CHECK_S / 2)
         else:
             self._hold()
 
