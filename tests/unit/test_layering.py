@@ -32,7 +32,7 @@ LAYERS: list[set[str]] = [
     {"route"},  # below prepare, which runs route's rules as its last step
     {"ingest", "prepare", "loader", "tasks"},
     {"train", "monitor"},
-    {"demo", "infer", "scale", "integrations"},  # integrations: recipes on loader + train
+    {"demo", "infer", "scale", "integrations", "federate"},  # integrations: recipes on loader + train
     {"demo_sites"},  # the two-site demo: the demo's corpus and topics, plus the mirror
     {"cli", "__init__"},
 ]
