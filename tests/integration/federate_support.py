@@ -3,6 +3,7 @@ site's own ledger (never the coordinator's records)."""
 
 from __future__ import annotations
 
+import itertools
 import logging
 import uuid
 from pathlib import Path
@@ -81,3 +82,35 @@ def check_rounds_from_ledgers(settings: FederationSettings) -> list[list[str]]:
         np.testing.assert_allclose(flatten(arrays), expected, rtol=0, atol=1e-6)
         contributors.append(names)
     return contributors
+
+
+def assert_no_round_counted_twice(settings: FederationSettings) -> None:
+    seen: list[tuple[str, int]] = []
+    for _, (_, meta) in sorted(global_versions(settings).items()):
+        seen += [(c["site"], int(c["round"])) for c in meta["contributors"]]
+    assert len(seen) == len(set(seen)), seen
+
+
+def assert_loader_resumed_exactly(settings: FederationSettings, site: str) -> None:
+    """Each ledger entry's data starts where the one before ended, partition by partition: the
+    site's loader resumed exactly, whatever happened to the site between them."""
+    ends: dict[str, int] = {}
+    for entry in Ledger(settings.site_dir(site)).entries():
+        for key, part in entry.offsets().items():
+            assert part["start"] == ends.get(key, 0), (site, entry.round, key, part, ends)
+            assert all(a[1] <= b[0] for a, b in itertools.pairwise(part["ranges"]))
+            ends[key] = part["next"]
+
+
+def scan_for(clients: KafkaClients, markers: list[bytes]) -> int:
+    """Every record of every topic of the cluster (internal ones too) searched for ``markers``;
+    returns the number of records read. Fails on the first record that holds one."""
+    topics = clients.admin().list_topics(timeout=15).topics
+    count = 0
+    for topic in sorted(topics):
+        for msg in clients.read_to_end(topic):
+            parts = [msg.value() or b"", msg.key() or b"", *(v or b"" for _, v in msg.headers() or ())]
+            for marker in markers:
+                assert not any(marker in part for part in parts), f"{marker!r} found in {topic}"
+            count += 1
+    return count

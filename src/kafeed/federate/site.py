@@ -174,6 +174,7 @@ class SiteRunner:
                 last = self.ledger.last()
                 before = last.loader_after if last is not None else {}
                 started = time.monotonic()
+                self.progress("train", {"site": name, "round": round_, "from_version": current.version})
                 delta, samples, after = train_update(settings, self.site, current, round_, before)
                 entry = self.ledger.record(round_=round_, base_version=current.version, samples=samples,
                                            delta=delta, loader_before=before, loader_after=after)
