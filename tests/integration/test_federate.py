@@ -11,11 +11,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from kafeed.cli.main import main
 from kafeed.config import ConnectionSettings
 from kafeed.federate.blobs import encode_arrays, produce_blob
 from kafeed.federate.config import load_federation
 from kafeed.federate.coordinator import Coordinator
 from kafeed.federate.ledger import Ledger
+from kafeed.federate.lineage import global_lineage
 from kafeed.federate.setup import create_topics
 from kafeed.federate.site import SiteRunner
 from kafeed.kafka import KafkaClients
@@ -25,7 +27,7 @@ from tests.kafka_fixtures import TopicFactory
 
 @pytest.mark.timeout(90)
 def test_two_sites_two_rounds_from_their_ledgers(kafka: ConnectionSettings, make_topic: TopicFactory,
-                                                 tmp_path: Path) -> None:
+                                                 tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     topics = {name: make_topic(prefix=f"fed-{name}") for name in ("site-a", "site-b")}
     for seed, (name, topic) in enumerate(topics.items()):
         produce_site_docs(kafka.bootstrap, topic, 60, seed=seed + 1, marker=f"secret{name}".encode())
@@ -63,6 +65,15 @@ def test_two_sites_two_rounds_from_their_ledgers(kafka: ConnectionSettings, make
         entries = Ledger(settings.site_dir(name)).entries()
         ranges = [r for e in entries for part in e.offsets().values() for r in part["ranges"]]
         assert ranges and all(a[1] <= b[0] for a, b in itertools.pairwise(ranges)), ranges
+    # The global model's lineage: its rounds, their sites, each update's data offsets (ledgers).
+    lineage = global_lineage(settings)
+    assert [r["version"] for r in lineage["rounds"]] == [1, 2]
+    for r in lineage["rounds"]:
+        for site in r["sites"]:
+            entry = Ledger(settings.site_dir(site["site"])).entry(site["round"])
+            assert entry is not None and site["ledger"]["partitions"] == entry.offsets() != {}
+    assert main(["lineage", str(path), "--version", "1"]) == 0
+    assert "ledger not readable" not in capsys.readouterr().out
     # Nothing of a site's records is on the job's topics of the training cluster.
     reads = KafkaClients(kafka)
     for topic in (settings.global_topic, settings.rounds_topic, *map(settings.update_topic, topics)):
