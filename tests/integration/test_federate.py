@@ -5,11 +5,13 @@ sites' own ledgers."""
 from __future__ import annotations
 
 import itertools
+import json
 import threading
 from pathlib import Path
 
 import numpy as np
 import pytest
+from rich.console import Console
 
 from kafeed.cli.main import main
 from kafeed.config import ConnectionSettings
@@ -17,10 +19,12 @@ from kafeed.federate.blobs import encode_arrays, produce_blob
 from kafeed.federate.config import load_federation
 from kafeed.federate.coordinator import Coordinator
 from kafeed.federate.ledger import Ledger
-from kafeed.federate.lineage import global_lineage
 from kafeed.federate.setup import create_topics
 from kafeed.federate.site import SiteRunner
 from kafeed.kafka import KafkaClients
+from kafeed.monitor.dashboard import render
+from kafeed.monitor.watch import ClusterMonitor
+from kafeed.telemetry.metrics import REGISTRY
 from tests.integration.federate_support import check_rounds_from_ledgers, produce_site_docs, write_job
 from tests.kafka_fixtures import TopicFactory
 
@@ -66,14 +70,23 @@ def test_two_sites_two_rounds_from_their_ledgers(kafka: ConnectionSettings, make
         ranges = [r for e in entries for part in e.offsets().values() for r in part["ranges"]]
         assert ranges and all(a[1] <= b[0] for a, b in itertools.pairwise(ranges)), ranges
     # The global model's lineage: its rounds, their sites, each update's data offsets (ledgers).
-    lineage = global_lineage(settings)
+    assert main(["lineage", str(path), "--json"]) == 0
+    lineage = json.loads(capsys.readouterr().out)
     assert [r["version"] for r in lineage["rounds"]] == [1, 2]
     for r in lineage["rounds"]:
         for site in r["sites"]:
             entry = Ledger(settings.site_dir(site["site"])).entry(site["round"])
             assert entry is not None and site["ledger"]["partitions"] == entry.offsets() != {}
-    assert main(["lineage", str(path), "--version", "1"]) == 0
-    assert "ledger not readable" not in capsys.readouterr().out
+    # kafeed monitor finds the job and shows its last round; the cluster-side gauges follow it.
+    with ClusterMonitor(kafka) as monitor:
+        snapshot = monitor.poll()
+        row = next(j for j in snapshot.federated if j["job"] == settings.job)
+        assert (row["version"], sorted(row["sites"]), row["rounds_closed"]) == (2, sorted(topics), 2)
+        assert row["update_bytes"] > 0
+        console = Console(width=200, record=True)
+        console.print(render(snapshot))
+        assert "federated rounds" in console.export_text()
+    assert REGISTRY.get_sample_value("kafeed_federate_global_version", {"job": settings.job}) == 2
     # Nothing of a site's records is on the job's topics of the training cluster.
     reads = KafkaClients(kafka)
     for topic in (settings.global_topic, settings.rounds_topic, *map(settings.update_topic, topics)):

@@ -145,12 +145,10 @@ class Coordinator:
         model = build_model(settings.model, settings.seed)
         arrays = arrays_of(model)
         meta = {"round": 0, "version": 0, "final": False, "contributors": [], "strategy": settings.strategy}
-        self._commit(producer, 0, arrays, meta, {})
-        self.progress("published", {"version": 0, "bytes": sum(a.nbytes for a in arrays.values())})
-        first = self._read_global()
-        if first is None:
-            raise SchemaError(f"Version 0 of job {settings.job!r} was committed but cannot be read back.")
-        return first
+        size = self._commit(producer, 0, arrays, meta, {})
+        self.progress("published", {"version": 0, "bytes": size})
+        # Round 1's deadline runs from here; a restart reads it from the record's timestamp instead.
+        return GlobalVersion(0, arrays, meta, int(self.clock() * 1000), -1, size)
 
     def _read_global(self) -> GlobalVersion | None:
         follower = GlobalFollower(self.clients, self.settings.global_topic,
