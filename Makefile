@@ -7,7 +7,7 @@ UV := $(VENV)/bin/uv
 KAFEED := $(VENV)/bin/kafeed
 EXTRAS ?= dev
 
-.PHONY: setup system-deps fetch test pytest test-all durations demo demo-sites lint clean
+.PHONY: setup system-deps fetch test pytest test-all durations demo demo-sites demo-federated lint clean
 
 # Some machines set PYTHONDONTWRITEBYTECODE for everything; here it would make every
 # pytest worker and every CLI a test starts compile its imports again (collection took
@@ -67,6 +67,10 @@ demo: fetch
 
 demo-sites: fetch
 	$(KAFEED) demo --sites
+
+# Three sites and a coordinator on one machine (docs/federated.md).
+demo-federated: fetch
+	$(KAFEED) federate demo
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -59,9 +59,9 @@ class SiteSummary:
 
 
 def train_update(settings: FederationSettings, site: SiteSettings, base: GlobalVersion, round_: int,
-                 loader_state: dict[str, Any] | None) -> tuple[Arrays, int, dict[str, Any]]:
+                 loader_state: dict[str, Any] | None) -> tuple[Arrays, int, dict[str, Any], float | None]:
     """Train ``local_steps`` batches from ``base`` on the site's topics; the weights delta, the
-    number of windows trained, and the loader state after them."""
+    number of windows trained, the loader state after them and the mean loss (None: no data)."""
     from kafeed.loader import KafkaTokenDataset, StreamLoader
     from kafeed.train.models import next_token_loss
 
@@ -79,6 +79,7 @@ def train_update(settings: FederationSettings, site: SiteSettings, base: GlobalV
     torch.manual_seed(settings.seed * 1_000_003 + round_)
     mu = settings.fedprox.mu if settings.strategy == "fedprox" else 0.0
     samples = steps = 0
+    total_loss = 0.0
     model.train()
     try:
         for batch in loader:
@@ -89,6 +90,7 @@ def train_update(settings: FederationSettings, site: SiteSettings, base: GlobalV
             optimizer.zero_grad(set_to_none=True)
             loss.backward()  # type: ignore[no-untyped-call]
             optimizer.step()
+            total_loss += float(loss.detach())
             samples += int(window.shape[0])
             steps += 1
             if steps >= settings.local_steps:
@@ -98,7 +100,7 @@ def train_update(settings: FederationSettings, site: SiteSettings, base: GlobalV
         loader.close()
     trained = arrays_of(model)
     delta = {name: trained[name] - base.arrays[name] for name in trained}
-    return delta, samples, after
+    return delta, samples, after, (total_loss / steps if steps else None)
 
 
 def proximal_term(model: torch.nn.Module, anchor: list[torch.Tensor], mu: float) -> torch.Tensor:
@@ -175,14 +177,15 @@ class SiteRunner:
                 before = last.loader_after if last is not None else {}
                 started = time.monotonic()
                 self.progress("train", {"site": name, "round": round_, "from_version": current.version})
-                delta, samples, after = train_update(settings, self.site, current, round_, before)
+                delta, samples, after, loss = train_update(settings, self.site, current, round_, before)
                 entry = self.ledger.record(round_=round_, base_version=current.version, samples=samples,
                                            delta=delta, loader_before=before, loader_after=after)
                 self.summary.rounds_trained.append(round_)
                 self.summary.samples += samples
                 size = self._send(entry)
                 self.summary.updates_sent.append(round_)
-                self.progress("sent", {"site": name, "round": round_, "samples": samples, "bytes": size,
+                self.progress("sent", {"site": name, "round": round_, "samples": samples,
+                                       "loss": None if loss is None else round(loss, 4), "bytes": size,
                                        "seconds": round(time.monotonic() - started, 3)})
         finally:
             follower.close()
