@@ -11,7 +11,7 @@ One attempt of a round, for the sites of a roster (Bonawitz et al. 2017, double 
     masked = mask(keys, site=u, roster, round_tag, vector, weight, fixed)
                                  ── masked.to_bytes() ──►  total = sum_masked(updates, roster, ...)
     reveal_seed(keys, site=u, roster, round_tag, received)
-                                 ── 32 bytes ─────────►  unmask_mean(total, seeds, fixed)
+                                 ── 32 bytes ─────────►  unmask_mean(total, seeds, round_tag, fixed)
                                                          → (total_weight, weighted mean)
 
 Each site uploads ``[w, w * q(x)]`` masked, ``w`` its sample count and ``q`` the fixed-point
@@ -84,6 +84,7 @@ __all__ = [
     "reveal_seed",
     "round_tag",
     "sum_masked",
+    "unmask",
     "unmask_mean",
 ]
 
@@ -109,8 +110,8 @@ class FixedPoint:
     """How floats become integers modulo 2**64: clipped to ``±clip``, scaled by ``2**scale_bits``.
 
     Every site of a federation and its coordinator use the same one (Flower's SecAgg+ defaults
-    clip at 8.0 too). ``max_weight`` is the largest sample count one site may claim, and
-    ``max_total_weight`` the largest sum the 64-bit modulus holds exactly.
+    clip at 8.0 too). ``max_total_weight`` is the largest sum of sample counts that the 64-bit
+    modulus holds exactly (about 6.9e10 at the defaults).
     """
 
     clip: float = 8.0
@@ -283,20 +284,31 @@ def reveal_seed(keys: SiteKeys, *, site: str, roster: Mapping[str, bytes], round
     return keys._seed
 
 
-def unmask_mean(total: npt.NDArray[np.uint64], *, seeds: Mapping[str, bytes], round_tag: str,
-                fixed: FixedPoint) -> tuple[int, npt.NDArray[np.float32]]:
-    """Remove the self masks from :func:`sum_masked`'s total: ``(total_weight, weighted mean)``.
+def unmask(total: npt.NDArray[np.uint64], *, seeds: Mapping[str, bytes],
+           round_tag: str) -> npt.NDArray[np.uint64]:
+    """Remove the self masks from :func:`sum_masked`'s total: the exact sum of the sites' ``quantize``.
 
-    ``seeds`` holds each roster site's revealed seed; a missing one leaves the sum closed.
+    ``seeds`` holds each roster site's revealed seed.
     """
     if total.ndim != 1 or total.dtype != np.uint64 or total.shape[0] < 1:
         raise SecureAggregationError(f"A masked total is a flat uint64 vector, got {total.shape} of "
                                      f"{total.dtype}.")
     plain = total.copy()
-    for site, seed in seeds.items():
+    for site, seed in sorted(seeds.items()):
         if len(seed) != KEY_BYTES:
             raise SecureAggregationError(f"The seed of {site!r} is {len(seed)} bytes, not {KEY_BYTES}.")
         plain -= _stream(seed, _info(b"self", round_tag, site), total.shape[0])
+    return plain
+
+
+def unmask_mean(total: npt.NDArray[np.uint64], *, seeds: Mapping[str, bytes], round_tag: str,
+                fixed: FixedPoint) -> tuple[int, npt.NDArray[np.float32]]:
+    """:func:`unmask`, then decoded: ``(total_weight, weighted mean)``.
+
+    A missing or wrong seed, or a total of another attempt, is refused: the weight it would
+    decode is not a plausible sample count (a random one passes with odds of about 2**-28 at the defaults).
+    """
+    plain = unmask(total, seeds=seeds, round_tag=round_tag)
     weight = int(plain[0])
     if not 0 < weight <= fixed.max_total_weight:
         raise SecureAggregationError(
