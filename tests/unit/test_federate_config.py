@@ -137,3 +137,16 @@ def test_an_update_of_the_wrong_shape_is_one_sentence() -> None:
         check_shapes({"a": np.zeros((3, 2), np.float32), "b": np.zeros(4, np.float32)}, like, what="It")
     with pytest.raises(SchemaError, match="missing 'b'"):
         check_shapes({"a": np.zeros((2, 3), np.float32)}, like, what="It")
+
+
+def test_an_unreachable_site_is_one_sentence_and_writes_nothing(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    from kafeed.broker import free_port_block
+    from kafeed.cli.main import main
+
+    dead = free_port_block(1)  # nothing listens there
+    path = _job(tmp_path, **{'bootstrap = "127.0.0.1:9192"': f'bootstrap = "127.0.0.1:{dead}"'})
+    assert main(["federate", "site", "--config", str(path), "--site", "a"]) == 1
+    err = capsys.readouterr().err
+    assert f"127.0.0.1:{dead}" in err and err.count("error:") == 1
+    assert not (tmp_path / "state").exists()

@@ -7,7 +7,16 @@ from typing import Annotated, Any
 
 import typer
 
-from kafeed.cli.common import JsonOpt, MetricsPortOpt, console, exit_stopped, out, print_json, start_metrics
+from kafeed.cli.common import (
+    JsonOpt,
+    MetricsPortOpt,
+    console,
+    directory_to_write,
+    exit_stopped,
+    out,
+    print_json,
+    start_metrics,
+)
 from kafeed.signals import install
 
 app = typer.Typer(help="Federated training: sites train where their data is; updates meet in the "
@@ -127,7 +136,7 @@ def site(config: FederateConfigOpt,
 def demo(
     work_dir: Annotated[Path | None, typer.Option(
         "--work-dir", help="Where the brokers, the job file, the site logs and ledgers go "
-        "[default: a new temporary directory].", show_default=False)] = None,
+        "[default: a new temporary directory].", show_default=False, callback=directory_to_write)] = None,
     rounds: Annotated[int, typer.Option("--rounds", min=1, max=50, help="Rounds to run.")] = 3,
     json_out: JsonOpt = False,
 ) -> None:

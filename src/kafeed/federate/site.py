@@ -214,7 +214,13 @@ class SiteRunner:
         self.progress("seed", {"site": name, "round": r, "attempt": attempt})
 
     def run(self) -> SiteSummary:
+        """Rounds until the last global version. Both clusters are probed first: a site that
+        cannot reach its own data or the training cluster says so at once and writes nothing."""
+        from kafeed.connect import check_reachable
+
         settings, name = self.settings, self.site.name
+        check_reachable(self.site.connection())
+        check_reachable(settings.site_training_connection(name))
         follower = GlobalFollower(self._training, settings.global_topic,
                                   group_prefix=site_group_prefix(settings, name))
         try:
