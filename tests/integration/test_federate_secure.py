@@ -1,5 +1,6 @@
 """Secure aggregation over Kafka: three sites, one of them stopped after it sent its keys (a
-dropout after the roster), so the round's first attempt cannot open and is redone; the stored
+dropout after the roster), so the round's first attempt cannot open and is redone, and the
+coordinator SIGKILLed in the next round once the masked updates are in; the stored
 masked updates are not the sites' updates, and unmasking what the training cluster holds gives
 exactly the sum of the sites' quantized updates, read from their own ledgers."""
 
@@ -71,12 +72,22 @@ def test_a_dropout_after_the_roster_redoes_the_round_and_the_sum_is_exact(
     lines.close()
     sites["site-c"] = _cli("federate", "site", "--config", str(path), "--site", "site-c")
 
-    _, err = coordinator_lines.finish(timeout=300)
+    # The coordinator dies once round 2's masked updates are all in; its successor goes on from
+    # the roster and "received" it published, reading the masked updates and seeds again.
+    coordinator_lines.wait_for("received  round=2", timeout=300)
+    coordinator.send_signal(signal.SIGKILL)
+    coordinator.wait(30)
+    assert coordinator.stdout is not None
+    coordinator.stdout.close()
+    coordinator_lines.close()
+    coordinator, coordinator_lines = _cli("federate", "coordinator", "--config", str(path), "--json")
+    out, err = coordinator_lines.finish(timeout=300)
     assert coordinator.returncode == 0, err[-3000:]
     for name, (proc, lines) in sites.items():
         _, site_err = lines.finish(timeout=120)
         assert proc.returncode == 0, (name, site_err[-3000:])
 
+    assert json.loads(out)["resumed_at"] in (1, 2)
     versions = global_versions(settings)
     assert versions[1][1]["secure_attempts"] >= 2 and not versions[1][1]["failed"], versions[1][1]
     assert all(c["samples"] is None for v in (1, 2) for c in versions[v][1]["contributors"])
@@ -113,4 +124,3 @@ def test_a_dropout_after_the_roster_redoes_the_round_and_the_sum_is_exact(
         total = unmask(sum_masked(masked, roster=roster, round_tag=tag, length=len(plain[0]) - 1),
                        seeds=seeds, round_tag=tag)
         assert np.array_equal(total, np.sum(plain, axis=0, dtype=np.uint64))
-    assert json.loads(json.dumps(meta))  # the round record is plain JSON data

@@ -345,7 +345,8 @@ class Coordinator:
         if kind == "key" and state.phase == "keys":
             state.keys[site] = bytes.fromhex(meta["public"])  # a restarted site's newer key wins
             self.progress("keys", {"round": round_, "attempt": state.attempt, "site": site})
-        elif kind == "masked" and state.phase == "masked" and state.roster and site in state.roster:
+        elif kind == "masked" and state.phase != "keys" and state.roster and site in state.roster:
+            # (In "seeds" only when a resumed coordinator reads the attempt's updates again.)
             length = flatten(current.arrays).shape[0]
             values = arrays.get("values")
             if values is None or values.dtype != np.uint64 or values.shape != (length + 1,):
