@@ -99,7 +99,8 @@ def _coordinator_summary(s: dict[str, Any]) -> None:
                   "seconds", title=f"job {s['job']}")
     for r in s["rounds"]:
         c = r["counts"]
-        table.add_row(str(r["round"]), ", ".join(x["site"] for x in r["contributors"]), f"{r['samples']:,}",
+        table.add_row(str(r["round"]), ", ".join(x["site"] for x in r["contributors"]) or "-",
+                      f"{r['samples']:,}",
                       str(c["late_folded"]), str(c["late_dropped"]), str(c["duplicate"]), str(c["rejected"]),
                       f"{r['round_seconds']:.1f}")
     out.print(table)
@@ -138,6 +139,8 @@ def demo(
         "--work-dir", help="Where the brokers, the job file, the site logs and ledgers go "
         "[default: a new temporary directory].", show_default=False, callback=directory_to_write)] = None,
     rounds: Annotated[int, typer.Option("--rounds", min=1, max=50, help="Rounds to run.")] = 3,
+    secure: Annotated[bool, typer.Option("--secure", help="Secure aggregation: the coordinator "
+                                         "sees only the sum of the masked updates.")] = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Three sites and a coordinator on one machine: two local brokers, the bundled corpus split
@@ -151,7 +154,8 @@ def demo(
     work = work_dir or Path(tempfile.mkdtemp(prefix="kafeed-federated-"))
     work.mkdir(parents=True, exist_ok=True)
     say = (lambda text: None) if json_out else (lambda text: console.print(Text(text)))
-    result = run_demo(work, rounds=rounds, say=say, progress=(lambda e, i: None) if json_out else _line)
+    result = run_demo(work, rounds=rounds, secure=secure, say=say,
+                      progress=(lambda e, i: None) if json_out else _line)
     if json_out:
         print_json(result)
         return
@@ -161,6 +165,7 @@ def demo(
         for s in r["sites"]:
             parts = (s["ledger"] or {}).get("partitions", {})
             where = "; ".join(f"{k} [{p['start']}, {p['next']})" for k, p in parts.items())
+            windows = s["ledger"]["samples"] if s["ledger"] else s["samples"]
             out.print(Text(f"  round {r['round']}: {s['site']} (its round {s['round']}, "
-                           f"{s['samples']} windows) trained on {where}"))
+                           f"{windows} windows) trained on {where}"))
     out.print(Text(f"Job file, site logs and ledgers: {work}"))

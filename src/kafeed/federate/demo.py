@@ -60,8 +60,9 @@ def _fill_site(connection: ConnectionSettings, topic: str, paragraphs: list[byte
     return len(paragraphs)
 
 
-def job_file(path: Path, *, training: str, sites: str, state_dir: Path, rounds: int) -> Path:
+def job_file(path: Path, *, training: str, sites: str, state_dir: Path, rounds: int, secure: bool) -> Path:
     lines = [f'job = "demo-fl-{uuid.uuid4().hex[:6]}"', f"rounds = {rounds}", "local_steps = 15",
+             f"secure = {'true' if secure else 'false'}",
              "batch_size = 8", "lr = 0.3", "quorum = 2", "deadline_s = 5.0", 'late_policy = "next"',
              f'state_dir = "{state_dir}"', "[training]", f'bootstrap = "{training}"',
              "[model]", "seq_len = 32", "d_model = 32", "n_heads = 2", "n_layers = 1"]
@@ -71,7 +72,7 @@ def job_file(path: Path, *, training: str, sites: str, state_dir: Path, rounds: 
     return path
 
 
-def run_demo(work: Path, *, rounds: int = 3, say: Callable[[str], None],
+def run_demo(work: Path, *, rounds: int = 3, secure: bool = False, say: Callable[[str], None],
              progress: Callable[[str, dict[str, Any]], None]) -> dict[str, Any]:
     """Start the two brokers, fill the sites, run the job; stops the brokers on the way out."""
     clusters = {name: LocalCluster(work / name, nodes=1, port=free_port_block(2), heap_mb=512, jit="quick")
@@ -88,7 +89,7 @@ def run_demo(work: Path, *, rounds: int = 3, say: Callable[[str], None],
         say("Sites' data (never leaves their cluster): "
             + ", ".join(f"{name} {n:,} paragraphs" for name, n in counts.items()))
         path = job_file(work / "job.toml", training=training.bootstrap, sites=sites.bootstrap,
-                        state_dir=work / "state", rounds=rounds)
+                        state_dir=work / "state", rounds=rounds, secure=secure)
         settings = load_federation(path)
         create_topics(settings)
         logs = {name: (work / f"{name}.log").open("w") for name in SITES}
