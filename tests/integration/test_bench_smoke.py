@@ -281,3 +281,9 @@ def test_mirror_latency_probe_and_settings_on_the_session_broker(kafka: Connecti
     latency = bench("bench_mirror_latency")
     (tmp_path / "mirror.toml").write_text(latency.mirror_toml(settings))
     assert load_mirror_settings(tmp_path / "mirror.toml") == settings
+
+
+def test_federate_transport_round_trips_a_blob_of_several_chunks(kafka: ConnectionSettings,
+                                                                 admin: TopicAdmin) -> None:
+    r = bench("bench_federate_transport").run(kafka, fresh(admin), 1.5)
+    assert r["chunks"] == r["expected_chunks"] >= 3 and r["round_trip_mb_s"] > 0, r
