@@ -54,6 +54,9 @@ class Blob:
     def arrays(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         return decode_arrays(self.data)
 
+    def meta(self) -> dict[str, Any]:
+        return blob_meta(self.data)
+
 
 def encode_arrays(arrays: Mapping[str, np.ndarray], meta: Mapping[str, Any] | None = None) -> bytes:
     """``arrays`` (name → array, any numeric dtype) and ``meta`` (JSON data) as one blob."""
@@ -88,6 +91,15 @@ def decode_arrays(data: bytes) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     except (ValueError, KeyError, TypeError, struct.error, json.JSONDecodeError) as exc:
         raise SchemaError(f"A model blob cannot be decoded: {exc}.",
                           hint="It was not written by kafeed federate, or by another version.") from None
+
+
+def blob_meta(data: bytes) -> dict[str, Any]:
+    """The ``meta`` of an encoded blob, without copying its arrays."""
+    try:
+        (size,) = struct.unpack_from("<Q", data, 0)
+        return dict(json.loads(data[8:8 + size]).get("meta", {}))
+    except (ValueError, struct.error, json.JSONDecodeError, AttributeError) as exc:
+        raise SchemaError(f"A model blob's header cannot be read: {exc}.") from None
 
 
 def chunk_count(size: int, chunk_bytes: int = CHUNK_BYTES) -> int:

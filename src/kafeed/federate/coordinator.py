@@ -41,7 +41,7 @@ from kafeed.federate.aggregate import FedAdam, fedavg, flatten, unflatten
 from kafeed.federate.aggregate import FedAdamSettings as AdamHyper
 from kafeed.federate.blobs import Blob, BlobAssembler, blobs_of, encode_arrays, produce_blob
 from kafeed.federate.config import FederationSettings
-from kafeed.federate.global_model import GlobalFollower, GlobalVersion, publish_global
+from kafeed.federate.global_model import GlobalFollower, GlobalVersion, publish_control, publish_global
 from kafeed.federate.setup import coordinator_transactional_id, job_topics
 from kafeed.federate.weights import Arrays, arrays_of, build_model, check_shapes
 from kafeed.kafka import KafkaClients, message_event
@@ -64,6 +64,32 @@ class Update:
     size: int
 
 
+#: With secure aggregation, how long the coordinator waits for the roster's masked updates, and
+#: then for their seeds, before it redoes the attempt without the missing sites (at least).
+SECURE_STEP_S = 10.0
+
+
+@dataclass
+class SecureState:
+    """One round's secure aggregation as the coordinator follows it (kafeed.federate.secagg):
+    keys, then the roster (published), masked updates, ``received`` (published), seeds."""
+
+    attempt: int = 0
+    phase: str = "keys"  # keys -> masked -> seeds
+    keys: dict[str, bytes] = field(default_factory=dict)
+    roster: dict[str, bytes] | None = None
+    masked: dict[str, Any] = field(default_factory=dict)
+    sizes: dict[str, int] = field(default_factory=dict)
+    seeds: dict[str, bytes] = field(default_factory=dict)
+    phase_deadline: float = float("-inf")
+    result: tuple[int, np.ndarray] | None = None
+    failed: str | None = None
+
+    def redo(self, attempt: int, deadline: float) -> None:
+        self.attempt, self.phase, self.phase_deadline = attempt, "keys", deadline
+        self.keys, self.roster, self.masked, self.sizes, self.seeds = {}, None, {}, {}, {}
+
+
 @dataclass
 class OpenRound:
     """What the coordinator holds of the round being collected (rebuilt from Kafka on resume)."""
@@ -76,6 +102,7 @@ class OpenRound:
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(OUTCOMES, 0))
     positions: dict[str, int] = field(default_factory=dict)
     waiting_said: bool = False
+    secure: SecureState | None = None
 
 
 @dataclass
@@ -109,6 +136,7 @@ class Coordinator:
         self._adam = FedAdam(settings=AdamHyper(**settings.fedadam.model_dump())) \
             if settings.strategy == "fedadam" else None
         self._counted: set[tuple[str, int]] = set()
+        self._controls: list[dict[str, Any]] = []
         self._site_of_topic = {settings.update_topic(s.name): s.name for s in settings.sites}
 
     # -- start and resume ---------------------------------------------------------------------
@@ -151,10 +179,13 @@ class Coordinator:
         return GlobalVersion(0, arrays, meta, int(self.clock() * 1000), -1, size)
 
     def _read_global(self) -> GlobalVersion | None:
+        """The newest version; the control messages written after it go to ``_controls``."""
         follower = GlobalFollower(self.clients, self.settings.global_topic,
                                   group_prefix=f"{self.settings.job}.coordinator-")
         try:
-            return follower.read_to_end()
+            current = follower.read_to_end()
+            self._controls = follower.controls
+            return current
         finally:
             follower.close()
 
@@ -212,7 +243,7 @@ class Coordinator:
                         blob = assemblers[msg.topic()].add(msg)
                         if blob is not None:
                             self._sort(open_round, msg.topic(), blob, current)
-                    if self._may_close(open_round):
+                    if self._may_close(open_round, producer):
                         break
                 if self.stop.is_set():
                     break
@@ -238,6 +269,22 @@ class Coordinator:
         started = current.timestamp_ms / 1000.0
         round_ = OpenRound(round=current.version + 1, deadline=started + self.settings.deadline_s,
                            started=started)
+        if self.settings.secure:
+            # A resumed round goes on from the control messages it had published.
+            state = round_.secure = SecureState()
+            for c in self._controls:
+                if int(c.get("round", -1)) != round_.round:
+                    continue
+                if c["kind"] == "attempt":
+                    state.redo(int(c["attempt"]), self.clock() + SECURE_STEP_S)
+                elif c["kind"] == "roster":
+                    state.attempt, state.phase = int(c["attempt"]), "masked"
+                    state.roster = {s: bytes.fromhex(k) for s, k in c["roster"].items()}
+                elif c["kind"] == "received":
+                    state.phase = "seeds"
+            if state.phase != "keys" or state.attempt:
+                state.phase_deadline = self.clock() + SECURE_STEP_S
+        self._controls = []
         self.progress("round", {"round": round_.round, "from_version": current.version})
         return round_
 
@@ -246,6 +293,9 @@ class Coordinator:
         open_round.positions[topic] = blob.last_offset + 1
         try:
             arrays, meta = blob.arrays()
+            if "kind" in meta or self.settings.secure:
+                self._sort_secure(open_round, site, meta, arrays, len(blob.data), current)
+                return
             update = Update(site=site, round=int(meta["round"]), samples=int(meta["samples"]),
                             base_version=int(meta["base_version"]), arrays=arrays, size=len(blob.data))
             if meta.get("site") != site:
@@ -272,6 +322,104 @@ class Coordinator:
         else:
             self._count(open_round, "rejected", site, f"round {update.round} is not open yet")
 
+    def _sort_secure(self, open_round: OpenRound, site: str, meta: dict[str, Any],
+                     arrays: Arrays, size: int, current: GlobalVersion) -> None:
+        from kafeed.federate.secagg import MaskedUpdate, round_tag
+
+        state = open_round.secure
+        kind, round_ = meta.get("kind"), int(meta["round"])
+        if state is None or kind not in ("key", "masked", "seed") or meta.get("site") != site:
+            why = "the job is secure: an unmasked update is refused" if state is not None else \
+                "the job is not secure: a secure-aggregation message is refused"
+            self._count(open_round, "rejected", site, why)
+            return
+        if round_ != open_round.round:
+            if kind == "masked":
+                # A masked update opens only with its own round's seeds: it cannot be folded.
+                self._count(open_round, "late_dropped" if round_ < open_round.round else "rejected",
+                            site, None if round_ < open_round.round else f"round {round_} is not open",
+                            of_round=round_)
+            return
+        if int(meta["attempt"]) != state.attempt:
+            return  # a message of an abandoned attempt
+        if kind == "key" and state.phase == "keys":
+            state.keys[site] = bytes.fromhex(meta["public"])  # a restarted site's newer key wins
+            self.progress("keys", {"round": round_, "attempt": state.attempt, "site": site})
+        elif kind == "masked" and state.phase == "masked" and state.roster and site in state.roster:
+            length = flatten(current.arrays).shape[0]
+            values = arrays.get("values")
+            if values is None or values.dtype != np.uint64 or values.shape != (length + 1,):
+                self._count(open_round, "rejected", site, f"its masked update does not have the model's "
+                            f"{length} values")
+                return
+            if site in state.masked:
+                self._count(open_round, "duplicate", site, "its masked update is in already")
+                return
+            tag = round_tag(self.settings.job, round_, state.attempt)
+            state.masked[site] = MaskedUpdate(site, tag, values)
+            state.sizes[site] = size
+            self._count(open_round, "accepted", site, None, attempt=state.attempt, bytes=size)
+        elif kind == "seed" and state.phase == "seeds" and state.roster and site in state.roster:
+            state.seeds[site] = bytes.fromhex(meta["seed"])
+
+    def _publish_control(self, producer: Any, kind: str, open_round: OpenRound, **meta: Any) -> None:
+        state = open_round.secure
+        if state is None:  # pragma: no cover - secure rounds only
+            return
+        producer.begin()
+        publish_control(producer, self.settings.global_topic, kind, open_round.round, state.attempt, meta)
+        producer.commit()
+        self.progress(kind, {"round": open_round.round, "attempt": state.attempt,
+                             **{k: v for k, v in meta.items() if k != "roster"},
+                             **({"sites": sorted(meta["roster"])} if "roster" in meta else {})})
+
+    def _advance(self, open_round: OpenRound, producer: Any) -> bool:
+        """One step of a secure round; True once it can close (summed, or failed for good)."""
+        from kafeed.federate.secagg import FixedPoint, round_tag, sum_masked, unmask_mean
+
+        state = open_round.secure
+        settings = self.settings
+        if state is None:  # pragma: no cover - secure rounds only
+            return False
+        now = self.clock()
+        if state.phase == "keys":
+            have = len(state.keys)
+            due = now >= max(open_round.deadline, state.phase_deadline)
+            if have == len(settings.sites) or (due and have >= settings.quorum):
+                state.roster = dict(sorted(state.keys.items()))
+                self._publish_control(producer, "roster", open_round,
+                                      roster={s: k.hex() for s, k in state.roster.items()})
+                state.phase, state.phase_deadline = "masked", now + max(settings.deadline_s, SECURE_STEP_S)
+            elif due and not open_round.waiting_said:
+                open_round.waiting_said = True
+                self.progress("waiting", {"round": open_round.round, "have": have, "quorum": settings.quorum})
+            return False
+        roster = state.roster or {}
+        if state.phase == "masked":
+            if set(state.masked) == set(roster):
+                self._publish_control(producer, "received", open_round, sites=sorted(roster))
+                state.phase, state.phase_deadline = "seeds", now + max(settings.deadline_s, SECURE_STEP_S)
+            elif now >= state.phase_deadline:
+                missing = sorted(set(roster) - set(state.masked))
+                self.progress("redo", {"round": open_round.round, "attempt": state.attempt + 1,
+                                       "without": missing})
+                state.redo(state.attempt + 1, now + max(settings.deadline_s, SECURE_STEP_S))
+                self._publish_control(producer, "attempt", open_round, after_missing=missing)
+            return False
+        if set(state.seeds) == set(roster):
+            tag = round_tag(settings.job, open_round.round, state.attempt)
+            length = next(iter(state.masked.values())).length
+            total = sum_masked(state.masked.values(), roster=roster, round_tag=tag, length=length)
+            state.result = unmask_mean(total, seeds=state.seeds, round_tag=tag, fixed=FixedPoint())
+            return True
+        if now >= state.phase_deadline:
+            # Some sites revealed their seeds; a second attempt would let the two sums tell one
+            # site's update (kafeed.federate.secagg). The round closes without an aggregate.
+            state.failed = ("no seed from " + ", ".join(sorted(set(roster) - set(state.seeds)))
+                            + "; the round closes without an aggregate")
+            return True
+        return False
+
     def _count(self, open_round: OpenRound, outcome: str, site: str, why: str | None, **info: Any) -> None:
         open_round.counts[outcome] += 1
         m.FED_UPDATES.labels(job=self.settings.job, outcome=outcome).inc()
@@ -280,8 +428,10 @@ class Coordinator:
         self.progress("update", {"round": open_round.round, "site": site, "outcome": outcome, **info,
                                  **({"why": why} if why else {})})
 
-    def _may_close(self, open_round: OpenRound) -> bool:
+    def _may_close(self, open_round: OpenRound, producer: Any) -> bool:
         settings = self.settings
+        if open_round.secure is not None:
+            return self._advance(open_round, producer)
         have = len(open_round.accepted)
         if have == len(settings.sites):
             return True
@@ -299,25 +449,41 @@ class Coordinator:
         settings = self.settings
         used = [*open_round.accepted.values(), *open_round.late.values()]
         base = flatten(current.arrays)
-        mean = fedavg([flatten(u.arrays) for u in used], [u.samples for u in used])
-        new = self._adam.step(base, mean) if self._adam is not None else (base + mean).astype(np.float32)
+        secure = open_round.secure
+        contributors: list[dict[str, Any]]
+        if secure is None:
+            mean = fedavg([flatten(u.arrays) for u in used], [u.samples for u in used])
+            total_samples = sum(u.samples for u in used)
+            contributors = [{"site": u.site, "round": u.round, "samples": u.samples, "bytes": u.size,
+                             "staleness": open_round.round - u.round} for u in used]
+        elif secure.result is not None:
+            # The coordinator learns the sum of the sample counts and the weighted mean, no more.
+            total_samples, mean = secure.result
+            contributors = [{"site": s, "round": open_round.round, "samples": None,
+                             "bytes": secure.sizes[s], "staleness": 0} for s in sorted(secure.roster or {})]
+        else:
+            mean, total_samples, contributors = np.zeros_like(base), 0, []
+            log.warning("round %d: %s", open_round.round, secure.failed)
+        if contributors:
+            new = self._adam.step(base, mean) if self._adam is not None else (base + mean).astype(np.float32)
+        else:
+            new = base
         arrays: Arrays = unflatten(new, current.arrays)
         now = self.clock()
-        contributors = [{"site": u.site, "round": u.round, "samples": u.samples, "bytes": u.size,
-                         "staleness": open_round.round - u.round} for u in used]
         meta = {"round": open_round.round, "version": open_round.round,
                 "final": open_round.round >= settings.rounds, "strategy": settings.strategy,
-                "contributors": contributors, "counts": open_round.counts,
-                "samples": sum(u.samples for u in used),
+                "contributors": contributors, "counts": open_round.counts, "samples": total_samples,
+                "secure": secure is not None,
+                **({"secure_attempts": secure.attempt + 1, "failed": secure.failed} if secure else {}),
                 "round_seconds": round(now - open_round.started, 3)}
         size = self._commit(producer, open_round.round, arrays, meta, open_round.positions, consumer)
-        self._counted.update((u.site, u.round) for u in used)
+        self._counted.update((c["site"], int(c["round"])) for c in contributors)
         m.FED_ROUNDS.labels(job=settings.job).inc()
         m.FED_VERSION.labels(job=settings.job).set(open_round.round)
-        m.FED_PARTICIPANTS.labels(job=settings.job).set(len(used))
+        m.FED_PARTICIPANTS.labels(job=settings.job).set(len(contributors))
         m.FED_ROUND_SECONDS.labels(job=settings.job).observe(max(0.0, now - open_round.started))
-        for u in used:
-            m.FED_STALENESS.labels(job=settings.job).observe(open_round.round - u.round)
+        for c in contributors:
+            m.FED_STALENESS.labels(job=settings.job).observe(c["staleness"])
         record = {**meta, "bytes": size}
         self.summary.rounds.append(record)
         self.progress("published", {"version": open_round.round,

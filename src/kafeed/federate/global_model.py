@@ -4,6 +4,10 @@ A version's meta names its round, the sites whose updates made it (each with the
 trained for and its sample count) and whether it is the job's last. The coordinator writes a
 version in the same transaction as the round log's record and the offsets of the updates it
 used; a site follows the topic (:class:`GlobalFollower`) and trains on the newest version.
+
+With secure aggregation the coordinator also writes the round's control messages here (blobs
+without arrays whose meta has a ``kind``: ``roster``, ``received``, ``attempt``), since the
+global topic is the one topic every site may read; the follower keeps those of the open round.
 """
 
 from __future__ import annotations
@@ -41,6 +45,13 @@ def version_of(blob: Blob) -> GlobalVersion:
                          len(blob.data))
 
 
+def publish_control(producer: Any, topic: str, kind: str, round_: int, attempt: int,
+                    meta: Mapping[str, Any]) -> None:
+    """A control message of round ``round_`` into the caller's open transaction."""
+    body = {**meta, "kind": kind, "round": round_, "attempt": attempt}
+    produce_blob(producer, topic, f"{kind}{round_}.{attempt}", encode_arrays({}, body))
+
+
 def publish_global(producer: Any, topic: str, version: int, arrays: Mapping[str, np.ndarray],
                    meta: Mapping[str, Any]) -> int:
     """Produce version ``version`` into the caller's open transaction; returns its size in bytes."""
@@ -62,6 +73,8 @@ class GlobalFollower:
         self._consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
         self._assembler = BlobAssembler(what="the global model")
         self.latest: GlobalVersion | None = None
+        #: the control messages' meta written after the newest version, in order
+        self.controls: list[dict[str, Any]] = []
         self.at_end = False
 
     def poll(self, timeout_s: float = 0.5) -> GlobalVersion | None:
@@ -74,8 +87,13 @@ class GlobalFollower:
                 continue
             self.at_end = False
             blob = self._assembler.add(msg)
-            if blob is not None:
+            if blob is None:
+                continue
+            if "kind" in (meta := blob.meta()):
+                self.controls.append(meta)
+            else:
                 newest = blob
+                self.controls = []
         if newest is not None:
             self.latest = version_of(newest)
         return self.latest

@@ -4,7 +4,8 @@ One entry per round under ``<state_dir>/<job>/sites/<site>/ledger/round-NNNNNN/`
 ``update.blob`` (the update exactly as it was sent: the weights delta, unmasked, in
 :mod:`kafeed.federate.blobs`' encoding) and ``entry.json`` (round, the global version it
 trained from, sample count, the blob's SHA-256, the loader state before and after, the data
-offsets it trained on, and whether the update's transaction committed). Both are written the
+offsets it trained on, and whether the update's transaction committed), and with secure
+aggregation ``revealed`` once the site gave out its seed in that round. They are written the
 way checkpoints are (temporary name, fsync, rename, directory fsync), the blob first: an entry
 that exists is whole.
 
@@ -114,6 +115,14 @@ class Ledger:
         if entry is None:  # pragma: no cover - just written
             raise ResumeMismatch(f"The ledger entry of round {round_} vanished after it was written.")
         return entry
+
+    def mark_revealed(self, round_: int) -> None:
+        """Record, before the seed goes out, that this site revealed its self-mask seed in round
+        ``round_``: it never reveals one for another attempt of that round (kafeed.federate.secagg)."""
+        write_atomic(self._dir(round_) / "revealed", b"1")
+
+    def revealed(self, round_: int) -> bool:
+        return (self._dir(round_) / "revealed").exists()
 
     def mark_sent(self, round_: int) -> None:
         path = self._dir(round_) / "entry.json"

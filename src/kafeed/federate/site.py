@@ -123,34 +123,95 @@ class SiteRunner:
         self.summary = SiteSummary(name)
         self._training = KafkaClients(settings.site_training_connection(name))
         self._producer: Any = None
+        #: secure aggregation: (round tag, this attempt's keys, masked update sent)
+        self._keys: tuple[str, Any, bool] | None = None
 
-    def _send(self, entry: LedgerEntry, masked: Arrays | None = None) -> int:
-        """The entry's update to the site's update topic in one transaction; its size in bytes."""
-        settings = self.settings
+    def _produce(self, blob_id: str, data: bytes, round_: int) -> None:
+        """``data`` as one blob on the site's update topic, in one transaction (retried)."""
         if self._producer is None:
             self._producer = self._training.transactional_producer(
-                transactional_id=site_transactional_id(settings, self.site.name), stage="federate-site")
+                transactional_id=site_transactional_id(self.settings, self.site.name),
+                stage="federate-site")
             self._producer.init()
-        meta = {"site": self.site.name, "round": entry.round, "samples": entry.samples,
-                "base_version": entry.base_version, "masked": masked is not None}
-        data = encode_arrays(masked if masked is not None else entry.delta(), meta)
         producer = self._producer
         while True:
             try:
                 producer.begin()
-                produce_blob(producer, settings.update_topic(self.site.name),
-                             f"r{entry.round}.{self.site.name}", data)
+                produce_blob(producer, self.settings.update_topic(self.site.name), blob_id, data)
                 producer.commit()
-                break
+                return
             except KafeedError as exc:
                 if self.stop.is_set():
                     raise
                 producer.recover(exc)
-                log.warning("site %s: sending round %d's update failed (%s); sending it again",
-                            self.site.name, entry.round, exc)
+                log.warning("site %s: sending for round %d failed (%s); sending it again",
+                            self.site.name, round_, exc)
+
+    def _send(self, entry: LedgerEntry) -> int:
+        """The entry's update (delta and sample count) in one transaction; its size in bytes."""
+        meta = {"site": self.site.name, "round": entry.round, "samples": entry.samples,
+                "base_version": entry.base_version}
+        data = encode_arrays(entry.delta(), meta)
+        self._produce(f"r{entry.round}.{self.site.name}", data, entry.round)
         self.ledger.mark_sent(entry.round)
-        m.FED_UPDATE_BYTES.labels(job=settings.job, site=self.site.name).observe(len(data))
+        m.FED_UPDATE_BYTES.labels(job=self.settings.job, site=self.site.name).observe(len(data))
         return len(data)
+
+    def _control(self, kind: str, entry: LedgerEntry, attempt: int, meta: dict[str, Any],
+                 arrays: Arrays | None = None) -> int:
+        body = {**meta, "kind": kind, "site": self.site.name, "round": entry.round, "attempt": attempt,
+                "base_version": entry.base_version}
+        data = encode_arrays(arrays or {}, body)
+        self._produce(f"r{entry.round}.a{attempt}.{self.site.name}.{kind}", data, entry.round)
+        return len(data)
+
+    def _secure_step(self, entry: LedgerEntry, controls: list[dict[str, Any]]) -> None:
+        """One step of secure aggregation for the open round, from the coordinator's control
+        messages: send keys, then the masked update once the roster is out, then the seed once
+        every roster site's masked update arrived. Keys live in this process only: a site that
+        restarts takes part again from the round's next attempt."""
+        from kafeed.federate.aggregate import flatten
+        from kafeed.federate.secagg import FixedPoint, SiteKeys, mask, reveal_seed, round_tag
+
+        r, name = entry.round, self.site.name
+        if entry.samples <= 0 or self.ledger.revealed(r):
+            return
+        mine = [c for c in controls if int(c.get("round", -1)) == r]
+        attempt = max((int(c["attempt"]) for c in mine if c["kind"] == "attempt"), default=0)
+        of_attempt = {c["kind"]: c for c in mine if int(c["attempt"]) == attempt}
+        tag = round_tag(self.settings.job, r, attempt)
+        if self._keys is None or self._keys[0] != tag:
+            if "roster" in of_attempt:
+                return  # the roster is out without this process's keys: wait for the next attempt
+            keys = SiteKeys.generate()
+            self._keys = (tag, keys, False)
+            self._control("key", entry, attempt, {"public": keys.public_bytes().hex()})
+            self.progress("keys", {"site": name, "round": r, "attempt": attempt})
+            return
+        _, keys, masked_sent = self._keys
+        roster_meta = of_attempt.get("roster")
+        if roster_meta is None:
+            return
+        roster = {site: bytes.fromhex(public) for site, public in roster_meta["roster"].items()}
+        if name not in roster:
+            return
+        if not masked_sent:
+            masked = mask(keys, site=name, roster=roster, round_tag=tag, vector=flatten(entry.delta()),
+                          weight=entry.samples, fixed=FixedPoint())
+            size = self._control("masked", entry, attempt, {}, {"values": masked.values})
+            self._keys = (tag, keys, True)
+            self.ledger.mark_sent(r)
+            self.summary.updates_sent.append(r)
+            m.FED_UPDATE_BYTES.labels(job=self.settings.job, site=name).observe(size)
+            self.progress("masked", {"site": name, "round": r, "attempt": attempt, "bytes": size})
+            return
+        received = of_attempt.get("received")
+        if received is None:
+            return
+        seed = reveal_seed(keys, site=name, roster=roster, round_tag=tag, received=received["sites"])
+        self.ledger.mark_revealed(r)  # before the seed leaves: never a second reveal in this round
+        self._control("seed", entry, attempt, {"seed": seed.hex()})
+        self.progress("seed", {"site": name, "round": r, "attempt": attempt})
 
     def run(self) -> SiteSummary:
         settings, name = self.settings, self.site.name
@@ -158,7 +219,8 @@ class SiteRunner:
                                   group_prefix=site_group_prefix(settings, name))
         try:
             for entry in self.ledger.entries():
-                if not entry.sent:  # recorded, then killed before its transaction committed
+                # recorded, then killed before its transaction committed (secure: a new attempt's keys)
+                if not entry.sent and not settings.secure:
                     size = self._send(entry)
                     self.summary.resent.append(entry.round)
                     self.progress("resent", {"site": name, "round": entry.round, "bytes": size})
@@ -171,7 +233,10 @@ class SiteRunner:
                     self.progress("final", {"site": name, "version": current.version})
                     break
                 round_ = current.version + 1
-                if self.ledger.entry(round_) is not None:
+                recorded = self.ledger.entry(round_)
+                if recorded is not None:
+                    if settings.secure:
+                        self._secure_step(recorded, follower.controls)
                     continue  # this round's update is sent; wait for the next version
                 last = self.ledger.last()
                 before = last.loader_after if last is not None else {}
@@ -182,6 +247,11 @@ class SiteRunner:
                                            delta=delta, loader_before=before, loader_after=after)
                 self.summary.rounds_trained.append(round_)
                 self.summary.samples += samples
+                if settings.secure:
+                    self.progress("trained", {"site": name, "round": round_, "samples": samples,
+                                              "loss": None if loss is None else round(loss, 4)})
+                    self._secure_step(entry, follower.controls)
+                    continue
                 size = self._send(entry)
                 self.summary.updates_sent.append(round_)
                 self.progress("sent", {"site": name, "round": round_, "samples": samples,
