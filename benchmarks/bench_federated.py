@@ -26,9 +26,9 @@ class-balanced test set.
   kafeed's TinyGPT on byte documents from a 128-value range of its own (the non-IID split), read
   with kafeed's loader from its own topic, and the rounds go through the cluster as the core runs
   them (updates and global versions as chunked records, each round one transaction), FedAvg on
-  the sample counts. Flower then trains the same TinyGPT from the same seed on the same windows
-  (read back with the same loader) and is scored on the same held-out windows. The core does not
-  mask its updates yet (secure aggregation is the in-process run's).
+  the sample counts, securely aggregated (the job's ``secure = true``; ``--plain`` turns it off).
+  Flower then trains the same TinyGPT from the same seed on the same windows (read back with the
+  same loader) and is scored on the same held-out windows.
 
 Time per round: from the global model sent to the next one computed (Flower: from
 ``configure_fit`` to the end of ``aggregate_fit``; over a broker: the coordinator's round time,
@@ -311,6 +311,7 @@ class BrokerSetup:
     lr: float = 0.5
     docs_per_site: int = 500
     eval_batches: int = 20
+    secure: bool = True
     seed: int = 0
 
 
@@ -385,6 +386,7 @@ def run_core(bootstrap: str, setup: BrokerSetup, workdir: Path) -> dict[str, Any
     lines = [f'job = "{job}"', f'state_dir = "{workdir / "state"}"', f"rounds = {setup.rounds}",
              f"local_steps = {setup.local_steps}", f"batch_size = {setup.batch}", f"lr = {setup.lr}",
              f"seed = {setup.seed}", f"quorum = {SITES}", "deadline_s = 60.0",
+             f"secure = {str(setup.secure).lower()}",
              "[training]", f'bootstrap = "{bootstrap}"',
              "[model]", *(f"{k} = {v}" for k, v in GPT.items()), f"eos_id = {EOS}"]
     for s in range(SITES):
@@ -587,7 +589,8 @@ def show(result: dict[str, Any]) -> None:
 
 def show_broker(result: dict[str, Any]) -> None:
     s, k = result["setup"], result["kafeed"]
-    print(f"over a broker: {s['rounds']} rounds x {s['local_steps']} local steps (batch {s['batch']}, "
+    how = "securely aggregated" if s["secure"] else "plain"
+    print(f"over a broker, {how}: {s['rounds']} rounds x {s['local_steps']} local steps (batch {s['batch']}, "
           f"lr {s['lr']}), 3 sites, TinyGPT {k['params']:,} params, an update {k['update_bytes'][0]:,} bytes")
     print(f"{'':10}{'final loss':>12}{'s/round':>10}{'round 1':>9}")
     for name in ("flower", "kafeed"):
@@ -606,7 +609,7 @@ def show_broker(result: dict[str, Any]) -> None:
 def over_broker(args: argparse.Namespace, python: Path | None) -> dict[str, Any]:
     import tempfile
 
-    setup = BrokerSetup(rounds=args.rounds, local_steps=args.local_steps)
+    setup = BrokerSetup(rounds=args.rounds, local_steps=args.local_steps, secure=not args.plain)
     with tempfile.TemporaryDirectory(prefix="bench-federated-") as tmp:
         if args.bootstrap:
             return compare_over_broker(args.bootstrap, setup, python, Path(tmp))
@@ -632,6 +635,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--over-broker", action="store_true",
                     help="kafeed federate's rounds over a broker (TinyGPT on byte documents)")
     ap.add_argument("--bootstrap", help="with --over-broker: a running cluster instead of a local one")
+    ap.add_argument("--plain", action="store_true", help="with --over-broker: without secure aggregation")
     ap.add_argument("--flower-child", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     base = BrokerSetup if args.over_broker else Setup
