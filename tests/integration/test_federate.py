@@ -25,7 +25,12 @@ from kafeed.kafka import KafkaClients
 from kafeed.monitor.dashboard import render
 from kafeed.monitor.watch import ClusterMonitor
 from kafeed.telemetry.metrics import REGISTRY
-from tests.integration.federate_support import check_rounds_from_ledgers, produce_site_docs, write_job
+from tests.integration.federate_support import (
+    assert_no_round_counted_twice,
+    check_rounds_from_ledgers,
+    produce_site_docs,
+    write_job,
+)
 from tests.kafka_fixtures import TopicFactory
 
 
@@ -37,7 +42,8 @@ def test_two_sites_two_rounds_from_their_ledgers(kafka: ConnectionSettings, make
         produce_site_docs(kafka.bootstrap, topic, 60, seed=seed + 1, marker=f"secret{name}".encode())
     path = write_job(tmp_path / "job.toml", training=kafka.bootstrap,
                      sites={n: (kafka.bootstrap, t) for n, t in topics.items()}, state_dir=tmp_path / "state",
-                     rounds=2, local_steps=3, batch_size=4, lr=0.05, quorum=2, deadline_s=0.0)
+                     rounds=2, local_steps=3, batch_size=4, lr=0.05, quorum=2, deadline_s=0.0,
+                     late_policy="next")
     settings = load_federation(path)
     assert create_topics(settings).created
     # A stray update of the wrong shape, first in site-a's topic: rejected, the round goes on.
@@ -55,13 +61,26 @@ def test_two_sites_two_rounds_from_their_ledgers(kafka: ConnectionSettings, make
     threads = [threading.Thread(target=r.run, daemon=True) for r in runners]
     for t in threads:
         t.start()
-    summary = Coordinator(settings).run()
+
+    def resend_once_round_1_is_published(event: str, info: dict[str, object]) -> None:
+        # site-a "restarted" after sending: its ledger's round-1 update goes out again (a new
+        # producer of the same transactional id, fencing the running one) while round 2 is
+        # collected. Counted once (it is in version 1), not folded into round 2.
+        if event == "published" and info["version"] == 1:
+            restarted = SiteRunner(settings, "site-a")
+            entry = restarted.ledger.entry(1)
+            assert entry is not None
+            restarted._send(entry)
+
+    summary = Coordinator(settings, progress=resend_once_round_1_is_published).run()
     for t in threads:
         t.join(30)
     assert not any(t.is_alive() for t in threads)
 
     assert summary.final_version == 2
     assert [r["counts"]["rejected"] for r in summary.rounds] == [1, 0]
+    assert [r["counts"]["duplicate"] for r in summary.rounds] == [0, 1]
+    assert_no_round_counted_twice(settings)
     assert [sorted(r.summary.rounds_trained) for r in runners] == [[1, 2], [1, 2]]
     assert [sorted(names) for names in check_rounds_from_ledgers(settings)] == [["site-a", "site-b"]] * 2
     # Each site's ledger names the data offsets it trained on, round after round, without overlap.

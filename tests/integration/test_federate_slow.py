@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -68,11 +69,14 @@ def _kill(proc: subprocess.Popen[str], lines: StderrLines) -> str:
 def test_three_sites_three_rounds_through_kills(kafka: ConnectionSettings,
                                                 site_clusters: dict[str, LocalCluster],
                                                 tmp_path: Path) -> None:
+    # Markers of this run's site records: the training cluster is the session's broker, where
+    # other tests keep site topics of their own.
+    markers = {name: f"secret{name}-{uuid.uuid4().hex[:8]}".encode() for name in SITES}
     sites = {}
     for seed, (name, cluster) in enumerate(site_clusters.items()):
         TopicAdmin(ConnectionSettings(bootstrap=cluster.bootstrap)).create(
             plan_topic("tokens", brokers=1, partitions=2), exist_ok=True)
-        produce_site_docs(cluster.bootstrap, "tokens", 200, seed=seed + 1, marker=f"secret{name}".encode())
+        produce_site_docs(cluster.bootstrap, "tokens", 200, seed=seed + 1, marker=markers[name])
         sites[name] = (cluster.bootstrap, "tokens")
     path = write_job(tmp_path / "job.toml", training=kafka.bootstrap, sites=sites,
                      state_dir=tmp_path / "state",
@@ -111,5 +115,5 @@ def test_three_sites_three_rounds_through_kills(kafka: ConnectionSettings,
     assert_no_round_counted_twice(settings)
     for name in SITES:
         assert_loader_resumed_exactly(settings, name)
-    records = scan_for(KafkaClients(kafka), [f"secret{name}".encode() for name in SITES])
+    records = scan_for(KafkaClients(kafka), list(markers.values()))
     assert records > 0
