@@ -54,13 +54,14 @@ def test_a_dropout_after_the_roster_redoes_the_round_and_the_sum_is_exact(
         produce_site_docs(kafka.bootstrap, topic, 80, seed=seed + 1, marker=f"secret{name}".encode())
     path = write_job(tmp_path / "job.toml", training=kafka.bootstrap,
                      sites={n: (kafka.bootstrap, t) for n, t in topics.items()}, state_dir=tmp_path / "state",
-                     rounds=2, local_steps=3, batch_size=4, lr=0.05, quorum=2, deadline_s=0.0, secure=True)
+                     rounds=2, local_steps=3, batch_size=4, lr=0.05, quorum=2, deadline_s=20.0, secure=True)
     settings = load_federation(path)
     create_topics(settings)
     coordinator, coordinator_lines = _cli("federate", "coordinator", "--config", str(path))
     sites = {name: _cli("federate", "site", "--config", str(path), "--site", name) for name in SITES}
 
-    # site-c stops right after it sent its round-1 keys: it is in the roster but never masks.
+    # site-c stops right after it sent its round-1 keys: it is in the roster (the deadline is long
+    # enough for every site's keys, so the roster waits for all three) but never masks.
     proc, lines = sites["site-c"]
     lines.wait_for("keys      site=site-c round=1")
     proc.send_signal(signal.SIGSTOP)
