@@ -56,7 +56,7 @@ def test_bad_input_is_one_sentence(tmp_path: Path, change: dict[str, str], said:
     with pytest.raises(ConfigError) as caught:
         load_federation(_job(tmp_path, **change))
     assert said in caught.value.message
-    assert "\n" not in caught.value.message
+    assert "\n" not in caught.value.message and "{" not in caught.value.message
     assert not (tmp_path / "state").exists()
 
 
@@ -150,3 +150,15 @@ def test_an_unreachable_site_is_one_sentence_and_writes_nothing(tmp_path: Path,
     err = capsys.readouterr().err
     assert f"127.0.0.1:{dead}" in err and err.count("error:") == 1
     assert not (tmp_path / "state").exists()
+
+
+def test_the_documented_job_file_is_valid(tmp_path: Path) -> None:
+    import re
+
+    docs = Path(__file__).resolve().parents[2] / "docs" / "federated.md"
+    block = re.search(r"```toml\n(.*?)```", docs.read_text(), re.S)
+    assert block is not None
+    path = tmp_path / "job.toml"
+    path.write_text(block.group(1).replace('"~/.cache/kafeed/federate"', f'"{tmp_path / "state"}"'))
+    settings = load_federation(path)
+    assert (settings.job, settings.quorum, settings.sites[0].name) == ("fl-demo", 2, "site-a")

@@ -247,5 +247,14 @@ def load_federation(path: Path, **overrides: Any) -> FederationSettings:
     try:
         return FederationSettings.model_validate(data)
     except ValidationError as exc:
-        raise invalid_settings(exc, what=f"federated job in {path}",
-                               hint="See docs/federated.md for the file's tables.") from None
+        hint = "See docs/federated.md for the file's tables."
+        errors = exc.errors(include_url=False)
+        if all(e["type"] == "value_error" for e in errors):
+            # The rules of this file say their own sentence; the table they judged is not echoed.
+            said = []
+            for e in errors:
+                where = ".".join(str(p) for p in e.get("loc", ()))
+                msg = str(e["msg"]).removeprefix("Value error, ")
+                said.append(f"{where}: {msg}" if where else msg)
+            raise ConfigError(f"Invalid federated job in {path}: {'; '.join(said)}.", hint=hint) from None
+        raise invalid_settings(exc, what=f"federated job in {path}", hint=hint) from None
