@@ -188,7 +188,9 @@ class FederationSettings(BaseModel):
         if repeated:
             raise ValueError(f"site name {repeated[0]!r} is used more than once")
         if self.quorum > len(self.sites):
-            raise ValueError(f"quorum {self.quorum} is more than the {len(self.sites)} sites configured")
+            count = len(self.sites)
+            raise ValueError(f"quorum {self.quorum} is more than the {count} site{'s' * (count != 1)} "
+                             "configured")
         if self.secure and self.quorum < 2:
             raise ValueError("secure aggregation needs a quorum of at least 2: the sum of one "
                              "update is that update")
