@@ -7,7 +7,7 @@ UV := $(VENV)/bin/uv
 KAFEED := $(VENV)/bin/kafeed
 EXTRAS ?= dev
 
-.PHONY: setup system-deps fetch test pytest test-all durations demo demo-sites lint clean
+.PHONY: setup system-deps fetch test pytest test-all durations demo demo-sites demo-federated lint clean flower-venv
 
 # Some machines set PYTHONDONTWRITEBYTECODE for everything; here it would make every
 # pytest worker and every CLI a test starts compile its imports again (collection took
@@ -67,6 +67,18 @@ demo: fetch
 
 demo-sites: fetch
 	$(KAFEED) demo --sites
+
+# Three sites and a coordinator on one machine (docs/federated.md).
+demo-federated: fetch
+	$(KAFEED) federate demo
+
+# Flower, for benchmarks/bench_federated.py's comparison, in an environment of its own: flwr 1.42
+# pins protobuf below 7 and kafeed needs 7. The same torch as ours, so uv links it from its cache.
+FLOWER_VENV ?= $(HOME)/.cache/kafeed/flower-venv
+flower-venv: setup
+	test -x $(FLOWER_VENV)/bin/python || $(UV) venv -q --python $(PY) $(FLOWER_VENV)
+	$(UV) pip install --python $(FLOWER_VENV)/bin/python -q "flwr==1.42.*" numpy \
+	  "torch==$$($(PY) -c 'import torch; print(torch.__version__.split("+")[0])')"
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

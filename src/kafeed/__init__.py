@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from kafeed.archive import ArchiveSettings, CatalogSettings
     from kafeed.archive.sink import run_archive
     from kafeed.config import ConnectionSettings, load_connection
+    from kafeed.federate.config import FederationSettings, load_federation
     from kafeed.formats import FormatSettings, TopicFormat, load_formats
     from kafeed.ingest import IngestOptions, IngestSummary
     from kafeed.loader.dataset import KafkaSampleDataset, KafkaTokenDataset
@@ -52,6 +53,7 @@ _LAZY = {
     "CatalogSettings": "kafeed.archive",
     "ClusterMonitor": "kafeed.monitor",
     "ConnectionSettings": "kafeed.config",
+    "FederationSettings": "kafeed.federate.config",
     "FileTokenDataset": "kafeed.loader",
     "FormatSettings": "kafeed.formats",
     "IngestOptions": "kafeed.ingest",
@@ -67,6 +69,7 @@ _LAZY = {
     "gather_states": "kafeed.loader.rank_states",
     "librdkafka_stats_callback": "kafeed.telemetry",
     "load_connection": "kafeed.config",
+    "load_federation": "kafeed.federate.config",
     "load_formats": "kafeed.formats",
     "load_prepare_settings": "kafeed.prepare",
     "merge_states": "kafeed.loader.state",
@@ -98,6 +101,7 @@ __all__ = [
     "ClusterMonitor",
     "ConfigError",
     "ConnectionSettings",
+    "FederationSettings",
     "FileTokenDataset",
     "FormatSettings",
     "IngestError",
@@ -121,6 +125,7 @@ __all__ = [
     "gather_states",
     "librdkafka_stats_callback",
     "load_connection",
+    "load_federation",
     "load_formats",
     "load_prepare_settings",
     "merge_states",

@@ -18,7 +18,8 @@
     ├── IngestError          a source failed while being read (bad SQL, I/O error mid-file)
     ├── TooManyDeadLetters   a stage dead-lettered more of its input than --max-dlq-ratio allows
     ├── DrainIncomplete      --until-caught-up could not see every partition processed to its end
-    └── ResumeMismatch       a saved state does not fit the current settings
+    ├── ResumeMismatch       a saved state does not fit the current settings
+    └── SecureAggregationError  a masked update, key roster or seed does not fit its round
 
 Errors from librdkafka enter at the Kafka boundary (:mod:`kafeed.kafka`), whose clients
 raise these and nothing else; the original ``KafkaError`` code is kept on the wrapper, and
@@ -134,6 +135,10 @@ class DrainIncomplete(KafeedError):
 
 class ResumeMismatch(KafeedError):
     """A saved state was taken under settings that differ from the current ones."""
+
+
+class SecureAggregationError(KafeedError):
+    """A federated round's masked update, key roster or seed does not fit the round; nothing is summed."""
 
 
 def _shown(value: Any) -> str:

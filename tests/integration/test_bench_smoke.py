@@ -292,3 +292,24 @@ def test_mirror_latency_probe_and_settings_on_the_session_broker(kafka: Connecti
     latency = bench("bench_mirror_latency")
     (tmp_path / "mirror.toml").write_text(latency.mirror_toml(settings))
     assert load_mirror_settings(tmp_path / "mirror.toml") == settings
+
+
+def test_federate_transport_round_trips_a_blob_of_several_chunks(kafka: ConnectionSettings,
+                                                                 admin: TopicAdmin) -> None:
+    r = bench("bench_federate_transport").run(kafka, fresh(admin), 1.5)
+    assert r["chunks"] == r["expected_chunks"] >= 3 and r["round_trip_mb_s"] > 0, r
+
+
+# 5-6 s warm (topics, loader opens, group joins, one round), more in a worker that has not yet
+# imported torch._dynamo: under -m slow, to keep the default run's budget; the in-process rounds
+# of the same benchmark run in the default suite (tests/unit/test_bench_smoke.py).
+@pytest.mark.slow
+def test_federated_rounds_over_the_broker_train_the_global_model(kafka: ConnectionSettings,
+                                                                 tmp_path: Path) -> None:
+    federated = bench("bench_federated")
+    setup = federated.BrokerSetup(rounds=1, local_steps=2, docs_per_site=40, eval_batches=2)
+    got = federated.compare_over_broker(kafka.bootstrap, setup, None, tmp_path)
+    core = got["kafeed"]
+    assert got["flower"] is None and len(core["round_seconds"]) == 1, core
+    assert core["update_bytes"][0] > 4 * core["params"], core  # float32 deltas, chunked
+    assert core["loss"] < core["initial_loss"], core

@@ -42,3 +42,27 @@ def test_mirror_latency_probes_survive_prepare_and_are_found_again() -> None:
         doc = make_document(ids, id=f"p{seq}", vocab_size=tok.vocab_size, tokenizer=tok.fingerprint)
         assert latency.seq_of_document(doc.SerializeToString()) == seq
     assert latency.seq_of_sample(TrainingSample(input_data=b"no probe", id="x").SerializeToString()) is None
+
+
+def test_federated_rounds_with_secure_aggregation_learn_and_match_plain_fedavg() -> None:
+    federated = bench("bench_federated")
+    setup = federated.Setup(rounds=3, local_steps=5, train_samples=600, test_samples=300)
+    untrained = federated.score(federated.make_model(setup), federated.make_data(setup)[1])
+    got = federated.compare(setup, None)
+    kafeed = got["kafeed"]
+    assert got["flower"] is None and len(kafeed["round_seconds"]) == 3
+    assert sum(kafeed["site_samples"]) == 600 and len(set(kafeed["site_samples"])) == 3  # non-IID shares
+    assert kafeed["max_secagg_vs_fedavg"] < 2.0**-20, kafeed  # only the fixed point's rounding
+    assert kafeed["loss"] < untrained["loss"], (kafeed, untrained)
+
+
+@pytest.mark.slow
+def test_federated_beside_flower_ends_at_the_same_loss() -> None:
+    federated = bench("bench_federated")
+    python = federated.flower_python()
+    if python is None:
+        pytest.skip("Flower lives in its own environment (flwr 1.42 pins protobuf below 7, kafeed needs 7): "
+                    "make flower-venv")
+    got = federated.compare(federated.Setup(rounds=3, local_steps=5), python)
+    assert len(got["flower"]["round_seconds"]) == 3
+    assert got["loss_gap"] < 0.02 and got["accuracy_gap"] < 0.02, got

@@ -31,7 +31,9 @@ LAYERS: list[set[str]] = [
     {"stream", "archive", "mirror"},
     {"route"},  # below prepare, which runs route's rules as its last step
     {"ingest", "prepare", "loader", "tasks"},
-    {"train", "monitor"},
+    {"train"},
+    {"federate"},  # federated rounds: the loader and the reference models, at each site
+    {"monitor"},
     {"demo", "infer", "scale", "integrations"},  # integrations: recipes on loader + train
     {"demo_sites"},  # the two-site demo: the demo's corpus and topics, plus the mirror
     {"cli", "__init__"},

@@ -12,6 +12,7 @@ from kafeed.cli import (
     archive,
     broker,
     demo,
+    federate,
     infer,
     mirror,
     monitor,
@@ -46,6 +47,7 @@ app.add_typer(tasks.app, name="tasks")
 app.add_typer(acl.app, name="acl")
 app.add_typer(archive.app, name="archive")
 app.add_typer(mirror.app, name="mirror")
+app.add_typer(federate.app, name="federate")
 app.command()(demo.demo)
 app.command("ingest")(ingest_command)
 app.command("prepare")(prepare.prepare)

@@ -158,7 +158,8 @@ def _shown_ranges(ranges: list[list[int]]) -> str:
 def lineage(
     checkpoint: Annotated[Path, typer.Argument(
         help="A checkpoint directory, step-*.pt or step-*.json of kafeed train; a Hugging Face "
-             "checkpoint-N folder of KafeedTrainer; a Lightning .ckpt of KafeedDataModule.")],
+             "checkpoint-N folder of KafeedTrainer; a Lightning .ckpt of KafeedDataModule; a "
+             "federated job's TOML file (its global model, see --version).")],
     archive: Annotated[str | None, typer.Option(
         "--archive", help="The topic's archive table (NAMESPACE.TABLE): list the ids of the documents "
         "trained on.", show_default=False)] = None,
@@ -169,13 +170,25 @@ def lineage(
         "(site, topic, partition, offset) each mirrored document came from.")] = False,
     bootstrap: BootstrapOpt = None,
     config: ConfigOpt = None,
+    version: Annotated[int | None, typer.Option(
+        "--version", help="Of a federated job: the global version to follow [default: the newest].",
+        show_default=False)] = None,
+    ledger: Annotated[list[str] | None, typer.Option(
+        "--ledger", help="Of a federated job: SITE=DIR, where that site's state (its ledger) is, when "
+        "not under the job's state_dir; repeatable.", show_default=False)] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Which offset ranges of which partitions (and how many documents) a checkpoint trained on;
-    with --archive, which documents (their ids, from the table); with --sites, which site records."""
+    with --archive, which documents (their ids, from the table); with --sites, which site records.
+    Of a federated job's global model: the rounds and sites it holds, and each update's data
+    offsets from the sites' ledgers that can be read here."""
     from rich.table import Table
 
     from kafeed.train.lineage import archived_documents, checkpoint_lineage
+
+    if checkpoint.suffix == ".toml":
+        _federated_lineage(checkpoint, version, ledger or [], json_out)
+        return
 
     info = checkpoint_lineage(checkpoint)
     if archive is not None:
@@ -217,3 +230,37 @@ def lineage(
         for doc in info["sites"]["documents"]:
             out.print(f"{doc['id']}  {doc['site']}/{doc['topic']}[{doc['partition']}]@{doc['offset']}",
                       markup=False, highlight=False)
+
+
+def _federated_lineage(job: Path, version: int | None, ledgers: list[str], json_out: bool) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    from kafeed.errors import ConfigError
+    from kafeed.federate.config import load_federation
+    from kafeed.federate.lineage import global_lineage
+
+    folders = {}
+    for pair in ledgers:
+        site, sep, folder = pair.partition("=")
+        if not sep or not folder:
+            raise ConfigError(f"--ledger {pair!r} is not SITE=DIR.",
+                              hint="For example --ledger site-a=/srv/fl/site-a.")
+        folders[site] = Path(folder)
+    settings = load_federation(job)
+    for site in folders:
+        settings.site(site)
+    info = global_lineage(settings, version, folders)
+    if json_out:
+        print_json(info)
+        return
+    out.print(Text(f"job {info['job']}: global version {info['version']} (newest {info['newest']})"))
+    table = Table("round", "site", "of round", "samples", "data offsets [start, end) at the site")
+    for r in info["rounds"]:
+        for site in r["sites"]:
+            parts = site["ledger"]["partitions"] if site["ledger"] is not None else None
+            where = "ledger not readable here" if parts is None else "; ".join(
+                f"{key} {_shown_ranges(part['ranges'])}" for key, part in parts.items())
+            table.add_row(str(r["round"]), site["site"], str(site["round"]), f"{site['samples']:,}",
+                          Text(where))
+    out.print(table)

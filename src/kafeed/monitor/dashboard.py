@@ -107,6 +107,19 @@ def render(snapshot: Snapshot, firing: list[Condition] | None = None, *, interva
                           Text(s["last_error"] or ""))
         parts.append(sites)
 
+    if snapshot.federated:
+        rounds = Table(title="federated rounds (kafeed federate)", title_justify="left")
+        for col in ("job", "version", "last round", "sites", "update MB", "round s", "staleness",
+                    "late", "dropped", "rejected"):
+            rounds.add_column(col, justify="left" if col in ("job", "sites") else "right")
+        for j in snapshot.federated:
+            rounds.add_row(j["job"], str(j["version"]), str(j["round"]), ", ".join(j["sites"]) or "-",
+                           f"{j['update_bytes'] / 1e6:,.2f}", f"{j['round_seconds']:,.1f}",
+                           str(j["staleness_max"]), str(j["late_folded"]),
+                           Text(str(j["late_dropped"]), "yellow" if j["late_dropped"] else ""),
+                           Text(str(j["rejected"]), "red" if j["rejected"] else ""))
+        parts.append(rounds)
+
     if firing:
         alerts = Text("\n".join(f"● {c.rule} [{c.subject}]: {c.message}" for c in firing), "bold red")
         parts.append(Panel(alerts, title="alerts firing", border_style="red"))

@@ -39,6 +39,8 @@ class Snapshot:
     queues: list[dict[str, Any]] = field(default_factory=list)
     #: per mirrored site (``--mirror-config``): site, reachable, state, behind_records, last_error
     sites: list[dict[str, Any]] = field(default_factory=list)
+    #: per federated job (kafeed federate): its last round (kafeed.federate.monitoring.job_rounds)
+    federated: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def brokers_up(self) -> int:
@@ -66,4 +68,5 @@ class Snapshot:
             "producer_error_rate": self.producer_error_rate,
             "queues": self.queues,
             "sites": self.sites,
+            "federated": self.federated,
         }

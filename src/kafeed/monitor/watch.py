@@ -54,6 +54,8 @@ class MonitorOptions(BaseModel):
     mirror_config: Path | None = None
     #: how far a site is behind is read from the site and the target: this often at most
     mirror_interval_s: float = Field(default=30.0, gt=0, allow_inf_nan=False)
+    #: federated jobs (`kafeed federate`) are read from their round logs this often at most
+    federate_interval_s: float = Field(default=10.0, gt=0, allow_inf_nan=False)
 
 
 def scrape_total(url: str, metric: str, *, timeout: float = 3.0) -> float | None:
@@ -95,6 +97,8 @@ class ClusterMonitor:
         self._queues_time = float("-inf")
         self._sites: list[dict[str, Any]] = []
         self._sites_time = float("-inf")
+        self._rounds: list[dict[str, Any]] = []
+        self._rounds_time = float("-inf")
         if self.options.data_dir is not None:
             # A local cluster knows its nodes: a node already down at the first poll is missing.
             try:
@@ -179,6 +183,29 @@ class ClusterMonitor:
         self._sites_time = now
         return self._sites
 
+    def _read_rounds(self, now: float, topics: set[str]) -> list[dict[str, Any]]:
+        """Each federated job on the cluster (a ``<job>.rounds`` topic beside ``<job>.global``):
+        its last round from the round log, read every ``federate_interval_s``."""
+        jobs = sorted(t.removesuffix(".rounds") for t in topics
+                      if t.endswith(".rounds") and t.removesuffix(".rounds") + ".global" in topics)
+        if not jobs:
+            self._rounds = []
+            return []
+        if now - self._rounds_time < self.options.federate_interval_s:
+            return self._rounds
+        from kafeed.errors import KafeedError
+        from kafeed.federate.monitoring import job_rounds
+        from kafeed.kafka import KafkaClients
+
+        rows = []
+        for job in jobs:
+            try:
+                rows.append(job_rounds(KafkaClients(self.settings), job))
+            except KafeedError as exc:
+                log.warning("could not read the round log of federated job %r: %s", job, exc)
+        self._rounds, self._rounds_time = rows, now
+        return rows
+
     def close(self) -> None:
         """Close the per-group offset readers."""
         self._groups.close()
@@ -244,6 +271,7 @@ class ClusterMonitor:
             producer_error_rate=self._producer_error_rate(now),
             queues=self._read_queues(now, {t for t, _p in health.high_watermarks}),
             sites=self._read_sites(now),
+            federated=self._read_rounds(now, {t for t, _p in health.high_watermarks}),
         )
         self._prev_time = now
         self._prev_hw = hw_by_topic

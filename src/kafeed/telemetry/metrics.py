@@ -197,6 +197,27 @@ TASK_OLDEST_WAIT = Gauge("kafeed_tasks_oldest_waiting_seconds", "Age of the olde
                          ["prefix", "kind"], registry=REGISTRY)
 
 
+# -- federated rounds (kafeed federate) ------------------------------------------
+
+FED_VERSION = Gauge("kafeed_federate_global_version", "The newest global model version published.",
+                    ["job"], registry=REGISTRY)
+FED_ROUNDS = Counter("kafeed_federate_rounds_total", "Rounds closed (a new global version each).",
+                     ["job"], registry=REGISTRY)
+FED_PARTICIPANTS = Gauge("kafeed_federate_participants", "Sites whose updates the last round used.",
+                         ["job"], registry=REGISTRY)
+FED_UPDATES = Counter("kafeed_federate_updates_total", "Updates the coordinator read, by outcome "
+                      "(accepted, late_folded, late_dropped, duplicate, rejected, empty).",
+                      ["job", "outcome"], registry=REGISTRY)
+FED_ROUND_SECONDS = Histogram(
+    "kafeed_federate_round_seconds", "Global version published to the next one published.", ["job"],
+    buckets=(0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 4 * 3600), registry=REGISTRY)
+FED_UPDATE_BYTES = Histogram(
+    "kafeed_federate_update_bytes", "Size of one update as sent.", ["job", "site"],
+    buckets=tuple(float(4**k) for k in range(5, 17)), registry=REGISTRY)
+FED_STALENESS = Histogram(
+    "kafeed_federate_staleness_rounds", "Rounds between an update's round and the round that used it.",
+    ["job"], buckets=(0, 1, 2, 3, 5, 10), registry=REGISTRY)
+
 SMALL_BATCH = 64  # up to this many timestamps, observe_latencies counts buckets in plain Python
 
 
