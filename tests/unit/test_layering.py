@@ -175,7 +175,7 @@ LOADER_LAYERS: list[set[str]] = [
      "forkserver_guard", "loader_options", "main_guard", "parent", "partition", "prefetch_thread",
      "rank_sync", "read_ahead", "record_kinds", "shared_slots", "worker_error", "metrics",
      "prefetch", "settings", "bundles", "decode", "file_rows", "kafka_flow", "offsets",
-     "state_fields", "archive_source", "state", "cold_tier", "group_mirror", "mixing", "packing",
+     "state_fields", "archive_table", "state", "cold_tier", "group_mirror", "mixing", "packing",
      "resume", "shuffle", "rank_states"},
     {"source", "file_source", "kafka_fetch", "kafka_partitions", "kafka_source", "table_source"},
     {"reader_state", "reader", "readers"},

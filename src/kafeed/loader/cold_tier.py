@@ -2,7 +2,7 @@
 
 With ``archive=``, a partition whose position lies below its log start offset begins
 *cold*: it is not assigned to the consumer, and :meth:`ColdTier.fetch` fills its queue
-from the topic's Iceberg table (kafeed.loader.archive_source) up to the log start; then
+from the topic's Iceberg table (kafeed.loader.archive_table) up to the log start; then
 the partition is assigned to the consumer at that offset. Should retention overtake a
 partition being read from Kafka, :meth:`ColdTier.overtaken` takes it back to the table
 from where it stood. The records come in offset order either way, so the reader's order,
@@ -21,7 +21,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from kafeed.loader.archive_source import ArchiveSource, RawRow
+from kafeed.loader.archive_table import ArchiveTable, RawRow
 from kafeed.loader.decode import RecordDecoder
 from kafeed.loader.offsets import watermarks, with_retry
 from kafeed.loader.partition import Entry, Partition
@@ -35,12 +35,12 @@ COLD_CHUNK = 65536
 
 
 class ColdTier:
-    """The archive tables of one reader's topics (``sources``) and its cold partitions."""
+    """The archive tables of one reader's topics (``tables``) and its cold partitions."""
 
     def __init__(self, settings: LoaderSettings, decoder: RecordDecoder) -> None:
         self.settings = settings
         self._decoder = decoder
-        self.sources = {topic: ArchiveSource(settings, topic, table)
+        self.tables = {topic: ArchiveTable(settings, topic, table)
                         for topic, table in settings.archive_tables().items()}
         self.parts: list[Partition] = []
         self._decodes: dict[str, Callable[[Entry], Any]] = {}  # partition key -> its table records' decode
@@ -49,8 +49,8 @@ class ColdTier:
         """Open the tables, checking they archive this cluster."""
         cluster_id = with_retry(lambda: consumer.list_topics(timeout=10).cluster_id,
                                 action="read the cluster id", settings=self.settings)
-        for source in self.sources.values():
-            source.open(str(cluster_id))
+        for table in self.tables.values():
+            table.open(str(cluster_id))
 
     def begin(self, part: Partition, log_start: int) -> None:
         """Read ``part`` (its queue empty) from its table from its seek position up to ``log_start``."""
@@ -97,7 +97,7 @@ class ColdTier:
                     stop = min(stop, part.end)
                 wanted.setdefault(part.topic, {})[part.partition] = (part.cold_pos, stop)
         for topic, ranges in wanted.items():
-            for partition, records in self.sources[topic].read(ranges).items():
+            for partition, records in self.tables[topic].read(ranges).items():
                 part = by_tp[(topic, partition)]
                 queued += self._queue(part, records, restore)
                 part.cold_pos = stop = ranges[partition][1]
@@ -106,8 +106,8 @@ class ColdTier:
                     part.cold_until = None
                     self.parts.remove(part)
         if not self.parts:
-            for source in self.sources.values():
-                source.release()
+            for table in self.tables.values():
+                table.release()
         return queued
 
     def _queue(self, part: Partition, entries: list[Entry],
@@ -131,7 +131,7 @@ class ColdTier:
 
         low = watermarks(consumer, part.topic, part.partition, self.settings)[0]
         if low > part.cold_pos:
-            self.sources[part.topic].check_reaches(part.key, part.partition, part.cold_pos, low)
+            self.tables[part.topic].check_reaches(part.key, part.partition, part.cold_pos, low)
             part.cold_until = low
             return
         log.info("kafeed loader: %s read from the archive table up to offset %d; on from Kafka",
@@ -150,7 +150,7 @@ class ColdTier:
         if part.restore:
             pos = min(pos, min(part.restore))
         low = watermarks(consumer, part.topic, part.partition, self.settings)[0]
-        self.sources[part.topic].check_reaches(part.key, part.partition, pos, low)
+        self.tables[part.topic].check_reaches(part.key, part.partition, pos, low)
         log.info("kafeed loader: retention overtook %s at offset %d; reading it from the archive "
                  "table up to %d", part.key, pos, low)
         consumer.incremental_unassign([TopicPartition(part.topic, part.partition)])

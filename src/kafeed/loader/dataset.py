@@ -29,6 +29,7 @@ from kafeed.loader.parent import ParentWatch, watch_parent
 from kafeed.loader.rank_states import loadable_state
 from kafeed.loader.settings import Kind, LoaderSettings, loader_settings
 from kafeed.loader.state import check_state, empty_state, next_epoch, plain_copy
+from kafeed.loader.stream import BatchStream
 from kafeed.loader.worker_error import WorkerError
 
 __all__ = [
@@ -75,7 +76,7 @@ class KafkaDatasetBase(IterableDataset[Any]):
         super().__init__()
         self.settings = settings
         self._loaded: dict[str, Any] | None = None
-        self._stream: Stream | None = None
+        self._stream: BatchStream | None = None
         self._topology: Topology | None = None
         self._finished = False
         self._adopted: tuple[Stream, str] | None = None
@@ -100,12 +101,12 @@ class KafkaDatasetBase(IterableDataset[Any]):
             self._adopted[0].close()
             self._adopted = None
 
-    def _open_stream(self, topo: Topology, origin: int | None = None) -> Stream:
+    def _open_stream(self, topo: Topology, origin: int | None = None) -> BatchStream:
         saved = self._loaded
         if self._stream is not None:
             saved = next_epoch(self.state_dict()) if self._finished else self.state_dict()
         in_worker = get_worker_info() is not None
-        stream: Stream
+        stream: BatchStream
         if self._adopted is not None and topo == MAIN_PROCESS and not in_worker \
                 and self._adopted[1] == state_key(saved):
             stream, self._adopted = self._adopted[0], None
@@ -122,7 +123,7 @@ class KafkaDatasetBase(IterableDataset[Any]):
         return stream
 
     def _make_stream(self, topo: Topology, saved: dict[str, Any] | None, *, client_stats: bool,
-                     parent: ParentWatch | None) -> Stream:
+                     parent: ParentWatch | None) -> BatchStream:
         """This reader's stream, resumed from ``saved`` and opened."""
         return open_stream(self.settings, topo, saved, client_stats=client_stats, parent=parent)
 
@@ -140,7 +141,7 @@ class KafkaDatasetBase(IterableDataset[Any]):
 
     def _single_items(self) -> Iterator[Any]:
         """Batches of one from this reader's stream (plain iteration, no DataLoader)."""
-        stream: Any = self._open_stream(self.topology())
+        stream = self._open_stream(self.topology())
         try:
             while (batch := stream.next_batch(1)) is not None:
                 yield batch
@@ -195,7 +196,7 @@ class KafkaDatasetBase(IterableDataset[Any]):
                 if batch is None:
                     self._finished = True
                     return
-                sources = getattr(stream, "last_sources", None)
+                sources = stream.last_sources
                 if in_worker:
                     state = stream.state_dict()
                     yield (topo.worker, self._convert(batch, collate), packed(state),

@@ -6,12 +6,11 @@ Records are fetched in batches (``consume(num_messages=...)``) into one small qu
 partition. A partition's queue never holds more than ``queue_records``: a ``consume()`` asks
 for no more records than the least room below that cap, and a partition at the cap is
 paused; should a call still bring records of it beyond the cap, they are dropped and fetched
-again after it resumes (:meth:`KafkaFetch._refetch`). A record the consumer hands out again
-(its fetch position went back, as a seek to the log start does when retention overtook a
-partition) is dropped as it comes, so it takes no turn. The cold tier's partitions are filled
-from their archive tables first (kafeed.loader.cold_tier).
-
-:class:`KafkaFetch` is the fetching part of :class:`kafeed.loader.kafka_source.KafkaSource`.
+again after it resumes (:meth:`KafkaFlow.seek_back <kafeed.loader.kafka_flow.KafkaFlow.seek_back>`).
+A record the consumer hands out again (its fetch position went back, as a seek to the log
+start does when retention overtook a partition) is dropped as it comes, so it takes no turn.
+The cold tier's partitions are filled from their archive tables first
+(kafeed.loader.cold_tier).
 """
 
 from __future__ import annotations
@@ -25,12 +24,12 @@ from typing import Any
 
 from kafeed.kafka import message_event
 from kafeed.loader.cold_tier import ColdTier
-from kafeed.loader.decode import RecordDecoder
 from kafeed.loader.kafka_flow import KafkaFlow
+from kafeed.loader.kafka_partitions import KafkaPartitions
 from kafeed.loader.parent import ParentWatch
 from kafeed.loader.partition import Entry, Partition
 from kafeed.loader.prefetch_thread import Stopped, check_running
-from kafeed.loader.read_ahead import ReadAhead, pull_size
+from kafeed.loader.read_ahead import REFILL_S, ReadAhead, pull_size
 from kafeed.loader.settings import LoaderSettings
 from kafeed.loader.source import Shards
 
@@ -44,54 +43,77 @@ def _entry(msg: Any) -> Entry:
     return msg.offset(), msg.value(), msg.timestamp()[1], len(msg), msg.key()
 
 
-class KafkaFetch(KafkaFlow):
-    """Fetching for a Kafka source (the attributes below are the source's; ``parts`` are
-    its reader's shards); pausing and resuming partitions is :class:`KafkaFlow`'s."""
+class KafkaFetcher:
+    """Fetches ``consumer``'s records into the queues of the reader's ``shards``, whose
+    partitions ``partitions`` keeps, under the read-ahead ``ahead`` that ``flow`` applies.
+    ``log_error``: how a Kafka error that librdkafka retries is told."""
 
-    settings: LoaderSettings
-    index: int
-    parts: list[Partition]
-    read_ahead: ReadAhead
-    _shards: Shards
-    _by_tp: dict[tuple[str, int], Partition]
-    _consumer: Any
-    _cold_tier: ColdTier
-    _decoder: RecordDecoder
-    _parent: ParentWatch | None
-    _stop: threading.Event | None
-    _last_error_log: float
+    def __init__(self, settings: LoaderSettings, consumer: Any, shards: Shards, *, index: int,
+                 partitions: KafkaPartitions, flow: KafkaFlow, ahead: ReadAhead,
+                 cold_tier: ColdTier, parent: ParentWatch | None,
+                 log_error: Callable[[Any], None]) -> None:
+        self._settings = settings
+        self._consumer = consumer
+        self._shards = shards
+        self._parts = shards.parts  # the reader's order (the same list)
+        self._index = index
+        self._by_tp = partitions.by_tp  # the same dict: partitions come and go in it
+        self._flow = flow
+        self._ahead = ahead
+        self._cold_tier = cold_tier
+        self._parent = parent  # in a DataLoader worker: end when the trainer is gone
+        self.stop: threading.Event | None = None  # on a prefetch thread: end when it is set
+        self._log_error = log_error
 
-    def _fetch(self, timeout: float) -> int:
+    def fetch(self, timeout: float) -> int:
         """Records from librdkafka into the queues: one ``consume()`` waiting up to
         ``timeout``, more at once while librdkafka has them and the queues are below the
         target; then pause or resume. Returns how many records were queued or restored."""
-        queued, more = self._pull(timeout)
-        ahead = self.read_ahead
+        queued, more = self.pull(timeout)
+        ahead = self._ahead
         while more and ahead.want_more:
-            got, more = self._pull(0)
+            got, more = self.pull(0)
             queued += got
-        self._hold()
+        self.hold()
         return queued
 
-    def _pull(self, timeout: float) -> tuple[int, bool]:
+    def hold(self) -> None:
+        """Hold the queues near the target: resume, refill and pause partitions as the
+        read-ahead policy says (kafeed.loader.read_ahead explains why)."""
+        flow = self._flow
+        live = flow.live()
+        if flow.resume_short(live):
+            # Refill to the target at once and pause again: left running until the next
+            # take (a whole training step later, maybe), the fetcher would bring in far more.
+            ahead = self._ahead
+            deadline = time.monotonic() + min(REFILL_S, self._settings.poll_timeout_s)
+            while ahead.want_more:
+                left = deadline - time.monotonic()
+                # Every partition paused (at its cap, below a target in bytes): nothing
+                # more can come, and a pull would wait out the deadline for it.
+                if left <= 0 or all(p.paused for p in live) or not self.pull(left)[0]:
+                    break
+        flow.pause_full(live)
+
+    def pull(self, timeout: float) -> tuple[int, bool]:
         """One consume() call sized to the room left: (records queued or restored, whether
         it brought all it asked for, so librdkafka may hold more)."""
-        check_running(self._parent, self._stop, self.index)
-        if self.settings.bounded:
+        check_running(self._parent, self.stop, self._index)
+        if self._settings.bounded:
             timeout = min(timeout, 0.05)
         cold = self._cold_tier
         queued = cold.fetch(self._by_tp, self._consumer, self._keep_restored) if cold.parts else 0
         if queued:
             timeout = 0  # records are waiting: take what Kafka has, do not wait for more
         consume = self._consumer.consume
-        ahead = self.read_ahead
-        limit = self.settings.queue_records
+        ahead = self._ahead
+        limit = self._settings.queue_records
         # A partition caught up at the end of its log brings none, so its room does not count
-        # (should records arrive for it meanwhile, _refetch guards the cap).
-        batch = pull_size(ahead, [p for p in self.parts if not p.paused and not p.fetch_done
+        # (should records arrive for it meanwhile, KafkaFlow.seek_back guards the cap).
+        batch = pull_size(ahead, [p for p in self._parts if not p.paused and not p.fetch_done
                                   and not p.eof and p.cold_until is None],
-                          self.settings.consume_batch, limit)
-        if self.settings.bounded:
+                          self._settings.consume_batch, limit)
+        if self._settings.bounded:
             # A replay: waiting a little for a full batch makes fewer, fuller calls (and
             # leaves the CPU to librdkafka's fetcher meanwhile).
             msgs = consume(num_messages=batch, timeout=timeout)
@@ -124,7 +146,7 @@ class KafkaFetch(KafkaFlow):
             err = msg.error()
             if err is not None:
                 # An ACL refusal or a fatal error ends the read (retrying cannot help): raised.
-                who = self.settings.connection.sasl_username or "this client"
+                who = self._settings.connection.sasl_username or "this client"
                 event = message_event(err, action=f"read topic {msg.topic()!r} as {who}")
                 if event == "end":
                     eof_part = by_tp.get((msg.topic(), msg.partition()))
@@ -158,7 +180,7 @@ class KafkaFetch(KafkaFlow):
                 continue
             if len(queue) >= limit and not part.fetch_done:
                 # Paused at its cap, but this call's records of it were fetched before the
-                # pause: dropped, and read again from the first of them (_refetch).
+                # pause: dropped, and read again from the first of them (KafkaFlow.seek_back).
                 if part.key not in over:
                     over[part.key] = (part, offset)
                 continue
@@ -177,30 +199,18 @@ class KafkaFetch(KafkaFlow):
                 part.fetch_done = True
                 finished.append(part)
             if len(queue) >= limit and not part.paused:
-                self._pause(part, True)
+                self._flow.pause([part], True)
         if fresh:
             ahead.added(fresh_bytes, fresh)
             queued += fresh
         if over:
-            self._refetch(list(over.values()))
+            self._flow.seek_back(list(over.values()))
         if finished:
             # Fetched to their end: paused, since a partition at the end of its log keeps its
             # leader's fetch requests waiting (fetch.wait.max.ms, 500 ms), and a partition of
             # the same leader that is resumed meanwhile waits behind them.
-            self._pause_many([p for p in {id(p): p for p in finished}.values() if not p.paused], True)
+            self._flow.pause([p for p in {id(p): p for p in finished}.values() if not p.paused], True)
         return queued, brought >= batch
-
-    def _refetch(self, dropped: list[tuple[Partition, int]]) -> None:
-        """Partitions at their cap whose records from ``offset`` on were dropped: paused (if
-        not yet) and sought back to ``offset``, where librdkafka fetches from once they are
-        resumed. Pausing a partition only filters what librdkafka hands out *after* the call,
-        and moves its fetch position past everything handed out before, so without the seek
-        the dropped records would be skipped."""
-        from kafeed.kafka.types import TopicPartition
-
-        self._pause_many([part for part, _ in dropped if not part.paused], True)
-        for part, offset in dropped:
-            self._consumer.seek(TopicPartition(part.topic, part.partition, offset))
 
     def _wait_for_one(self, timeout: float) -> list[Any]:
         """``consume(num_messages=1, timeout)``, in slices of ``STOP_CHECK_S`` that look at the
@@ -209,7 +219,7 @@ class KafkaFetch(KafkaFlow):
         for a deadline (``max_wait_s``) spinning until then."""
         timeout = math.ceil(timeout * 1000) / 1000
         consume = self._consumer.consume
-        if self._stop is None:
+        if self.stop is None:
             msgs: list[Any] = consume(num_messages=1, timeout=timeout)
             return msgs
         deadline = time.monotonic() + timeout
@@ -218,19 +228,19 @@ class KafkaFetch(KafkaFlow):
             msgs = consume(num_messages=1, timeout=max(0.0, min(left, STOP_CHECK_S)))
             if msgs or left <= STOP_CHECK_S:
                 return msgs
-            if self._stop.is_set():
-                raise Stopped(f"reader {self.index} was stopped")
+            if self.stop.is_set():
+                raise Stopped(f"reader {self._index} was stopped")
 
     def top_up(self, now: float) -> None:
         """Every ``CHECK_S`` while records are taken: update the rate, pause or resume, and
         move what librdkafka has fetched into the queues while they hold less than the target
         (never waiting), so its fetcher keeps going."""
-        ahead = self.read_ahead
+        ahead = self._ahead
         ahead.tick(now)
         if ahead.want_more:
-            self._fetch(0)
+            self.fetch(0)
         else:
-            self._hold()
+            self.hold()
 
     def _out_of_range(self, topic: str, partition: int) -> None:
         """Retention deleted a partition's records before the consumer fetched them."""
@@ -239,7 +249,7 @@ class KafkaFetch(KafkaFlow):
         part = self._by_tp.get((topic, partition))
         if part is None or part.cold_until is not None:
             return
-        if topic in self._cold_tier.sources:
+        if topic in self._cold_tier.tables:
             self._cold_tier.overtaken(part, self._consumer)
             return
         # Not archived: read on from the log start, as "earliest" always did.
@@ -254,19 +264,11 @@ class KafkaFetch(KafkaFlow):
         self._shards.restore((part.key, offset), decode(entry))
         part.stamps[offset] = entry[2]
 
-    def _log_error(self, err: Any) -> None:
-        """One clear line per 30 s while the cluster misbehaves (librdkafka retries itself)."""
-        now = time.monotonic()
-        if now - self._last_error_log > 30:
-            self._last_error_log = now
-            log.warning("kafeed loader (reader %d): Kafka error (%s); retrying, records resume when "
-                        "the broker is back.", self.index, err.str())
-
-    def _restore(self) -> None:
+    def restore(self) -> None:
         """Re-read the in-flight records of an exact resume (shuffle buffer, packer carry)."""
-        waiting = [p for p in self.parts if p.restore]
+        waiting = [p for p in self._parts if p.restore]
         while any(p.restore for p in waiting):
-            self._fetch(self.settings.poll_timeout_s)
+            self.fetch(self._settings.poll_timeout_s)
             for p in waiting:
                 if p.restore and (p.fetch_done or p.queue):
                     lost = sorted(p.restore)

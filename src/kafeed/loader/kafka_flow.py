@@ -3,65 +3,54 @@
 The read-ahead policy (kafeed.loader.read_ahead, pure) says which partitions to pause and
 resume from the reader's counts; :class:`KafkaFlow` applies it: pausing a partition stops
 its fetching (and makes librdkafka drop what it had fetched for it), resuming one seeks it
-to where its fetching goes on so that librdkafka's fetcher wakes at once.
-
-:class:`KafkaFlow` is the flow-control part of :class:`kafeed.loader.kafka_source.KafkaSource`,
-under its fetching part (kafeed.loader.kafka_fetch).
+to where its fetching goes on so that librdkafka's fetcher wakes at once. The fetcher
+(kafeed.loader.kafka_fetch) asks it after every fetch.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from typing import Any
 
 from kafeed.loader.partition import Partition
-from kafeed.loader.read_ahead import REFILL_S, ReadAhead, pausing, refill_after_wake, waking, woken_with
-from kafeed.loader.settings import LoaderSettings
+from kafeed.loader.read_ahead import ReadAhead, pausing, refill_after_wake, waking, woken_with
 
 
 class KafkaFlow:
-    """Pausing and resuming a Kafka source's partitions (the attributes below are the source's)."""
+    """Pausing and resuming the partitions ``parts`` (a reader's, sorted; the list is shared
+    and grows as partitions are added) of ``consumer`` under the read-ahead ``ahead``."""
 
-    settings: LoaderSettings
-    parts: list[Partition]
-    read_ahead: ReadAhead
-    _consumer: Any
-    _pull: Callable[[float], tuple[int, bool]]  # one consume() into the queues (KafkaFetch)
+    def __init__(self, consumer: Any, parts: list[Partition], ahead: ReadAhead, cap: int) -> None:
+        self._consumer = consumer
+        self._parts = parts
+        self._ahead = ahead
+        self._cap = cap  # queue_records: a partition's queue holds no more
 
-    def _hold(self) -> None:
-        """Hold the queues near the target: resume, refill and pause partitions as the
-        read-ahead policy says (kafeed.loader.read_ahead explains why)."""
-        ahead = self.read_ahead
-        cap = self.settings.queue_records
-        # A cold partition is not assigned; one fetched to its end stays paused.
-        live = [p for p in self.parts if not p.fetch_done and p.cold_until is None]
-        woken = waking(ahead, live, cap)
-        if woken:
-            self._pause_many(woken, False)
-            if refill_after_wake(ahead, cap, len(live)):
-                # Refill to the target at once and pause again: left running until the next
-                # take (a whole training step later, maybe), the fetcher would bring in far more.
-                deadline = time.monotonic() + min(REFILL_S, self.settings.poll_timeout_s)
-                while ahead.want_more:
-                    left = deadline - time.monotonic()
-                    # Every partition paused (at its cap, below a target in bytes): nothing
-                    # more can come, and a pull would wait out the deadline for it.
-                    if left <= 0 or all(p.paused for p in live) or not self._pull(left)[0]:
-                        break
-        self._pause_many(pausing(ahead, live, cap), True)
+    def live(self) -> list[Partition]:
+        """The partitions that fetch from Kafka: a cold one is not assigned, and one fetched
+        to its end stays paused."""
+        return [p for p in self._parts if not p.fetch_done and p.cold_until is None]
 
-    def _wake(self, part: Partition) -> None:
+    def resume_short(self, live: list[Partition]) -> bool:
+        """Resume the paused partitions the policy wakes; returns whether the queues should be
+        refilled to the target at once (kafeed.loader.read_ahead.refill_after_wake)."""
+        woken = waking(self._ahead, live, self._cap)
+        if not woken:
+            return False
+        self.pause(woken, False)
+        return refill_after_wake(self._ahead, self._cap, len(live))
+
+    def pause_full(self, live: list[Partition]) -> None:
+        """Pause the partitions the policy says hold enough."""
+        self.pause(pausing(self._ahead, live, self._cap), True)
+
+    def wake(self, part: Partition) -> None:
         """``part`` was found empty and paused at its turn: resume it, and the paused
         partitions whose turn comes soon too (kafeed.loader.read_ahead.woken_with)."""
-        paused = [p for p in self.parts if p.paused and not p.fetch_done and p.cold_until is None]
-        self._pause_many(woken_with(part, paused, len(self.parts), self.read_ahead,
-                                    self.settings.queue_records), False)
+        paused = [p for p in self._parts if p.paused and not p.fetch_done and p.cold_until is None]
+        self.pause(woken_with(part, paused, len(self._parts), self._ahead, self._cap), False)
 
-    def _pause(self, part: Partition, pause: bool) -> None:
-        self._pause_many([part], pause)
-
-    def _pause_many(self, parts: list[Partition], pause: bool) -> None:
+    def pause(self, parts: list[Partition], pause: bool) -> None:
+        """Pause (``pause``) or resume ``parts``."""
         from kafeed.kafka.types import TopicPartition
 
         if not parts:
@@ -75,6 +64,18 @@ class KafkaFlow:
         for part in parts:
             part.paused = pause
 
+    def seek_back(self, dropped: list[tuple[Partition, int]]) -> None:
+        """Partitions at their cap whose records from ``offset`` on were dropped: paused (if
+        not yet) and sought back to ``offset``, where librdkafka fetches from once they are
+        resumed. Pausing a partition only filters what librdkafka hands out *after* the call,
+        and moves its fetch position past everything handed out before, so without the seek
+        the dropped records would be skipped."""
+        from kafeed.kafka.types import TopicPartition
+
+        self.pause([part for part, _ in dropped if not part.paused], True)
+        for part, offset in dropped:
+            self._consumer.seek(TopicPartition(part.topic, part.partition, offset))
+
     def _nudge(self, resumed: list[Partition]) -> None:
         """Seek ``resumed`` partitions to where their fetching goes on (just past the last
         record fetched of each), which changes nothing but wakes librdkafka's fetcher. A
@@ -87,4 +88,3 @@ class KafkaFlow:
         for part in resumed:
             if not part.restore:
                 self._consumer.seek(TopicPartition(part.topic, part.partition, part.queued_to()))
-

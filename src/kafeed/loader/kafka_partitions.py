@@ -2,7 +2,8 @@
 assignment at open, the group's callbacks in group mode, the saved positions checked against
 the logs as they are now (kafeed.loader.resume), and the cold tier's start below a log start.
 
-:class:`KafkaPartitions` is that part of :class:`kafeed.loader.kafka_source.KafkaSource`.
+:class:`KafkaPartitions` keeps that bookkeeping for one consumer; the fetcher
+(kafeed.loader.kafka_fetch) looks records' partitions up in its ``by_tp``.
 """
 
 from __future__ import annotations
@@ -10,10 +11,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from kafeed.loader.assignment import parse_key, partition_key
+from kafeed.loader.assignment import owned, parse_key, partition_key
 from kafeed.loader.cold_tier import ColdTier
 from kafeed.loader.decode import RecordDecoder
-from kafeed.loader.offsets import resolve_end, resolve_start, watermarks
+from kafeed.loader.offsets import list_partitions, resolve_end, resolve_start, watermarks
 from kafeed.loader.partition import Partition
 from kafeed.loader.read_ahead import ReadAhead
 from kafeed.loader.resume import PartitionStart, check_starts, partition_at
@@ -25,18 +26,42 @@ log = logging.getLogger("kafeed")
 
 
 class KafkaPartitions:
-    """A Kafka source's partitions (the attributes below are the source's; ``_shards`` is its
-    reader's, kafeed.loader.source.Shards)."""
+    """The partitions of ``consumer`` that reader ``index`` of ``count`` reads, added to its
+    ``shards`` (kafeed.loader.source.Shards)."""
 
-    settings: LoaderSettings
-    read_ahead: ReadAhead
-    _shards: Shards
-    _by_tp: dict[tuple[str, int], Partition]
-    _consumer: Any
-    _decoder: RecordDecoder
-    _cold_tier: ColdTier
-    _log_starts: dict[str, int]
-    _assigned_once: bool
+    def __init__(self, settings: LoaderSettings, consumer: Any, shards: Shards, *, index: int,
+                 count: int, decoder: RecordDecoder, cold_tier: ColdTier, ahead: ReadAhead) -> None:
+        self._settings = settings
+        self._consumer = consumer
+        self._shards = shards
+        self._index = index
+        self._count = count
+        self._decoder = decoder
+        self._cold_tier = cold_tier
+        self._ahead = ahead
+        self.by_tp: dict[tuple[str, int], Partition] = {}  # the reader's, by (topic, partition)
+        self._log_starts: dict[str, int] = {}
+        self.assigned = settings.mode != "group"  # a group's partitions come in a callback
+
+    def open(self) -> None:
+        """Take this reader's partitions: now (static, replicated) or as the group assigns
+        them (``group``), each checked against the state first."""
+        settings, consumer = self._settings, self._consumer
+        starts = self._shards.starts
+        if settings.mode == "group":
+            if starts:  # assignments come later, in a callback: check every saved partition now
+                self._check_starts(list_partitions(consumer, settings), set(starts))
+            consumer.subscribe(list(settings.topics), on_assign=self._on_assign,
+                               on_revoke=self._on_revoke, on_lost=self._on_revoke)
+            return
+        every = list_partitions(consumer, settings)
+        if self._cold_tier.tables:
+            self._cold_tier.open(consumer)
+        mine = owned(every, settings.mode, self._index, self._count)
+        self._check_starts(every, {partition_key(t, p) for t, p in mine})
+        for topic, p in mine:
+            self._add(topic, p)
+        self._assign_all()
 
     def _check_starts(self, every: list[tuple[str, int]], owned: set[str]) -> None:
         """Before anything is fetched: every saved partition exists, every owned one older than
@@ -47,32 +72,31 @@ class KafkaPartitions:
         for key in sorted(owned & set(starts)):
             start = starts[key]
             topic, partition = parse_key(key)
-            low, high = watermarks(self._consumer, topic, partition, self.settings)
+            low, high = watermarks(self._consumer, topic, partition, self._settings)
             self._log_starts[key] = low
-            source = self._cold_tier.sources.get(topic)
-            if source is not None:
-                low = source.floor(key, partition, low, start.next)
+            table = self._cold_tier.tables.get(topic)
+            if table is not None:
+                low = table.floor(key, partition, low, start.next)
             check_positions(key, start.next, start.read, low, high)
 
-
-    def _add_partition(self, topic: str, partition: int, committed: int | None = None) -> Partition:
+    def _add(self, topic: str, partition: int, committed: int | None = None) -> Partition:
         key = partition_key(topic, partition)
         start = self._shards.starts.get(key)
         if start is None:
             if committed is not None and committed >= 0:
                 first = committed
             else:
-                first = resolve_start(self._consumer, topic, partition, self.settings)
-                source = self._cold_tier.sources.get(topic)
-                if source is not None:
-                    first = source.cold_start(key, partition, first, self._log_start(key))
-            end = resolve_end(self._consumer, topic, partition, self.settings)
+                first = resolve_start(self._consumer, topic, partition, self._settings)
+                table = self._cold_tier.tables.get(topic)
+                if table is not None:
+                    first = table.cold_start(key, partition, first, self._log_start(key))
+            end = resolve_end(self._consumer, topic, partition, self._settings)
             start = PartitionStart(next=first, read=first, end=end)
         part = partition_at(key, topic, partition, start, self._decoder.for_partition(topic, partition))
-        if topic in self._cold_tier.sources and not part.fetch_done and part.seek < self._log_start(key):
+        if topic in self._cold_tier.tables and not part.fetch_done and part.seek < self._log_start(key):
             self._cold_tier.begin(part, self._log_start(key))
         self._shards.add(part)
-        self._by_tp[(topic, partition)] = part
+        self.by_tp[(topic, partition)] = part
         return part
 
     def _assign_all(self) -> None:
@@ -84,7 +108,7 @@ class KafkaPartitions:
 
     def _log_start(self, key: str) -> int:
         if key not in self._log_starts:
-            self._log_starts[key] = watermarks(self._consumer, *parse_key(key), self.settings)[0]
+            self._log_starts[key] = watermarks(self._consumer, *parse_key(key), self._settings)[0]
         return self._log_starts[key]
 
     def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
@@ -95,22 +119,21 @@ class KafkaPartitions:
         except Exception as exc:
             log.warning("kafeed loader: could not read committed offsets (%s); using start.", exc)
         for tp in partitions:
-            part = self._by_tp.get((tp.topic, tp.partition))
+            part = self.by_tp.get((tp.topic, tp.partition))
             if part is None:
-                part = self._add_partition(tp.topic, tp.partition, committed.get((tp.topic, tp.partition)))
+                part = self._add(tp.topic, tp.partition, committed.get((tp.topic, tp.partition)))
             tp.offset = part.seek
         consumer.assign(partitions)
-        self._assigned_once = True
-        log.info("kafeed loader: group %s assigned %s", self.settings.group,
+        self.assigned = True
+        log.info("kafeed loader: group %s assigned %s", self._settings.group,
                  ", ".join(f"{tp.topic}:{tp.partition}" for tp in partitions))
 
     def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
-        revoked = [part for tp in partitions if (part := self._by_tp.pop((tp.topic, tp.partition), None))]
+        revoked = [part for tp in partitions if (part := self.by_tp.pop((tp.topic, tp.partition), None))]
         for part in revoked:
-            self.read_ahead.dropped(sum(entry[3] for entry in part.queue))
+            self._ahead.dropped(sum(entry[3] for entry in part.queue))
         self._shards.remove([part.key for part in revoked])
         try:
             consumer.unassign()
         except Exception as exc:
             log.debug("kafeed loader: unassign failed: %s", exc)
-

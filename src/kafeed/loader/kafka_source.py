@@ -1,11 +1,15 @@
 """Kafka partitions as a source (kafeed.loader.source): one consumer fills their queues.
 
-Records wait in one small queue per partition (kafeed.loader.kafka_fetch fills them), and
-are handed out interleaved, one record per partition in turn (kafeed.loader.reader). How
-much is read ahead, and which partitions fetch meanwhile, is the read-ahead policy's
-(kafeed.loader.read_ahead), applied every ``CHECK_S`` while records are taken.
+Records wait in one small queue per partition, and are handed out interleaved, one record
+per partition in turn (kafeed.loader.reader). :class:`KafkaSource` is made of three parts,
+each owning its state, built on the consumer when the source opens:
 
-Which partitions a reader owns and where each starts is kafeed.loader.kafka_partitions'.
+- which partitions the reader owns and where each starts (kafeed.loader.kafka_partitions);
+- the fetcher, which fills their queues from ``consume()`` (kafeed.loader.kafka_fetch);
+- flow control, which pauses and resumes them (kafeed.loader.kafka_flow) under the
+  read-ahead policy (kafeed.loader.read_ahead), applied every ``CHECK_S`` while records are
+  taken.
+
 With ``archive=``, a partition whose position lies below its log start offset is read from
 the topic's Iceberg table up to the log start first (kafeed.loader.cold_tier); the order,
 and so the state, is the same.
@@ -13,17 +17,17 @@ and so the state, is the same.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from typing import Any
 
 from kafeed.kafka import KafkaClients, close_consumer
-from kafeed.loader.assignment import owned, partition_key
 from kafeed.loader.cold_tier import ColdTier
 from kafeed.loader.decode import RecordDecoder
-from kafeed.loader.kafka_fetch import KafkaFetch
+from kafeed.loader.kafka_fetch import KafkaFetcher
+from kafeed.loader.kafka_flow import KafkaFlow
 from kafeed.loader.kafka_partitions import KafkaPartitions
-from kafeed.loader.offsets import list_partitions
 from kafeed.loader.parent import ParentWatch
 from kafeed.loader.partition import Partition
 from kafeed.loader.read_ahead import BOUNDED_FETCH_WAIT_MS, CHECK_S, ReadAhead
@@ -32,8 +36,21 @@ from kafeed.loader.source import Shards
 
 __all__ = ["BOUNDED_FETCH_WAIT_MS", "KafkaSource"]
 
+log = logging.getLogger("kafeed")
 
-class KafkaSource(KafkaPartitions, KafkaFetch):
+
+class _Open:
+    """What an open source is made of, on its consumer."""
+
+    def __init__(self, consumer: Any, partitions: KafkaPartitions, fetcher: KafkaFetcher,
+                 flow: KafkaFlow) -> None:
+        self.consumer = consumer
+        self.partitions = partitions
+        self.fetcher = fetcher
+        self.flow = flow
+
+
+class KafkaSource:
     """The topics of ``settings`` for reader ``index`` of ``count``. Its clients come from
     ``clients`` (default: ``KafkaClients(settings.connection)``; a
     :class:`kafeed.kafka.FakeKafka` in unit tests)."""
@@ -49,11 +66,7 @@ class KafkaSource(KafkaPartitions, KafkaFetch):
         self._clients = clients or KafkaClients(settings.connection)
         self.index = index
         self.count = count
-        self.parts: list[Partition] = []  # the reader's, once open() is given them
-        self._by_tp: dict[tuple[str, int], Partition] = {}
-        self._consumer: Any = None
         self._decoder = RecordDecoder(settings, self._clients)
-        self._assigned_once = settings.mode != "group"
         self._last_error_log = 0.0
         self._client_stats = client_stats  # librdkafka statistics -> metrics (main process only)
         self._parent = parent  # in a DataLoader worker: end when the trainer is gone
@@ -61,15 +74,27 @@ class KafkaSource(KafkaPartitions, KafkaFetch):
         self.read_ahead = ReadAhead(settings.read_ahead_bytes)
         self.taken = self.read_ahead.taken  # once per record: no call of ours in between
         self._cold_tier = ColdTier(settings, self._decoder)
-        self._log_starts: dict[str, int] = {}
+        self._open: _Open | None = None
 
     @property
     def assigned(self) -> bool:
-        return self._assigned_once
+        if self._open is None:
+            return self.settings.mode != "group"
+        return self._open.partitions.assigned
 
     @property
     def opened(self) -> bool:
-        return self._consumer is not None
+        return self._open is not None
+
+    @property
+    def fetcher(self) -> KafkaFetcher:
+        """The open source's fetcher."""
+        return self._parts().fetcher
+
+    def _parts(self) -> _Open:
+        if self._open is None:
+            raise RuntimeError(f"kafeed loader: reader {self.index}'s Kafka source is not open")
+        return self._open
 
     def consumer_config(self) -> dict[str, Any]:
         """The consumer's whole librdkafka config (kafeed.kafka.KafkaClients adds the connection's)."""
@@ -88,7 +113,7 @@ class KafkaSource(KafkaPartitions, KafkaFetch):
             "enable.partition.eof": True,
             "auto.offset.reset": "latest" if s.start == "latest" else "earliest",
             # A position that retention overtook goes back to the archive table, not on.
-            **({"auto.offset.reset": "error"} if self._cold_tier.sources else {}),
+            **({"auto.offset.reset": "error"} if self._cold_tier.tables else {}),
             "isolation.level": "read_committed",
             # Fetch sizes from read_ahead_bytes: what librdkafka may fetch between two
             # looks at the queues (kafeed.loader.read_ahead).
@@ -102,30 +127,25 @@ class KafkaSource(KafkaPartitions, KafkaFetch):
         }
 
     def open(self, shards: Shards) -> None:
-        self._shards = shards
-        self.parts = shards.parts  # the same list: the reader's order, which this source fills
-        self._consumer = self._clients.consumer(self._consumer_extra(), stage=self._stage)
-        if self.settings.mode == "group":
-            if shards.starts:  # assignments come later, in a callback: check every saved partition now
-                self._check_starts(list_partitions(self._consumer, self.settings), set(shards.starts))
-            self._consumer.subscribe(
-                list(self.settings.topics), on_assign=self._on_assign, on_revoke=self._on_revoke,
-                on_lost=self._on_revoke)
-            return
-        every = list_partitions(self._consumer, self.settings)
-        if self._cold_tier.sources:
-            self._cold_tier.open(self._consumer)
-        mine = owned(every, self.settings.mode, self.index, self.count)
-        self._check_starts(every, {partition_key(t, p) for t, p in mine})
-        for topic, p in mine:
-            self._add_partition(topic, p)
-        self._assign_all()
-        self._restore()
+        s = self.settings
+        consumer = self._clients.consumer(self._consumer_extra(), stage=self._stage)
+        partitions = KafkaPartitions(s, consumer, shards, index=self.index, count=self.count,
+                                     decoder=self._decoder, cold_tier=self._cold_tier,
+                                     ahead=self.read_ahead)
+        flow = KafkaFlow(consumer, shards.parts, self.read_ahead, s.queue_records)
+        fetcher = KafkaFetcher(s, consumer, shards, index=self.index, partitions=partitions, flow=flow,
+                               ahead=self.read_ahead, cold_tier=self._cold_tier, parent=self._parent,
+                               log_error=self._log_error)
+        fetcher.stop = self._stop
+        self._open = _Open(consumer, partitions, fetcher, flow)
+        partitions.open()
+        if s.mode != "group":
+            fetcher.restore()
 
     def close(self) -> None:
-        if self._consumer is not None:
-            close_consumer(self._consumer, what=f"loader reader {self.index}")
-            self._consumer = None
+        if self._open is not None:
+            close_consumer(self._open.consumer, what=f"loader reader {self.index}")
+            self._open = None
         self._decoder.close()
 
     def stop_on(self, stop: threading.Event) -> None:
@@ -133,15 +153,28 @@ class KafkaSource(KafkaPartitions, KafkaFetch):
         ``stop`` is set, within ``kafka_fetch.STOP_CHECK_S`` even while it waits for records on a
         live topic."""
         self._stop = stop
+        if self._open is not None:
+            self._open.fetcher.stop = stop
 
     def fill(self, wait: float, turn: Partition | None = None) -> int:
         if turn is not None:  # a turn waits for records: the rate as of now decides the fetch
             self.read_ahead.tick(time.monotonic())
-        return self._fetch(wait)
+        return self._parts().fetcher.fetch(wait)
 
     def wake(self, part: Partition) -> None:
-        self._wake(part)
+        self._parts().flow.wake(part)
         self.read_ahead.starved()
+
+    def top_up(self, now: float) -> None:
+        self._parts().fetcher.top_up(now)
 
     def check_decoded(self) -> None:
         self._decoder.check_end()
+
+    def _log_error(self, err: Any) -> None:
+        """One clear line per 30 s while the cluster misbehaves (librdkafka retries itself)."""
+        now = time.monotonic()
+        if now - self._last_error_log > 30:
+            self._last_error_log = now
+            log.warning("kafeed loader (reader %d): Kafka error (%s); retrying, records resume when "
+                        "the broker is back.", self.index, err.str())

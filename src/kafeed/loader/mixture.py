@@ -17,6 +17,7 @@ from kafeed.loader.parent import ParentWatch
 from kafeed.loader.rank_states import loadable_state
 from kafeed.loader.settings import LoaderSettings
 from kafeed.loader.state import check_state, empty_state
+from kafeed.loader.stream import BatchStream
 
 
 def _own(spec: Any, topics: Sequence[str]) -> Any:
@@ -164,6 +165,6 @@ class Mixture(KafkaTokenDataset):
             self._use_files(name, files)
 
     def _make_stream(self, topo: Topology, saved: dict[str, Any] | None, *, client_stats: bool,
-                     parent: ParentWatch | None) -> Any:
+                     parent: ParentWatch | None) -> BatchStream:
         return MixtureStream(self.source_settings, self.weights, on_dry=self.on_dry, topo=topo, saved=saved,
                              client_stats=client_stats, parent=parent)

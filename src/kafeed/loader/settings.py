@@ -17,7 +17,7 @@ so a resumed run keeps the first run's end even if the topic grew.
 when the loader reads one topic, else ``{topic: table}``), in the catalog that
 ``archive_catalog`` names (the local SQLite one under ``~/.cache/kafeed/warehouse`` by
 default, as for ``kafeed archive``). Offsets below a partition's log start offset are then
-read from the table (kafeed.loader.archive_source): ``"earliest"`` is the first archived
+read from the table (kafeed.loader.archive_table): ``"earliest"`` is the first archived
 offset, and an explicit start offset below the log start is kept.
 """
 

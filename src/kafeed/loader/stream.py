@@ -11,11 +11,12 @@ from __future__ import annotations
 import threading
 import time
 from operator import itemgetter
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from kafeed.errors import ResumeMismatch
+from kafeed.loader.deferred_entry import DeferredEntry
 from kafeed.loader.delivered import Delivered
 from kafeed.loader.packing import STATE_VERSION as PACKER_VERSION
 from kafeed.loader.packing import Span, TokenPacker, Window
@@ -27,9 +28,38 @@ from kafeed.loader.shuffle import STATE_VERSION as SHUFFLE_VERSION
 from kafeed.loader.shuffle import ShuffleBuffer
 from kafeed.loader.state import RECREATED_HINT, require_keys
 
-__all__ = ["Batch", "Delivered", "SampleStream", "TokenStream"]  # Delivered: its old home
+__all__ = ["Batch", "BatchStream", "Delivered", "SampleStream", "TokenStream"]  # Delivered: its old home
 
 Batch = dict[str, Any]
+
+
+class BatchStream(Protocol):
+    """What a dataset iterates: one reader's batches and its state as of each (a token or
+    sample stream here, or a mixture of token streams: kafeed.loader.mixture_stream)."""
+
+    # What the last batch handed out (per topic, timestamps), and, of a mixture, its tokens
+    # per source (empty otherwise).
+    last_delivered: tuple[dict[str, int], list[int]]
+    last_sources: dict[str, int]
+
+    def next_batch(self, batch_size: int) -> Batch | list[Batch] | None:
+        ...
+
+    def state_dict(self) -> dict[str, Any]:
+        ...
+
+    def batch_state(self) -> tuple[dict[str, Any] | DeferredEntry, dict[str, int]]:
+        """The state as of the last batch (maybe deferred) and the next offset per partition key."""
+        ...
+
+    def stats(self) -> dict[str, int]:
+        ...
+
+    def stop_on(self, stop: threading.Event) -> None:
+        ...
+
+    def close(self) -> None:
+        ...
 
 
 READER_KEYS = ("index", "partitions", "rr", "buffer", "rng", "carry", "stats")
@@ -46,6 +76,7 @@ class _Stream:
         self.shuffle: ShuffleBuffer[Item] | None = None
         # What the last next_batch() handed out; drained every batch so nothing piles up.
         self.last_delivered: tuple[dict[str, int], list[int]] = ({}, [])
+        self.last_sources: dict[str, int] = {}  # one source: no mixture's counts
         self._loaded: dict[str, Any] | None = None
         if settings.shuffle_buffer:
             self.shuffle = ShuffleBuffer(settings.shuffle_buffer, [settings.seed, reader.index])

@@ -9,7 +9,7 @@ ranks and workers and the saved state are those of reading the topic from Kafka,
 the table goes. Each table is pinned to its snapshot as the reader opens, so a run reads
 what was archived by then.
 
-The rows are read as the cold tier reads them (kafeed.loader.archive_source: offset ranges of
+The rows are read as the cold tier reads them (kafeed.loader.archive_table: offset ranges of
 every partition in one scan, payloads decoded from the columns, a row kept raw decoded from
 its bytes by kafeed.loader.cold_tier).
 """
@@ -55,7 +55,7 @@ class TableSource:
         self._stop: threading.Event | None = None
 
     def open(self, shards: Shards) -> None:
-        tables = self._tier.sources
+        tables = self._tier.tables
         every: list[tuple[str, int]] = []
         ends: dict[tuple[str, int], int] = {}
         for topic in sorted(tables):
@@ -85,7 +85,7 @@ class TableSource:
         if not part.restore:
             return
         wanted = (min(part.restore), max(part.restore) + 1)
-        for entry in self._tier.sources[part.topic].read({part.partition: wanted})[part.partition]:
+        for entry in self._tier.tables[part.topic].read({part.partition: wanted})[part.partition]:
             if entry[0] in part.restore:
                 shards.restore((part.key, entry[0]), part.decode(entry))
                 part.stamps[entry[0]] = entry[2]
@@ -104,7 +104,7 @@ class TableSource:
         queued = 0
         by_tp = {(p.topic, p.partition): p for p in self._parts}
         for topic, ranges in wanted.items():
-            for partition, entries in self._tier.sources[topic].read(ranges).items():
+            for partition, entries in self._tier.tables[topic].read(ranges).items():
                 part = by_tp[(topic, partition)]
                 part.queue.extend(entries)
                 queued += len(entries)
@@ -128,6 +128,6 @@ class TableSource:
         self._stop = stop
 
     def close(self) -> None:
-        for table in self._tier.sources.values():
+        for table in self._tier.tables.values():
             table.release()
         self._decoder.close()

@@ -1,8 +1,8 @@
 """The cold tier of a topic for the loader: archived records read back from the Iceberg table.
 
-A reader with ``archive=`` consults one :class:`ArchiveSource` per archived topic. For a
+A reader with ``archive=`` consults one :class:`ArchiveTable` per archived topic. For a
 partition whose next offset lies below the topic's log start offset, the reader takes the
-records from the table (:meth:`ArchiveSource.read`, a range of offsets in offset order)
+records from the table (:meth:`ArchiveTable.read`, a range of offsets in offset order)
 until it reaches the log start, then from Kafka: one offset order, so windows, shuffle,
 sharding and the saved state are those of a topic that never expired. The state holds
 offsets only; which tier an offset is read from is decided again on every open.
@@ -58,7 +58,7 @@ class RawRow:
 
     __slots__ = ("_full", "_source", "offset", "partition")
 
-    def __init__(self, source: ArchiveSource, partition: int, offset: int) -> None:
+    def __init__(self, source: ArchiveTable, partition: int, offset: int) -> None:
         self._source = source
         self.partition = partition
         self.offset = offset
@@ -86,7 +86,7 @@ def _import_pyiceberg() -> None:
                           hint=INSTALL_HINT) from None
 
 
-class ArchiveSource:
+class ArchiveTable:
     """Topic ``topic``'s table ``identifier``, for one reader."""
 
     def __init__(self, settings: LoaderSettings, topic: str, identifier: str) -> None:
