@@ -172,13 +172,13 @@ def test_the_error_names_check_sees_each_way_of_naming_them(tmp_path: Path) -> N
 # A module imports only from its own layer or below.
 LOADER_LAYERS: list[set[str]] = [
     {"assignment", "at_exit", "collate", "deferred_entry", "delivered", "device_feed",
-     "forkserver_guard", "loader_options", "main_guard", "parent", "partition", "prefetch_thread",
+     "forkserver_guard", "loader_options", "main_guard", "parent", "partition",
      "rank_sync", "read_ahead", "record_kinds", "shared_slots", "worker_error", "metrics",
      "prefetch", "settings", "bundles", "decode", "file_rows", "kafka_flow", "offsets",
-     "state_fields", "archive_table", "state", "cold_tier", "group_mirror", "mixing", "packing",
+     "archive_table", "state", "cold_tier", "group_mirror", "mixing", "packing",
      "resume", "shuffle", "rank_states"},
     {"source", "file_source", "kafka_fetch", "kafka_partitions", "kafka_source", "table_source"},
-    {"reader_state", "reader", "readers"},
+    {"reader", "readers"},
     {"stream", "opening", "windows_ahead", "mixture_stream"},
     {"dataset", "file_dataset", "mixture", "batch_view", "worker_start", "stream_loader", "__init__"},
 ]

@@ -21,7 +21,7 @@ from kafeed.loader.assignment import owned, partition_key
 from kafeed.loader.file_rows import FileRows
 from kafeed.loader.parent import ParentWatch
 from kafeed.loader.partition import Partition
-from kafeed.loader.prefetch_thread import check_running
+from kafeed.loader.prefetch import check_running
 from kafeed.loader.resume import PartitionStart, check_starts, partition_at
 from kafeed.loader.settings import LoaderSettings
 from kafeed.loader.source import Shards

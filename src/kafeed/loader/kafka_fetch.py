@@ -28,7 +28,7 @@ from kafeed.loader.kafka_flow import KafkaFlow
 from kafeed.loader.kafka_partitions import KafkaPartitions
 from kafeed.loader.parent import ParentWatch
 from kafeed.loader.partition import Entry, Partition
-from kafeed.loader.prefetch_thread import Stopped, check_running
+from kafeed.loader.prefetch import Stopped, check_running
 from kafeed.loader.read_ahead import REFILL_S, ReadAhead, pull_size
 from kafeed.loader.settings import LoaderSettings
 from kafeed.loader.source import Shards

@@ -8,7 +8,7 @@ behind, so the order depends only on the data; in unbounded mode a shard caught 
 end of its log is skipped for that turn.
 
 The reader tracks, per shard, what is in flight (taken but not yet delivered) and what was
-delivered out of order, which is what the state needs (kafeed.loader.reader_state).
+delivered out of order, which is what its state needs.
 In-flight records' timestamps are kept for the latency metric (not state).
 """
 
@@ -17,19 +17,22 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kafeed.errors import SchemaError
 from kafeed.loader.partition import Item, Partition, Ref
-from kafeed.loader.reader_state import ReaderState
 from kafeed.loader.record_kinds import KINDS
-from kafeed.loader.resume import PartitionStart
+from kafeed.loader.resume import PartitionStart, exact_starts, plan_starts
 from kafeed.loader.settings import LoaderSettings
 from kafeed.loader.source import Source
+from kafeed.loader.state import check_version, require_keys
+
+STATE_VERSION = 1  # of a reader's state, whichever its source
+STATE_KEYS = ("version", "partitions", "rr", "stats")
 
 
-class ShardReader(ReaderState):
+class ShardReader:
     """Reader ``index`` of ``count`` over ``source``. Resume it with :meth:`load_state_dict`
     (exact) or :meth:`load_plan` (elastic) before :meth:`open`.
 
@@ -236,3 +239,34 @@ class ShardReader(ReaderState):
                 stamps.extend(part.done)
                 part.done = []
         return per_topic, stamps
+
+    # -- state (per shard the next position, the first not yet taken, the end and what was
+    # delivered beyond the next; the cursor; the counts), whichever the source ------------
+    def restored(self) -> dict[Ref, Any]:
+        """The in-flight records of an exact resume, re-read by ``open()`` (decoded; ``None``
+        for a record that no longer decodes). Records that are gone are missing."""
+        restored, self._restored = self._restored, {}
+        return restored
+
+    def state_dict(self) -> dict[str, Any]:
+        """Positions per shard, the cursor and the counts (JSON data)."""
+        return {"version": STATE_VERSION, "partitions": {p.key: p.entry() for p in self.parts},
+                "rr": self.rr, "stats": dict(self.stats)}
+
+    def load_state_dict(self, state: Mapping[str, Any], *, in_flight: Iterable[Ref] = ()) -> None:
+        """Resume exactly where ``state`` was taken (call before ``open()``). ``in_flight``:
+        the records taken but not yet delivered (whoever holds them names them), re-read
+        by position when the reader opens."""
+        if self._opened():
+            raise RuntimeError("load_state_dict() must come before open()")
+        require_keys(state, STATE_KEYS, "reader state")
+        check_version(state["version"], STATE_VERSION, "Reader state")
+        self.starts = exact_starts(state["partitions"], in_flight)
+        self.rr = int(state["rr"])
+        self.stats.update(state["stats"])  # in place: a decoder may count into the same dict
+
+    def load_plan(self, plan: Mapping[str, Mapping[str, Any]]) -> None:
+        """Resume elastically from per-shard positions (kafeed.loader.state.partition_plan)."""
+        if self._opened():
+            raise RuntimeError("load_plan() must come before open()")
+        self.starts = plan_starts(plan)

@@ -36,7 +36,7 @@ from kafeed.loader.resume import PartitionStart
 
 class Shards(Protocol):
     """What a source may use of its reader: the shards, to add to and fill, and what a
-    resume loaded (kafeed.loader.reader_state)."""
+    resume loaded (kafeed.loader.reader)."""
 
     parts: list[Partition]  # the reader's shards, sorted by key; the order's
     known: dict[str, int]  # per source name, the highest shard the loaded state names

@@ -21,8 +21,8 @@ from kafeed.loader.delivered import Delivered
 from kafeed.loader.packing import STATE_VERSION as PACKER_VERSION
 from kafeed.loader.packing import Span, TokenPacker, Window
 from kafeed.loader.partition import Item, Ref
+from kafeed.loader.reader import STATE_VERSION as READER_VERSION
 from kafeed.loader.reader import ShardReader
-from kafeed.loader.reader_state import STATE_VERSION as READER_VERSION
 from kafeed.loader.settings import LoaderSettings
 from kafeed.loader.shuffle import STATE_VERSION as SHUFFLE_VERSION
 from kafeed.loader.shuffle import ShuffleBuffer

@@ -26,7 +26,7 @@ from kafeed.loader.cold_tier import COLD_CHUNK, ColdTier
 from kafeed.loader.decode import RecordDecoder
 from kafeed.loader.parent import ParentWatch
 from kafeed.loader.partition import Partition
-from kafeed.loader.prefetch_thread import check_running
+from kafeed.loader.prefetch import check_running
 from kafeed.loader.resume import PartitionStart, check_starts, partition_at
 from kafeed.loader.settings import LoaderSettings
 from kafeed.loader.source import Shards
