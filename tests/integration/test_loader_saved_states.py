@@ -16,7 +16,7 @@ from tests.integration.saved_states import CASES, CHECKED, loaders, make_data, t
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "loader_states"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # the topics have fixed names: once per broker
 def data(kafka: ConnectionSettings, tmp_path_factory: pytest.TempPathFactory) -> Path:
     files = tmp_path_factory.mktemp("saved-state-files")
     make_data(kafka, files)

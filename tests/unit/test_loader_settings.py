@@ -147,7 +147,7 @@ def test_archive_names_one_table_per_topic() -> None:
 
 
 def test_archive_without_pyiceberg_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
-    from kafeed.loader.archive_table import ArchiveTable
+    from kafeed.loader.sources.archive_table import ArchiveTable
 
     monkeypatch.setitem(sys.modules, "pyiceberg", None)  # as if not installed
     source = ArchiveTable(kafeed.KafkaTokenDataset("t", **VALID, archive="a.b").settings, "t", "a.b")

@@ -21,10 +21,10 @@ from confluent_kafka import KafkaError
 from kafeed.config import ConnectionSettings
 from kafeed.kafka import Consumer as TypedConsumer
 from kafeed.kafka import KafkaClients
-from kafeed.loader.kafka_source import BOUNDED_FETCH_WAIT_MS, KafkaSource
-from kafeed.loader.reader import ShardReader
-from kafeed.loader.readers import kafka_reader
+from kafeed.loader.nodes.reader import ShardReader
+from kafeed.loader.nodes.readers import kafka_reader
 from kafeed.loader.settings import LoaderSettings
+from kafeed.loader.sources.kafka_source import BOUNDED_FETCH_WAIT_MS, KafkaSource
 from kafeed.schema import make_document
 
 CAP = 10
