@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 
-def _stat(pid: int) -> list[str] | None:
+def proc_stat(pid: int) -> list[str] | None:
     """The fields of /proc/<pid>/stat after the command name, or None when there is none."""
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -25,7 +25,7 @@ def _stat(pid: int) -> list[str] | None:
 
 def alive(pid: int) -> bool:
     """Whether ``pid`` is a running process (not a zombie)."""
-    fields = _stat(pid)
+    fields = proc_stat(pid)
     return fields is not None and fields[0] not in ("Z", "X")
 
 
@@ -33,7 +33,7 @@ def _parents() -> dict[int, int]:
     """pid -> parent pid of every process now running."""
     out: dict[int, int] = {}
     for entry in os.listdir("/proc"):
-        if entry.isdigit() and (fields := _stat(int(entry))) is not None:
+        if entry.isdigit() and (fields := proc_stat(int(entry))) is not None:
             out[int(entry)] = int(fields[1])
     return out
 

@@ -23,6 +23,8 @@ def main() -> int:
     ap.add_argument("--topic", required=True)
     ap.add_argument("--stall", action="store_true")
     ap.add_argument("--batches", type=int, default=0)
+    ap.add_argument("--context", default=None, choices=["fork", "forkserver"],
+                    help="the workers' start method (default: the loader's choice)")
     ap.add_argument("--startup", action="store_true",
                     help="print STARTING just before the workers start, then take batches quietly")
     args = ap.parse_args()
@@ -34,7 +36,8 @@ def main() -> int:
     # worker inherits them (and must not rely on SIGTERM to end).
     stop_request().install()
     ds = kafeed.KafkaTokenDataset(args.topic, seq_len=15, eos_id=0, bootstrap=args.bootstrap, end=None)
-    loader = kafeed.StreamLoader(ds, batch_size=2, num_workers=2, prefetch_factor=4)
+    loader = kafeed.StreamLoader(ds, batch_size=2, num_workers=2, prefetch_factor=4,
+                                 multiprocessing_context=args.context)
     if args.startup:
         print("STARTING", flush=True)
         for _ in loader:

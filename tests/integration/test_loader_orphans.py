@@ -22,7 +22,7 @@ from kafeed.config import ConnectionSettings
 from kafeed.schema import make_document
 from tests.integration.loader_data import producer
 from tests.kafka_fixtures import TopicFactory
-from tests.process_tree import alive, descendants, describe, kill_root_and_check, reap
+from tests.process_tree import alive, descendants, describe, kill_root_and_check, proc_stat, reap
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = 20  # per partition; 15 tokens + EOS = one 16-token window (seq_len 15) each
@@ -114,12 +114,13 @@ def test_workers_exit_when_the_trainer_is_sigkilled(
 
 
 def _kill_during_startup(kafka: ConnectionSettings, topic: str, tmp_path: Path,
-                         ready: object) -> None:
+                         ready: object, context: str | None = None) -> None:
     """Start the trainer with --startup, SIGKILL it once ``ready(tree)`` holds for the
     processes below it, and require every process of its tree to be gone soon after."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(ROOT), env.get("PYTHONPATH", "")])
-    cmd = [sys.executable, str(SCRIPT), "--bootstrap", kafka.bootstrap, "--topic", topic, "--startup"]
+    cmd = [sys.executable, str(SCRIPT), "--bootstrap", kafka.bootstrap, "--topic", topic, "--startup",
+           *(["--context", context] if context else [])]
     with (tmp_path / "stderr").open("w") as err:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True, env=env)
     assert proc.stdout is not None
@@ -143,18 +144,39 @@ def _kill_during_startup(kafka: ConnectionSettings, topic: str, tmp_path: Path,
 
 
 def _workers(tree: set[int]) -> int:
-    """DataLoader workers in ``tree``: besides the forkserver and the resource tracker."""
-    return max(len(tree) - 2, 0)
+    """DataLoader workers in ``tree``: not the forkserver nor the resource tracker. A forked
+    worker runs the trainer's command line, a forkserver's worker the forkserver's, whose
+    own parent (the trainer) runs neither multiprocessing command."""
+    def cmdline(pid: int) -> bytes:
+        try:
+            return Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            return b""
+
+    count = 0
+    for pid in tree:
+        line = cmdline(pid)
+        if b"resource_tracker" in line:
+            continue
+        if b"forkserver" in line:
+            stat = proc_stat(pid)
+            if stat is None or b"forkserver" not in cmdline(int(stat[1])):
+                continue  # the forkserver itself
+        count += 1
+    return count
 
 
-@pytest.mark.parametrize("moment", ["first-worker", "random"])
+@pytest.mark.parametrize(("moment", "context"), [
+    ("first-worker", None), ("first-worker", "forkserver"), ("random", None)])
 def test_a_trainer_killed_while_workers_start_leaves_no_process(
-    kafka: ConnectionSettings, make_topic: TopicFactory, tmp_path: Path, moment: str
+    kafka: ConnectionSettings, make_topic: TopicFactory, tmp_path: Path, moment: str, context: str | None
 ) -> None:
+    """Forked workers (the default in a trainer with no Kafka client of its own) and a
+    forkserver's alike."""
     topic = make_topic(partitions=2)
     _produce_whole_batches(kafka.bootstrap, topic)
     if moment == "first-worker":
-        _kill_during_startup(kafka, topic, tmp_path, lambda tree: _workers(tree) >= 1)
+        _kill_during_startup(kafka, topic, tmp_path, lambda tree: _workers(tree) >= 1, context)
         return
     after = time.monotonic() + random.uniform(0.0, 1.5)
     _kill_during_startup(kafka, topic, tmp_path, lambda tree: time.monotonic() >= after)

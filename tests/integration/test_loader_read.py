@@ -265,8 +265,8 @@ def test_workers_freeze_what_they_start_with(kafka: ConnectionSettings, make_top
     topic = make_topic(partitions=1)
     produce_samples(kafka.bootstrap, topic, 4)
     before = gc.get_freeze_count()
-    # The forkserver's workers (the default); forked ones run the same worker_init_fn, but a
-    # fork of this process, whose Kafka clients' threads may hold a lock, could hang.
+    # The forkserver's workers (the default in this process, which runs Kafka clients);
+    # forked ones run the same worker_init_fn.
     loader = kafeed.StreamLoader(kafeed.KafkaSampleDataset(topic, connection=kafka), batch_size=2,
                                  num_workers=1, collate_fn=_frozen)
     frozen = list(loader)

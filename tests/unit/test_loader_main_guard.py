@@ -12,10 +12,12 @@ import pytest
 from kafeed.loader.workers.main_guard import _has_guard
 
 ROOT = Path(__file__).resolve().parents[2]
+# A forkserver's workers import the main script again; forked ones (the default when the
+# trainer runs no Kafka client) do not, and need no guard.
 LOADER = """
 import kafeed
 ds = kafeed.KafkaTokenDataset("t", seq_len=15, eos_id=0, bootstrap="127.0.0.1:9")
-for batch in kafeed.StreamLoader(ds, batch_size=2, num_workers=2):
+for batch in kafeed.StreamLoader(ds, batch_size=2, num_workers=2, multiprocessing_context="forkserver"):
     break
 """
 GUARD = 'if __name__ == "__main__":'

@@ -42,7 +42,7 @@ from kafeed.loader.workers.deferred_entry import DeferredEntry
 from kafeed.loader.workers.device_feed import DeviceFeed, resolve_device
 from kafeed.loader.workers.prefetch import JOIN_S, Prefetch
 from kafeed.loader.workers.rank_sync import agree, should_sync
-from kafeed.loader.workers.worker_start import worker_items
+from kafeed.loader.workers.worker_start import prestart, worker_items
 
 __all__ = ["LoaderOptions", "StreamLoader", "entry_data"]
 
@@ -128,6 +128,8 @@ class StreamLoader:
         self._feed = None if self.device is None else DeviceFeed(self.device, pin=self.pin_memory)
         self._prefetch: Prefetch[tuple[int, Any, Any, Delivered]] | None = None
         self._cut = False  # the last iteration was ended by close(), not by the data
+        if self.num_workers:
+            prestart(self.multiprocessing_context)  # a forkserver's imports overlap the trainer's start
 
     @property
     def workers(self) -> int:

@@ -32,13 +32,18 @@ def check_main_guard(start_method: str) -> None:
         raise ConfigError("A DataLoader worker is running this script's loader again while it "
                           "starts, because the script's main code is not under "
                           '`if __name__ == "__main__":`.', hint=HINT)
-    main = sys.modules.get("__main__")
-    path = getattr(main, "__file__", None)
-    if path is not None and not _has_guard(str(path)):
+    if not main_is_guarded():
+        path = str(getattr(sys.modules.get("__main__"), "__file__", ""))
         raise ConfigError(f"StreamLoader workers ({start_method}) import the main script "
                           f"{Path(path).name} again, which has no "
                           '`if __name__ == "__main__":` guard, so each would start the loader again.',
                           hint=HINT)
+
+
+def main_is_guarded() -> bool:
+    """Whether the main script (if any) has its ``if __name__ == "__main__":`` guard."""
+    path = getattr(sys.modules.get("__main__"), "__file__", None)
+    return path is None or _has_guard(str(path))
 
 
 @functools.cache
