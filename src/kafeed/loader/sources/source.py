@@ -28,6 +28,7 @@ make its reader in kafeed.loader.nodes.readers.
 
 from __future__ import annotations
 
+import threading
 from typing import Any, Protocol
 
 from kafeed.loader.sources.partition import Partition, Ref
@@ -100,9 +101,8 @@ class Source(Protocol):
         decoded (kafeed.loader.nodes.decode)."""
         ...
 
-    def stop_on(self, stop: Any) -> None:
-        """Waits for records raise kafeed.loader.workers.prefetch.Stopped once ``stop`` (a
-        ``threading.Event``) is set."""
+    def stop_on(self, stop: threading.Event) -> None:
+        """Waits for records raise kafeed.loader.workers.prefetch.Stopped once ``stop`` is set."""
         ...
 
     def close(self) -> None:
