@@ -23,6 +23,14 @@ as local shards for litdata (``TokensLoader`` chunks) and MosaicML streaming (MD
 - mosaic:        ``streaming.StreamingDataset`` over the MDS shards, the same way;
 - memmap:        ``np.memmap`` of the token file cut into the same batches (the ceiling).
 
+And, what a user waits for first, each in a fresh process after its imports: the seconds
+from building the loader to its **first batch**, the shuffle buffer on (``--shuffle``):
+kafeed with no workers and with ``--workers``, fresh and resumed from a state saved 20
+batches in (the baseline's too), beside litdata's ``StreamingDataset(shuffle=True)`` in a
+DataLoader with as many workers. The kafeed rows also give tokens/s **start included**
+(every token over the seconds from building the loader to its last batch), whose
+``wN/w0`` ratio is what two workers bring to a whole read.
+
 Each row is the best of ``--repeat`` interleaved runs (the machine may be shared): tokens/s
 over the whole read, and CPU ns per token: the CPU time of the reading process (every
 thread, librdkafka's included) and of its DataLoader workers, per token handed out. The
@@ -248,26 +256,37 @@ class FullCollections:
             self.s += time.perf_counter() - self._began
 
 
-def timed(batches: Iterable[Any], warm: int = 1) -> dict[str, float]:
+def timed(batches: Iterable[Any], warm: int = 1, start: float | None = None) -> dict[str, float]:
     """Read every batch (a (B, T) int64 tensor, or a dict with ``tokens``): the tokens, and
     the seconds and CPU seconds, from the ``warm``-th batch on (with workers, one each:
     starting processes and opening consumers are a fixed cost per run, not a rate); and the
-    collector's full passes in the reading process meanwhile."""
+    collector's full passes in the reading process meanwhile. With ``start`` (when the read
+    began building its loader): also the seconds to the first batch and, start included,
+    every token over the seconds from ``start`` to the end."""
     clock: CpuClock | None = None
     t0 = 0.0
-    tokens = 0
+    tokens = every = 0
+    first = None
     with FullCollections() as full:
         for seen, batch in enumerate(batches, start=1):
+            if first is None:
+                first = time.perf_counter()
+            n = (batch["tokens"] if isinstance(batch, dict) else batch).numel()
+            every += n
             if clock is not None:
-                tokens += (batch["tokens"] if isinstance(batch, dict) else batch).numel()
+                tokens += n
                 clock.sample()
             elif seen >= warm:
                 clock = CpuClock()
                 t0 = time.perf_counter()
                 full.count, full.s = 0, 0.0
-    took = time.perf_counter() - t0
-    assert clock is not None, "no batch was read"
-    return {"tokens": tokens, "s": took, "cpu_s": clock.total(), "full_gc": full.count, "full_gc_s": full.s}
+    end = time.perf_counter()
+    assert clock is not None and first is not None, "no batch was read"
+    out = {"tokens": tokens, "s": end - t0, "cpu_s": clock.total(), "full_gc": full.count,
+           "full_gc_s": full.s}
+    if start is not None:
+        out.update(first_s=first - start, every_tokens=every, every_s=end - start)
+    return out
 
 
 class _Count:
@@ -353,18 +372,62 @@ def read_bare_batches(args: dict[str, Any]) -> dict[str, float]:
 def read_kafeed(args: dict[str, Any]) -> dict[str, float]:
     import kafeed
 
+    start = time.perf_counter()
     ds = kafeed.KafkaTokenDataset(args["topic"], seq_len=args["seq_len"], bootstrap=args["bootstrap"],
                                   eos_id=EOS)
     loader = kafeed.StreamLoader(ds, batch_size=args["batch"], num_workers=args["workers"])
-    return timed(loader, warm=max(1, args["workers"]))
+    return timed(loader, warm=max(1, args["workers"]), start=start)
 
 
 def read_files(args: dict[str, Any]) -> dict[str, float]:
     import kafeed
 
+    start = time.perf_counter()
     ds = kafeed.FileTokenDataset(args["dir"], seq_len=args["seq_len"], eos_id=EOS)
     loader = kafeed.StreamLoader(ds, batch_size=args["batch"], num_workers=args["workers"])
-    return timed(loader, warm=max(1, args["workers"]))
+    return timed(loader, warm=max(1, args["workers"]), start=start)
+
+
+# -- the first batch: a fresh process builds its loader (fresh or from a saved state) --------
+def _shuffled_loader(args: dict[str, Any]) -> Any:
+    import kafeed
+
+    ds = kafeed.KafkaTokenDataset(args["topic"], seq_len=args["seq_len"], bootstrap=args["bootstrap"],
+                                  eos_id=EOS, shuffle_buffer=args["shuffle"])
+    return kafeed.StreamLoader(ds, batch_size=args["batch"], num_workers=args["workers"])
+
+
+def save_state(args: dict[str, Any]) -> dict[str, float]:
+    """Read ``args["skip"]`` shuffled batches without workers and save the state to resume from."""
+    loader = _shuffled_loader({**args, "workers": 0})
+    batches = iter(loader)
+    for _ in range(args["skip"]):
+        next(batches)
+    Path(args["state_file"]).write_text(json.dumps(loader.state_dict()))
+    return {}
+
+
+def first_kafeed(args: dict[str, Any]) -> dict[str, float]:
+    """Seconds from building the loader (and loading ``state_file``, if given) to its first
+    batch, the shuffle buffer on."""
+    start = time.perf_counter()
+    loader = _shuffled_loader(args)
+    if args.get("state_file"):
+        loader.load_state_dict(json.loads(Path(args["state_file"]).read_text()))
+    next(iter(loader))
+    return {"first_s": time.perf_counter() - start}
+
+
+def first_litdata(args: dict[str, Any]) -> dict[str, float]:
+    import torch
+    from litdata import StreamingDataset
+    from litdata.streaming.item_loader import TokensLoader
+
+    start = time.perf_counter()
+    ds = StreamingDataset(args["dir"], item_loader=TokensLoader(block_size=args["seq_len"] + 1), shuffle=True)
+    loader = torch.utils.data.DataLoader(ds, batch_size=args["batch"], num_workers=args["workers"])
+    next(iter(loader))
+    return {"first_s": time.perf_counter() - start}
 
 
 def read_litdata(args: dict[str, Any]) -> dict[str, float]:
@@ -397,11 +460,14 @@ def read_memmap(args: dict[str, Any]) -> dict[str, float]:
 
 
 READS = {"bare": read_bare, "bare-batches": read_bare_batches, "kafeed": read_kafeed, "files": read_files,
-         "litdata": read_litdata, "mosaic": read_mosaic, "memmap": read_memmap}
+         "litdata": read_litdata, "mosaic": read_mosaic, "memmap": read_memmap,
+         "save-state": save_state, "first-kafeed": first_kafeed, "first-litdata": first_litdata}
 # What each read imports, loaded before it starts (see settle).
 IMPORTS = {"bare": ["confluent_kafka"], "bare-batches": ["confluent_kafka", "torch", "kafeed.schema"],
            "kafeed": ["kafeed.loader.stream_loader"], "files": ["kafeed.loader.stream_loader", "pyarrow"],
-           "litdata": ["torch", "litdata"], "mosaic": ["torch", "streaming"], "memmap": ["torch"]}
+           "litdata": ["torch", "litdata"], "mosaic": ["torch", "streaming"], "memmap": ["torch"],
+           "save-state": ["kafeed.loader.stream_loader"], "first-kafeed": ["kafeed.loader.stream_loader"],
+           "first-litdata": ["torch", "litdata"]}
 
 
 def settle(kind: str) -> None:
@@ -433,7 +499,8 @@ def read_apart(kind: str, args: dict[str, Any], src: str | None = None, *,
 
 
 # -- the table -------------------------------------------------------------------------------
-RATIOS = [
+# (label, row, row over which) or, with a fourth field, the ratio of that field only.
+RATIOS: list[tuple[str, ...]] = [
     ("kafeed/bare", "kafeed w0", "bare"),
     ("kafeed/bare batches", "kafeed w0", "bare batches"),
     ("kafeed/litdata", "kafeed w0", "litdata"),
@@ -444,6 +511,7 @@ RATIOS = [
     ("files parquet/litdata", "files parquet", "litdata"),
     ("files parquet/mosaic", "files parquet", "mosaic"),
     ("workers/w0", "kafeed wN", "kafeed w0"),
+    ("workers/w0, start included", "kafeed wN", "kafeed w0", "tokens_s_start"),
     ("kafeed/baseline", "kafeed w0", "baseline w0"),
     ("kafeed/baseline, workers", "kafeed wN", "baseline wN"),
     ("baseline workers/w0", "baseline wN", "baseline w0"),
@@ -458,13 +526,43 @@ def table(rows: dict[str, dict[str, float]], workers: int) -> tuple[str, dict[st
                      f"{row['cpu_ns_token']:>13.2f}")
     lines.append(f"{'ratio':<26} {'tokens/s':>9} {'CPU/token':>10}")
     ratios: dict[str, dict[str, float]] = {}
-    for label, a, b in RATIOS:
+    for label, a, b, *rate in RATIOS:
         if a in rows and b in rows:
+            if rate:  # tokens/s over the whole read, building the loader included; no CPU figure
+                key = rate[0]
+                ratios[label] = {key: rows[a][key] / rows[b][key]}
+                lines.append(f"{label.replace('workers', f'w{workers}'):<26} {ratios[label][key]:>8.2f}x")
+                continue
             ratios[label] = {"tokens_s": rows[a]["tokens_s"] / rows[b]["tokens_s"],
                              "cpu_ns_token": rows[a]["cpu_ns_token"] / rows[b]["cpu_ns_token"]}
             lines.append(f"{label.replace('workers', f'w{workers}'):<26} {ratios[label]['tokens_s']:>8.2f}x "
                          f"{ratios[label]['cpu_ns_token']:>9.2f}x")
     return "\n".join(lines), ratios
+
+
+def first_reads(args: argparse.Namespace, common: dict[str, Any], tmp: Path,
+                skip: set[str]) -> dict[str, tuple[str, dict[str, Any], str | None]]:
+    """The first-batch reads: kafeed without and with workers, fresh and resumed from a state
+    saved 20 batches in (the baseline's too), and litdata's, all shuffling."""
+    if "first" in skip:
+        return {}
+    out: dict[str, tuple[str, dict[str, Any], str | None]] = {}
+    counts = [0, args.workers] if args.workers else [0]
+    sources: list[tuple[str, str | None]] = [("kafeed", None)]
+    if args.baseline_src:
+        sources.append(("baseline", args.baseline_src))
+    for label, src in sources:
+        state = tmp / ("state.json" if src is None else "baseline-state.json")
+        for w in counts:
+            params = {**common, "workers": w, "shuffle": args.shuffle}
+            tag = "w0" if w == 0 else "wN"
+            out[f"{label} {tag} fresh"] = ("first-kafeed", params, src)
+            out[f"{label} {tag} resumed"] = ("first-kafeed", {**params, "state_file": str(state)}, src)
+    if "litdata" not in skip:
+        for w in counts:
+            params = {**common, "workers": w, "dir": str(tmp / "litdata")}
+            out[f"litdata {'w0' if w == 0 else 'wN'}"] = ("first-litdata", params, None)
+    return out
 
 
 def main() -> int:
@@ -483,7 +581,10 @@ def main() -> int:
     ap.add_argument("--baseline-src", default=None,
                     help="also read with the kafeed of this source tree (another commit's src/)")
     ap.add_argument("--skip", default="",
-                    help="reads to leave out, comma-separated (bare, files, litdata, mosaic, memmap)")
+                    help="reads to leave out, comma-separated (bare, kafeed, files, litdata, mosaic, memmap, "
+                         "first: the first-batch reads)")
+    ap.add_argument("--shuffle", type=int, default=1024,
+                    help="shuffle buffer (windows) of the first-batch reads")
     ap.add_argument("--json", default=None, help="also write the results to this file")
     args = ap.parse_args()
     skip = {s for s in args.skip.split(",") if s}
@@ -539,19 +640,35 @@ def main() -> int:
             runs = {k: v for k, v in runs.items()
                     if k.split()[0] not in skip and not (k.endswith("wN") and not args.workers)
                     and not (k.startswith("baseline files") and "files" in skip)}
+            firsts = first_reads(args, common, tmp, skip)
             rows: dict[str, dict[str, float]] = {}
+            first: dict[str, float] = {}
             read_apart("bare", common)  # warm the page cache
+            if firsts:  # the states the resumed first batches start from
+                saving = {**common, "shuffle": args.shuffle, "skip": 20}
+                read_apart("save-state", {**saving, "state_file": str(tmp / "state.json")})
+                if args.baseline_src:
+                    read_apart("save-state", {**saving, "state_file": str(tmp / "baseline-state.json")},
+                               args.baseline_src)
             for attempt in range(args.repeat):
+                for name, (kind, params, src) in firsts.items():
+                    took = read_apart(kind, params, src)["first_s"]
+                    first[name] = min(first.get(name, took), took)
+                    print(f"run {attempt + 1} first batch, {name}: {took * 1000:.0f} ms", flush=True)
                 for name, (kind, params, src) in runs.items():
                     got = read_apart(kind, params, src)
                     row = {"tokens": got["tokens"], "s": got["s"], "cpu_s": got["cpu_s"],
                            "tokens_s": got["tokens"] / got["s"],
                            "cpu_ns_token": got["cpu_s"] / got["tokens"] * 1e9,
                            "full_gc": got["full_gc"], "full_gc_s": got["full_gc_s"]}
+                    if "every_s" in got:  # the start included: building the loader to its last batch
+                        row["tokens_s_start"] = got["every_tokens"] / got["every_s"]
                     best = rows.get(name)
                     rows[name] = row if best is None else {
                         **row, "tokens_s": max(best["tokens_s"], row["tokens_s"]),
-                        "cpu_ns_token": min(best["cpu_ns_token"], row["cpu_ns_token"])}
+                        "cpu_ns_token": min(best["cpu_ns_token"], row["cpu_ns_token"]),
+                        **({"tokens_s_start": max(best["tokens_s_start"], row["tokens_s_start"])}
+                           if "tokens_s_start" in row else {})}
                     print(f"run {attempt + 1} {name}: {row['tokens_s'] / 1e6:.1f}M tokens/s, "
                           f"{row['cpu_ns_token']:.2f} CPU ns/token, {row['full_gc']:.0f} full GC pass(es) "
                           f"({row['full_gc_s'] * 1000:.0f} ms), load {os.getloadavg()[0]:.1f}",
@@ -560,8 +677,13 @@ def main() -> int:
             cluster.stop(timeout=30, purge=True)
     text, ratios = table(rows, args.workers)
     print(text)
+    if first:
+        print(f"{'first batch (shuffle ' + str(args.shuffle) + ')':<34} {'ms':>6}")
+        for name, took in first.items():
+            print(f"{name.replace('wN', f'w{args.workers}'):<34} {took * 1000:>6.0f}")
     results["rows"] = rows
     results["ratios"] = ratios
+    results["first_batch_s"] = first
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2, default=str))
     return 0

@@ -111,13 +111,24 @@ def test_loader_reads_the_same_tokens_every_way(kafka: ConnectionSettings, admin
     for name, params in reads.items():
         got = loader.READS[name.split()[0]](params)
         assert 0 < got["tokens"] <= data["tokens"] + data["docs"] and got["s"] > 0, (name, got)
+    # kafeed's reads count the start too: its first batch, and every token from the build on.
+    got = loader.READS["kafeed"]({**common, "workers": 0})
+    assert 0 < got["first_s"] < got["every_s"] and got["every_tokens"] > got["tokens"], got
+    # The first batch, shuffling, fresh and from a saved state (in this process: no workers).
+    state = tmp_path / "state.json"
+    loader.READS["save-state"]({**common, "shuffle": 16, "skip": 3, "state_file": str(state)})
+    for extra in ({}, {"state_file": str(state)}):
+        first = loader.READS["first-kafeed"]({**common, "workers": 0, "shuffle": 16, **extra})
+        assert first["first_s"] > 0, first
     # Every read of the full run is a child process: one, through the same path.
     apart = loader.read_apart("bare", common)
     assert apart["tokens"] > 0 and apart["cpu_s"] >= 0, apart
-    rows = {"kafeed w0": {"tokens_s": 2.0, "cpu_ns_token": 1.0},
+    rows = {"kafeed w0": {"tokens_s": 2.0, "cpu_ns_token": 1.0, "tokens_s_start": 1.0},
+            "kafeed wN": {"tokens_s": 2.0, "cpu_ns_token": 1.0, "tokens_s_start": 0.5},
             "bare": {"tokens_s": 4.0, "cpu_ns_token": 0.5}}
-    text, ratios = loader.table(rows, 0)
+    text, ratios = loader.table(rows, 2)
     assert ratios["kafeed/bare"] == {"tokens_s": 0.5, "cpu_ns_token": 2.0} and "kafeed/bare" in text
+    assert ratios["workers/w0, start included"] == {"tokens_s_start": 0.5} and "w2/w0, start included" in text
 
 
 def test_mixture_reads_the_single_topic_and_the_mixture(kafka: ConnectionSettings, admin: TopicAdmin) -> None:

@@ -85,7 +85,11 @@ class Budget:
         share = self.client
         return {"queued.max.messages.kbytes": share // 1024,
                 "fetch.max.bytes": min(32 * MIB, share),
-                "max.partition.fetch.bytes": min(8 * MIB, share),
+                # A fetch response holds its partitions one after the other, and the reader
+                # takes them in turn: at 8 MiB a partition, the first record of a reader's
+                # fourth partition came after 24 MB of the others, and the first batch waited
+                # for them (16,000 records where it needed 2,000).
+                "max.partition.fetch.bytes": min(2 * MIB, share),
                 # Once its queue passed the cap, librdkafka waits this long before it fetches
                 # those partitions again (default 1 s), even when the reader empties the queue
                 # a few ms later; the reader bounds memory by pausing, so a short wait does.
