@@ -8,7 +8,7 @@ all of that, so a change to the reader, its sources or the token stream shows: a
 - ``kafka``: FakeKafka (kafeed.kafka.FakeKafka, in memory) holding ``--records`` records of
   ``--doc-tokens`` tokens per partition (4 partitions): the reader's per-record work, and the
   fake's consume() in place of librdkafka's;
-- ``files``: four Arrow IPC files of the same documents (kafeed.loader.file_source).
+- ``files``: four Arrow IPC files of the same documents (kafeed.loader.sources.file_source).
 
 Each process reads ``--reads`` times and keeps the best (process CPU time); ``--processes``
 processes per version alternate with those of ``--baseline-src`` (another commit's ``src/``).
@@ -40,7 +40,7 @@ def _documents(records: int, doc_tokens: int) -> list[np.ndarray]:
 
 
 def _stream(settings: Any, reader: Any) -> Any:
-    from kafeed.loader.stream import TokenStream
+    from kafeed.loader.nodes.stream import TokenStream
 
     stream = TokenStream(settings, reader)
     stream.open()
@@ -49,24 +49,24 @@ def _stream(settings: Any, reader: Any) -> Any:
 
 def _kafka_reader(settings: Any, fake: Any) -> Any:
     try:  # this tree's name for it, then older ones'
-        from kafeed.loader.readers import kafka_reader
+        from kafeed.loader.nodes.readers import kafka_reader
 
         return kafka_reader(settings, index=0, count=1, clients=fake)
     except ImportError:
-        from kafeed.loader.reader import KafkaReader  # type: ignore[attr-defined]
+        from kafeed.loader.nodes.reader import KafkaReader  # type: ignore[attr-defined]
 
         return KafkaReader(settings, index=0, count=1, clients=fake)
 
 
 def _file_reader(settings: Any) -> Any:
     try:
-        from kafeed.loader.readers import file_reader
+        from kafeed.loader.nodes.readers import file_reader
 
         return file_reader(settings, index=0, count=1)
     except ImportError:
         from kafeed.loader.file_reader import PositionReader  # type: ignore[import-not-found]
 
-        from kafeed.loader.file_source import FileSource
+        from kafeed.loader.sources.file_source import FileSource
 
         return PositionReader(settings, FileSource(settings), index=0, count=1)
 

@@ -38,7 +38,7 @@ from kafeed.topics import TopicAdmin, plan_topic
 # The child: the real CLI, with the loader consumer's statistics recorded (every 50 ms).
 CHILD = r"""
 import json, sys, time
-from kafeed.loader import kafka_source
+from kafeed.loader.sources import kafka_source
 first = []
 extra = kafka_source.KafkaSource._consumer_extra
 def traced(self):

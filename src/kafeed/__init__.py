@@ -35,8 +35,8 @@ if TYPE_CHECKING:
     from kafeed.loader.dataset import KafkaSampleDataset, KafkaTokenDataset
     from kafeed.loader.file_dataset import FileTokenDataset
     from kafeed.loader.mixture import Mixture
-    from kafeed.loader.rank_states import gather_states
-    from kafeed.loader.state import merge_states
+    from kafeed.loader.state.checkpoint import merge_states
+    from kafeed.loader.state.rank_states import gather_states
     from kafeed.loader.stream_loader import StreamLoader
     from kafeed.monitor import ClusterMonitor
     from kafeed.prepare import PrepareSettings, PrepareStats, load_prepare_settings, run_prepare
@@ -66,13 +66,13 @@ _LAZY = {
     "PrepareStats": "kafeed.prepare",
     "StreamLoader": "kafeed.loader",
     "TopicFormat": "kafeed.formats",
-    "gather_states": "kafeed.loader.rank_states",
+    "gather_states": "kafeed.loader.state.rank_states",
     "librdkafka_stats_callback": "kafeed.telemetry",
     "load_connection": "kafeed.config",
     "load_federation": "kafeed.federate.config",
     "load_formats": "kafeed.formats",
     "load_prepare_settings": "kafeed.prepare",
-    "merge_states": "kafeed.loader.state",
+    "merge_states": "kafeed.loader.state.checkpoint",
     "run_archive": "kafeed.archive.sink",
     "run_prepare": "kafeed.prepare",
     "serve_metrics": "kafeed.telemetry",

@@ -56,7 +56,7 @@ def main() -> int:
         steps += 1
         batches += 1
         if not args.ddp and steps % args.checkpoint_every == 0:
-            # Whether a prefetch thread builds the batches, or this loop (kafeed.loader.prefetch).
+            # Whether a prefetch thread builds the batches, or this loop (kafeed.loader.workers.prefetch).
             threads = sum(t.name == "kafeed-prefetch" for t in threading.enumerate())
             tmp = args.checkpoint.with_suffix(".tmp")
             tmp.write_text(json.dumps({"loader": loader.state_dict(), "seen": seen.tolist(), "steps": steps,

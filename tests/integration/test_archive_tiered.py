@@ -13,14 +13,14 @@ from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import kafeed
-import kafeed.loader.cold_tier
+import kafeed.loader.sources.cold_tier
 from kafeed.archive import CatalogSettings
 from kafeed.archive.sink import run_archive
 from kafeed.cli.main import main
 from kafeed.config import ConnectionSettings
-from kafeed.loader.readers import kafka_reader, table_reader
+from kafeed.loader.nodes.readers import kafka_reader, table_reader
+from kafeed.loader.nodes.stream import TokenStream
 from kafeed.loader.settings import LoaderSettings
-from kafeed.loader.stream import TokenStream
 from kafeed.schema.codec import decode_document
 from kafeed.train.checkpoint import CheckpointManager
 from kafeed.train.lineage import lineage_of
@@ -63,7 +63,7 @@ def windows(topic: str, **kw: Any) -> list[list[int]]:
 def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
     """Read the table a few dozen offsets at a time (as queue_records=40 bounds the queues),
     so a read crosses many scans and the switch to Kafka lands mid-stream."""
-    monkeypatch.setattr(kafeed.loader.cold_tier, "COLD_CHUNK", 1)
+    monkeypatch.setattr(kafeed.loader.sources.cold_tier, "COLD_CHUNK", 1)
 
 
 @pytest.fixture

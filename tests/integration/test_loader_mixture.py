@@ -12,10 +12,10 @@ import pytest
 
 import kafeed
 from kafeed.config import ConnectionSettings
-from kafeed.loader.deferred_entry import DeferredEntry
-from kafeed.loader.delivered import Delivered
-from kafeed.loader.mixing import tokens_delivered
-from kafeed.loader.mixture_stream import AHEAD
+from kafeed.loader.nodes.delivered import Delivered
+from kafeed.loader.nodes.mixing import tokens_delivered
+from kafeed.loader.nodes.mixture_stream import AHEAD
+from kafeed.loader.workers.deferred_entry import DeferredEntry
 from kafeed.topics import TopicAdmin, plan_topic
 from tests.integration.loader_data import EOS, counts, produce_docs
 from tests.stateful_harness import Stateful, check_save_resume
@@ -154,7 +154,7 @@ def test_an_unknown_topic_is_one_sentence(kafka: ConnectionSettings,
 @pytest.mark.parametrize("n", [3, 7])
 def test_resume_in_the_middle_of_a_block(kafka: ConnectionSettings,
                                          sources: dict[str, tuple[str, np.ndarray]], n: int) -> None:
-    """Each source's windows are cut a block ahead of the batches (kafeed.loader.windows_ahead);
+    """Each source's windows are cut a block ahead of the batches (kafeed.loader.nodes.windows_ahead);
     a state saved with every block partly handed out resumes to the same batches, document
     starts included, and N + M batches on has the same state as a run never stopped."""
     weights = {"web": 0.5, "code": 0.3, "books": 0.2}

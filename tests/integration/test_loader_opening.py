@@ -9,7 +9,7 @@ import kafeed
 from kafeed.config import ConnectionSettings
 from kafeed.loader.opening import MAIN_PROCESS, open_stream
 from kafeed.loader.settings import LoaderSettings
-from kafeed.loader.state import check_state
+from kafeed.loader.state.checkpoint import check_state
 from tests.integration.loader_data import EOS, counts, produce_docs
 from tests.kafka_fixtures import TopicFactory
 

@@ -14,7 +14,7 @@ import pytest
 
 import kafeed
 from kafeed.config import ConnectionSettings
-from kafeed.loader.prefetch import PARK_AFTER, THREAD_AFTER
+from kafeed.loader.workers.prefetch import PARK_AFTER, THREAD_AFTER
 from tests.integration.loader_data import EOS, counts, produce_docs
 from tests.kafka_fixtures import TopicFactory
 

@@ -79,7 +79,7 @@ def test_sigkill_of_a_loop_that_only_reads_then_resume_consumes_every_record_onc
     kafka: ConnectionSettings, make_topic: TopicFactory, tmp_path: Path
 ) -> None:
     """No step time and a checkpoint every 20 batches: the loop builds its own batches (no
-    prefetch thread, kafeed.loader.prefetch) when it is killed."""
+    prefetch thread, kafeed.loader.workers.prefetch) when it is killed."""
     topic = make_topic(partitions=3)
     expected = produce_docs(kafka.bootstrap, topic, 20000, seed=22)
     ckpt = tmp_path / "ckpt.json"

@@ -12,8 +12,8 @@ from confluent_kafka import Consumer, TopicPartition
 
 import kafeed
 from kafeed.config import ConnectionSettings
-from kafeed.loader.read_ahead import MIB, ReadAhead
-from kafeed.loader.stream import _Stream
+from kafeed.loader.nodes.stream import _Stream
+from kafeed.loader.sources.read_ahead import MIB, ReadAhead
 from tests.integration.archive_support import topic_records
 from tests.integration.loader_data import EOS, produce_docs
 from tests.kafka_fixtures import TopicFactory
@@ -130,7 +130,7 @@ def test_batches_and_state_do_not_depend_on_the_read_ahead(kafka: ConnectionSett
 def test_records_past_a_partitions_cap_are_read_again_not_lost(kafka: ConnectionSettings,
                                                                 make_topic: TopicFactory) -> None:
     """Small records, so one consume() brings far more of a partition than queue_records: what
-    it brings past the cap is dropped and fetched again (kafeed.loader.reader)."""
+    it brings past the cap is dropped and fetched again (kafeed.loader.nodes.reader)."""
     topic = make_topic(partitions=2)
     expected = produce_docs(kafka.bootstrap, topic, 1000, low=1, high=8, seed=5)
     stream = _documented_stream(kafka, topic, 2, expected)

@@ -9,10 +9,10 @@ import pytest
 
 import kafeed
 from kafeed.config import ConnectionSettings
-from kafeed.loader.reader import ShardReader
-from kafeed.loader.readers import kafka_reader
+from kafeed.loader.nodes.reader import ShardReader
+from kafeed.loader.nodes.readers import kafka_reader
+from kafeed.loader.nodes.stream import SampleStream, TokenStream
 from kafeed.loader.settings import LoaderSettings
-from kafeed.loader.stream import SampleStream, TokenStream
 from kafeed.train.lineage import lineage_of
 from tests.integration.loader_data import EOS, counts, produce_docs, produce_samples
 from tests.kafka_fixtures import TopicFactory

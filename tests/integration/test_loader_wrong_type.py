@@ -10,7 +10,7 @@ import pytest
 
 import kafeed
 from kafeed.config import ConnectionSettings
-from kafeed.loader.decode import WRONG_TYPE_AFTER
+from kafeed.loader.nodes.decode import WRONG_TYPE_AFTER
 from kafeed.schema import make_document
 from tests.integration.loader_data import counts, produce_docs, produce_samples, producer
 from tests.kafka_fixtures import TopicFactory

@@ -23,7 +23,7 @@ import pytest
 
 from kafeed.acl import AclAdmin, RoleNames, principal_for, role_bindings
 from kafeed.broker import LocalCluster
-from kafeed.loader.rank_states import loadable_state
+from kafeed.loader.state.rank_states import loadable_state
 from kafeed.topics import TopicAdmin, plan_topic
 from kafeed.train.checkpoint import CheckpointManager
 from tests.integration.process_output import StderrLines

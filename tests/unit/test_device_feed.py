@@ -10,7 +10,7 @@ import torch
 
 import kafeed
 from kafeed.errors import ConfigError
-from kafeed.loader.device_feed import DeviceFeed, resolve_device
+from kafeed.loader.workers.device_feed import DeviceFeed, resolve_device
 
 
 def _batches(n: int, marks: list[int], pulled: list[int]) -> Iterator[tuple[dict[str, Any], Any]]:

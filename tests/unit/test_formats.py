@@ -15,7 +15,7 @@ from kafeed.formats import Decoders, FormatSettings, Rejected, load_formats
 from kafeed.formats.registry import JsonFormat, TextFormat
 from kafeed.formats.settings import TopicFormat
 from kafeed.infer.predict import PredictionBatch, _texts
-from kafeed.loader.record_kinds import parse_as
+from kafeed.loader.nodes.record_kinds import parse_as
 from kafeed.prepare.decode import decode_batch
 from kafeed.route import parse_rules
 from kafeed.route.engine import Router

@@ -52,7 +52,9 @@ def test_import_kafeed_is_light() -> None:
 def test_train_startup_opens_the_loader_without_torch() -> None:
     # `kafeed train` opens the loader's consumer through this module before torch loads, so
     # the first records are fetched while torch imports (benchmarks/bench_train_start.py).
-    # The Kafka source is imported when a stream opens (kafeed.loader.readers.make_reader).
-    loaded = _modules_after("import kafeed.train.startup, kafeed.loader.opening, kafeed.loader.kafka_source")
+    # The Kafka source is imported when a stream opens (kafeed.loader.nodes.readers.make_reader).
+    loaded = _modules_after("import kafeed.train.startup, kafeed.loader.opening, "
+                            "kafeed.loader.sources.kafka_source")
     assert "torch" not in _roots(loaded)
-    assert {"kafeed.loader.reader", "kafeed.loader.kafka_source", "kafeed.kafka.kafka_clients"} <= loaded
+    assert {"kafeed.loader.nodes.reader", "kafeed.loader.sources.kafka_source",
+            "kafeed.kafka.kafka_clients"} <= loaded

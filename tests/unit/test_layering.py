@@ -168,23 +168,41 @@ def test_the_error_names_check_sees_each_way_of_naming_them(tmp_path: Path) -> N
         (1, "KafkaError"), (4, "KafkaError"), (4, "translate_kafka_error")]
 
 
-# kafeed.loader's modules, lowest first: the pieces (flow control, decoding, record kinds,
-# packing, shuffling, state, the archive's rows) below the sources, the sources below the one
-# reader, the reader below the streams, and all of them below the datasets and StreamLoader.
-# A module imports only from its own layer or below.
+# kafeed.loader's modules (named below kafeed.loader), lowest first: the pieces (flow control,
+# decoding, record kinds, packing, shuffling, state, the archive's rows) below the sources, the
+# sources below the one reader, the reader below the streams, and all of them below the
+# datasets and StreamLoader. A module imports only from its own layer or below.
 LOADER_LAYERS: list[set[str]] = [
-    {"assignment", "at_exit", "collate", "deferred_entry", "delivered", "device_feed",
-     "forkserver_guard", "loader_options", "main_guard", "parent", "partition", "prefetch_thread",
-     "rank_sync", "read_ahead", "record_kinds", "shared_slots", "worker_error", "metrics",
-     "prefetch", "settings", "bundles", "decode", "file_rows", "kafka_flow", "offsets",
-     "state_fields", "archive_source", "state", "cold_tier", "group_mirror", "mixing", "packing",
-     "resume", "shuffle", "rank_states"},
-    {"source", "file_source", "kafka_fetch", "kafka_partitions", "kafka_source", "table_source"},
-    {"reader_state", "reader", "readers"},
-    {"stream", "opening", "windows_ahead", "mixture_stream"},
-    {"dataset", "file_dataset", "mixture", "batch_view", "worker_start", "stream_loader", "__init__"},
+    {"sources", "nodes", "workers", "state",  # the packages: a docstring each
+     "sources.assignment", "workers.at_exit", "nodes.collate", "workers.deferred_entry",
+     "nodes.delivered", "workers.device_feed", "workers.forkserver_guard", "loader_options",
+     "workers.main_guard", "workers.parent", "sources.partition", "workers.rank_sync",
+     "sources.read_ahead", "nodes.record_kinds", "workers.shared_slots", "workers.worker_error",
+     "metrics", "workers.prefetch", "settings", "workers.bundles", "nodes.decode",
+     "sources.file_rows", "sources.kafka_flow", "sources.offsets", "sources.archive_table",
+     "state.checkpoint", "sources.cold_tier", "sources.group_mirror", "nodes.mixing",
+     "nodes.packing", "state.resume", "nodes.shuffle", "state.rank_states"},
+    {"sources.source", "sources.file_source", "sources.kafka_fetch", "sources.kafka_partitions",
+     "sources.kafka_source", "sources.table_source"},
+    {"nodes.reader", "nodes.readers"},
+    {"nodes.stream", "opening", "nodes.windows_ahead", "nodes.mixture_stream"},
+    {"dataset", "file_dataset", "mixture", "batch_view", "workers.worker_start", "stream_loader",
+     "__init__"},
 ]
 LOADER = ROOT / "loader"
+
+
+def _loader_module(path: Path) -> str:
+    """``path``'s module named below kafeed.loader (a package by its folder)."""
+    parts = path.relative_to(LOADER).with_suffix("").parts
+    if parts[-1] == "__init__" and len(parts) > 1:
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def _is_loader_module(name: str) -> bool:
+    base = LOADER.joinpath(*name.split("."))
+    return base.with_suffix(".py").exists() or (base / "__init__.py").exists()
 
 
 def _loader_layer(module: str) -> int:
@@ -195,25 +213,36 @@ def _loader_layer(module: str) -> int:
 
 
 def _loader_imports(path: Path) -> set[str]:
-    """The kafeed.loader modules ``path`` imports, at any depth of its code."""
+    """The kafeed.loader modules ``path`` imports (named below kafeed.loader), at any depth of
+    its code."""
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.ImportFrom) and node.module == "kafeed.loader":
-            found.update(alias.name for alias in node.names if (LOADER / f"{alias.name}.py").exists())
-        else:
-            names = [node.module] if isinstance(node, ast.ImportFrom) and node.module else (
-                [alias.name for alias in node.names] if isinstance(node, ast.Import) else [])
-            found.update(name.split(".")[2] for name in names
-                         if name.startswith("kafeed.loader.") and len(name.split(".")) > 2)
+        if isinstance(node, ast.ImportFrom) and node.module and (
+                node.module == "kafeed.loader" or node.module.startswith("kafeed.loader.")):
+            below = node.module.removeprefix("kafeed.loader").lstrip(".")
+            for alias in node.names:
+                name = f"{below}.{alias.name}" if below else alias.name
+                if _is_loader_module(name):  # a module imported from its package
+                    found.add(name)
+                elif below:
+                    found.add(below)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name.removeprefix("kafeed.loader.") for alias in node.names
+                         if alias.name.startswith("kafeed.loader."))
     return found
+
+
+def test_every_loader_module_has_a_layer() -> None:
+    modules = {_loader_module(path) for path in LOADER.rglob("*.py")}
+    assert modules == set().union(*LOADER_LAYERS)
 
 
 def test_loader_pieces_import_only_from_their_layer_or_below() -> None:
     wrong = [
-        f"loader.{path.stem} (layer {_loader_layer(path.stem)}) imports loader.{dst} "
-        f"(layer {_loader_layer(dst)})"
-        for path in sorted(LOADER.glob("*.py"))
+        f"loader.{_loader_module(path)} (layer {_loader_layer(_loader_module(path))}) imports "
+        f"loader.{dst} (layer {_loader_layer(dst)})"
+        for path in sorted(LOADER.rglob("*.py"))
         for dst in sorted(_loader_imports(path))
-        if _loader_layer(dst) > _loader_layer(path.stem)
+        if _loader_layer(dst) > _loader_layer(_loader_module(path))
     ]
     assert not wrong, "\n".join(wrong)

@@ -13,9 +13,9 @@ import pyarrow.parquet as pq
 import pytest
 
 import kafeed
-from kafeed.loader import bundles, worker_start
-from kafeed.loader.bundles import bundle_size, bundled, unbundled
 from kafeed.loader.settings import LoaderSettings
+from kafeed.loader.workers import bundles, worker_start
+from kafeed.loader.workers.bundles import bundle_size, bundled, unbundled
 
 EOS = 0
 

@@ -1,4 +1,4 @@
-"""A record kind's fast decode (kafeed.loader.record_kinds.RecordKind.fast) against the
+"""A record kind's fast decode (kafeed.loader.nodes.record_kinds.RecordKind.fast) against the
 general one: on valid and mutated records, with and without a tokenizer asked for, both give
 the same payload, or both refuse the record."""
 
@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kafeed.kafka import FakeKafka
-from kafeed.loader import record_kinds
-from kafeed.loader.decode import RecordDecoder
+from kafeed.loader.nodes import record_kinds
+from kafeed.loader.nodes.decode import RecordDecoder
 from kafeed.loader.settings import LoaderSettings
 from kafeed.schema import make_document
 from tests.mutations import mutated

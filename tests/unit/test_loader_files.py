@@ -13,10 +13,10 @@ import pytest
 
 import kafeed
 from kafeed.errors import ConfigError, ResumeMismatch, SchemaError
+from kafeed.loader.nodes.readers import file_reader
+from kafeed.loader.nodes.stream import TokenStream
 from kafeed.loader.opening import Topology, open_stream
-from kafeed.loader.readers import file_reader
 from kafeed.loader.settings import LoaderSettings
-from kafeed.loader.stream import TokenStream
 from tests.stateful_harness import Stateful, check_save_resume, piece_case
 
 EOS = 0

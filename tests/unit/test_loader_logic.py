@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 from kafeed.errors import ResumeMismatch
-from kafeed.loader.assignment import assign, warn_if_idle
-from kafeed.loader.packing import TokenPacker
+from kafeed.loader.nodes.packing import TokenPacker
+from kafeed.loader.nodes.shuffle import ShuffleBuffer
 from kafeed.loader.settings import LoaderSettings
-from kafeed.loader.shuffle import ShuffleBuffer
-from kafeed.loader.state import check_state, empty_state, fingerprint, merge_states, partition_plan
+from kafeed.loader.sources.assignment import assign, warn_if_idle
+from kafeed.loader.state.checkpoint import check_state, empty_state, fingerprint, merge_states, partition_plan
 from tests.stateful_harness import Stateful, check_save_resume
 
 EOS = 0

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kafeed.loader.main_guard import _has_guard
+from kafeed.loader.workers.main_guard import _has_guard
 
 ROOT = Path(__file__).resolve().parents[2]
 # A forkserver's workers import the main script again; forked ones (the default when the

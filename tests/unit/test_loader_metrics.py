@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from kafeed.loader.delivered import Delivered
-from kafeed.loader.kafka_source import KafkaSource
 from kafeed.loader.metrics import LoaderMetrics, batch_tokens
+from kafeed.loader.nodes.delivered import Delivered
 from kafeed.loader.settings import LoaderSettings
+from kafeed.loader.sources.kafka_source import KafkaSource
 from kafeed.telemetry import metrics as m
 from kafeed.telemetry.stats import StatsCallback
 

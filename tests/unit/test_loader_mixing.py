@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kafeed.errors import ConfigError, ResumeMismatch
-from kafeed.loader.mixing import (
+from kafeed.loader.nodes.mixing import (
     MixSchedule,
     check_entry,
     check_weights,
@@ -135,7 +135,7 @@ def test_a_mixture_refuses_max_wait() -> None:
 
 def test_a_mixture_prefetches_a_block_of_batches_unless_told() -> None:
     import kafeed
-    from kafeed.loader.mixture_stream import AHEAD
+    from kafeed.loader.nodes.mixture_stream import AHEAD
 
     weights = {"web": 0.6, "code": 0.4}
     assert kafeed.Mixture(weights, seq_len=8, eos_id=0).settings.prefetch_batches == AHEAD

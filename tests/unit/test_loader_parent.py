@@ -1,4 +1,4 @@
-"""kafeed.loader.parent without a loader: who counts as gone, and a watch that ends its process."""
+"""kafeed.loader.workers.parent without a loader: who counts as gone, and a watch that ends its process."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ import sys
 import time
 from pathlib import Path
 
-from kafeed.loader.forkserver_guard import in_forkserver
-from kafeed.loader.parent import EXIT_PARENT_GONE, started
+from kafeed.loader.workers.forkserver_guard import in_forkserver
+from kafeed.loader.workers.parent import EXIT_PARENT_GONE, started
 
 ROOT = Path(__file__).resolve().parents[2]
-WATCHER = ("import sys, time; from kafeed.loader.parent import watch_parent; "
+WATCHER = ("import sys, time; from kafeed.loader.workers.parent import watch_parent; "
            "watch_parent(int(sys.argv[1])); print('ARMED', flush=True); time.sleep(60)")
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from kafeed.loader.prefetch import PARK_AFTER, THREAD_AFTER, Prefetch, Stopped
+from kafeed.loader.workers.prefetch import PARK_AFTER, THREAD_AFTER, Prefetch, Stopped
 
 
 def _until(check: Callable[[], bool], seconds: float = 10.0) -> None:

@@ -7,7 +7,9 @@ from typing import Any
 import pytest
 
 from kafeed.errors import ResumeMismatch
-from kafeed.loader.resume import (
+from kafeed.loader.settings import LoaderSettings
+from kafeed.loader.state.checkpoint import check_state, empty_state, next_epoch
+from kafeed.loader.state.resume import (
     PartitionStart,
     check_known_partitions,
     check_saved_partitions,
@@ -16,8 +18,6 @@ from kafeed.loader.resume import (
     exact_starts,
     plan_starts,
 )
-from kafeed.loader.settings import LoaderSettings
-from kafeed.loader.state import check_state, empty_state, next_epoch
 
 SETTINGS = LoaderSettings(topics=("tok",), seq_len=8, eos_id=0, shuffle_buffer=4)
 RNG = {"bit_generator": "PCG64", "state": {"state": 5, "inc": 7}, "has_uint32": 0, "uinteger": 0}

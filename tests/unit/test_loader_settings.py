@@ -147,10 +147,10 @@ def test_archive_names_one_table_per_topic() -> None:
 
 
 def test_archive_without_pyiceberg_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
-    from kafeed.loader.archive_source import ArchiveSource
+    from kafeed.loader.sources.archive_table import ArchiveTable
 
     monkeypatch.setitem(sys.modules, "pyiceberg", None)  # as if not installed
-    source = ArchiveSource(kafeed.KafkaTokenDataset("t", **VALID, archive="a.b").settings, "t", "a.b")
+    source = ArchiveTable(kafeed.KafkaTokenDataset("t", **VALID, archive="a.b").settings, "t", "a.b")
     with pytest.raises(ConfigError, match="needs pyiceberg") as err:
         source.open("cluster")
     assert err.value.hint == "Install the archive extra: pip install 'kafeed[archive]'."

@@ -8,7 +8,7 @@ from multiprocessing.connection import Connection
 
 import torch
 
-from kafeed.loader.shared_slots import SPARE, SharedSlots, SlotRef
+from kafeed.loader.workers.shared_slots import SPARE, SharedSlots, SlotRef
 
 
 def _pool(boundaries: bool = False) -> SharedSlots:

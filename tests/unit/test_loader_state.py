@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 
 import kafeed
 from kafeed.errors import KafeedError, ResumeMismatch
+from kafeed.loader.nodes.shuffle import ShuffleBuffer
 from kafeed.loader.settings import LoaderSettings
-from kafeed.loader.shuffle import ShuffleBuffer
-from kafeed.loader.state import check_positions, check_state, empty_state
+from kafeed.loader.state.checkpoint import check_positions, check_state, empty_state
 
 SETTINGS = LoaderSettings(topics=("tok",), seq_len=8, eos_id=0, shuffle_buffer=4)
 

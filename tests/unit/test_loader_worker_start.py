@@ -17,7 +17,7 @@ SCRIPT = """
 import json, multiprocessing
 from kafeed.config import ConnectionSettings
 from kafeed.kafka import KafkaClients
-from kafeed.loader.worker_start import kafka_threads, prestart, start_context
+from kafeed.loader.workers.worker_start import kafka_threads, prestart, start_context
 
 def name(context):
     return context if context is None or isinstance(context, str) else context.get_start_method()

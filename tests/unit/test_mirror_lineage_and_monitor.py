@@ -77,7 +77,7 @@ def test_the_monitor_shows_and_exports_each_sites_lag() -> None:
 
 def test_a_mixture_weights_sites_by_their_prepared_topics() -> None:
     from kafeed import Mixture
-    from kafeed.loader.mixing import parse_mix
+    from kafeed.loader.nodes.mixing import parse_mix
 
     assert parse_mix("site-a.tokens=0.7,site-b.tokens=0.3") == {"site-a.tokens": 0.7, "site-b.tokens": 0.3}
     mix = Mixture({"site-a": 0.7, "site-b": 0.3},

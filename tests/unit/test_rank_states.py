@@ -1,4 +1,4 @@
-"""Every rank's loader state in one document (kafeed.loader.rank_states): complete or refused,
+"""Every rank's loader state in one document (kafeed.loader.state.rank_states): complete or refused,
 loadable wherever a state is, traced per rank by lineage."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import pytest
 
 import kafeed
 from kafeed.errors import ConfigError, ResumeMismatch
-from kafeed.loader.rank_states import distributed_world, gather_states, loadable_state, rank_states
 from kafeed.loader.settings import LoaderSettings
-from kafeed.loader.state import check_state, empty_state
+from kafeed.loader.state.checkpoint import check_state, empty_state
+from kafeed.loader.state.rank_states import distributed_world, gather_states, loadable_state, rank_states
 from kafeed.train.distributed import check_restarts
 from kafeed.train.lineage import checkpoint_lineage, lineage_of
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from kafeed.loader.read_ahead import (
+from kafeed.loader.sources.read_ahead import (
     MIB,
     MIN_READ_AHEAD,
     Budget,

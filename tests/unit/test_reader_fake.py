@@ -9,10 +9,10 @@ from typing import Any
 import numpy as np
 
 from kafeed.kafka import FakeKafka
-from kafeed.loader.partition import Ref
-from kafeed.loader.reader import ShardReader
-from kafeed.loader.readers import kafka_reader
+from kafeed.loader.nodes.reader import ShardReader
+from kafeed.loader.nodes.readers import kafka_reader
 from kafeed.loader.settings import LoaderSettings
+from kafeed.loader.sources.partition import Ref
 from kafeed.schema import make_document
 
 TOPIC = "tokens"

@@ -21,10 +21,10 @@ from confluent_kafka import KafkaError
 from kafeed.config import ConnectionSettings
 from kafeed.kafka import Consumer as TypedConsumer
 from kafeed.kafka import KafkaClients
-from kafeed.loader.kafka_source import BOUNDED_FETCH_WAIT_MS, KafkaSource
-from kafeed.loader.reader import ShardReader
-from kafeed.loader.readers import kafka_reader
+from kafeed.loader.nodes.reader import ShardReader
+from kafeed.loader.nodes.readers import kafka_reader
 from kafeed.loader.settings import LoaderSettings
+from kafeed.loader.sources.kafka_source import BOUNDED_FETCH_WAIT_MS, KafkaSource
 from kafeed.schema import make_document
 
 CAP = 10
@@ -405,7 +405,8 @@ def test_a_reader_held_by_its_caps_is_resumed_without_a_wait(monkeypatch: pytest
     monkeypatch.setattr(KafkaSource, "check_s", 0.0)
     consumer = Consumer({("t", p): [_doc(p, o) for o in range(RECORDS)] for p in (0, 1)})
     reader = _reader(consumer, end=RECORDS)
-    hold, pull = _source(reader)._hold, _source(reader)._pull
+    fetcher = _source(reader).fetcher
+    hold, pull = fetcher.hold, fetcher.pull
     holding = [False]
     waited: list[float] = []
 
@@ -421,8 +422,8 @@ def test_a_reader_held_by_its_caps_is_resumed_without_a_wait(monkeypatch: pytest
             waited.append(timeout)
         return pull(timeout)
 
-    monkeypatch.setattr(_source(reader), "_hold", hold_and_look)
-    monkeypatch.setattr(_source(reader), "_pull", pull_and_look)
+    monkeypatch.setattr(fetcher, "hold", hold_and_look)
+    monkeypatch.setattr(fetcher, "pull", pull_and_look)
     assert _take_all(reader) == IN_TURN
     assert consumer.seeks  # partitions were paused at their caps and resumed
     assert waited == []

@@ -1,4 +1,4 @@
-"""The one reader over a source that implements kafeed.loader.source.Source and nothing else:
+"""The one reader over a source that implements kafeed.loader.sources.source.Source and nothing else:
 a list in memory, its positions with gaps (as Kafka's transaction markers leave), handed out
 interleaved or in turn. Every record reaches the batches once, in the source's order, and
 the shared save/resume harness resumes it exactly, in the middle of a shard."""
@@ -12,13 +12,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from kafeed.loader.assignment import assign, partition_key
-from kafeed.loader.partition import Partition
-from kafeed.loader.reader import ShardReader
-from kafeed.loader.resume import PartitionStart
+from kafeed.loader.nodes.reader import ShardReader
+from kafeed.loader.nodes.stream import TokenStream
 from kafeed.loader.settings import LoaderSettings
-from kafeed.loader.source import Shards
-from kafeed.loader.stream import TokenStream
+from kafeed.loader.sources.assignment import assign, partition_key
+from kafeed.loader.sources.partition import Partition
+from kafeed.loader.sources.source import Shards
+from kafeed.loader.state.resume import PartitionStart
 from tests.stateful_harness import check_save_resume, piece_case
 
 EOS = 0

@@ -1,6 +1,6 @@
 """Sharding and elastic resume at cluster scale: world sizes 1..4096, partitions 1..1024.
 
-Pure functions only (kafeed.loader.assignment, .state, .resume), so hundreds of
+Pure functions only (kafeed.loader.sources.assignment, .state, .resume), so hundreds of
 topologies run in seconds.
 """
 
@@ -11,10 +11,10 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kafeed.loader.assignment import assign, partition_key
-from kafeed.loader.resume import choose_resume, plan_starts
 from kafeed.loader.settings import LoaderSettings
-from kafeed.loader.state import check_state, empty_state, merge_states, partition_plan
+from kafeed.loader.sources.assignment import assign, partition_key
+from kafeed.loader.state.checkpoint import check_state, empty_state, merge_states, partition_plan
+from kafeed.loader.state.resume import choose_resume, plan_starts
 
 TOPICS = ("a", "b", "c")
 

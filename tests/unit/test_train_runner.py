@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import torch
 
-from kafeed.loader.rank_states import loadable_state
+from kafeed.loader.state.rank_states import loadable_state
 from kafeed.signals import install, stop_request
 from kafeed.train.checkpoint import CheckpointManager
 from kafeed.train.optim import AdamW

@@ -3,7 +3,7 @@
 :class:`KafeedTrainer` is a ``transformers.Trainer`` that iterates a :class:`kafeed.StreamLoader`
 instead of building a DataLoader. Each time the Trainer writes ``checkpoint-N``, every rank's
 loader state as of the last batch it trained on is gathered
-(:func:`kafeed.loader.rank_states.gather_states`) and written beside it by rank 0, last, as
+(:func:`kafeed.loader.state.rank_states.gather_states`) and written beside it by rank 0, last, as
 ``kafeed_loader.json`` (atomically, as kafeed's own checkpoints are).
 ``train(resume_from_checkpoint=...)`` loads it back before training, at the same world size or
 another, and the Trainer's own fast-forward, which would skip batches a second time, is switched
@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from kafeed.errors import ConfigError, ResumeMismatch
 from kafeed.extras import missing_extra
-from kafeed.loader.rank_states import distributed_world, gather_states, rank_states
+from kafeed.loader.state.rank_states import distributed_world, gather_states, rank_states
 from kafeed.train.checkpoint import CheckpointError, write_atomic
 from kafeed.train.distributed import check_restarts
 from kafeed.train.lineage import HF_STATE_FILE

@@ -8,7 +8,7 @@ know which batch is the last), so the state it saves is the loader's as of the l
 that reached the training step, marked by :meth:`KafeedDataModule.on_before_batch_transfer`,
 not as of the last batch fetched. Under several devices (``strategy="ddp"``), Lightning asks
 every rank for that state as it writes a checkpoint, so each rank's is gathered there
-(:func:`kafeed.loader.rank_states.gather_states`) and rank 0's checkpoint holds them all; a
+(:func:`kafeed.loader.state.rank_states.gather_states`) and rank 0's checkpoint holds them all; a
 resume loads them at the same world size or another. See docs/integrations.md.
 """
 
@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from kafeed.errors import ConfigError, KafeedError
 from kafeed.extras import missing_extra
-from kafeed.loader.rank_states import distributed_world, gather_states
+from kafeed.loader.state.rank_states import distributed_world, gather_states
 from kafeed.train.distributed import check_restarts
 from kafeed.train.lineage import checkpoint_lineage
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from kafeed.loader.assignment import assign, partition_key
-from kafeed.loader.packing import TokenPacker
+from kafeed.loader.nodes.packing import TokenPacker
+from kafeed.loader.nodes.shuffle import ShuffleBuffer
 from kafeed.loader.settings import LoaderSettings
-from kafeed.loader.shuffle import ShuffleBuffer
-from kafeed.loader.state import fingerprint, merge_states
+from kafeed.loader.sources.assignment import assign, partition_key
+from kafeed.loader.state.checkpoint import fingerprint, merge_states
 
 if TYPE_CHECKING:
     from kafeed.loader.dataset import KafkaSampleDataset, KafkaTokenDataset, collate_samples

@@ -2,8 +2,8 @@
 
 :class:`BatchView` is the dataset's batches plus their states, as ``(worker, batch, state,
 delivered)`` items; in a worker, token batches go into the shared slots when it has some
-(kafeed.loader.shared_slots), and the items cross in bundles of ``bundle``
-(kafeed.loader.bundles). The generators after it run in the main process (or on the
+(kafeed.loader.workers.shared_slots), and the items cross in bundles of ``bundle``
+(kafeed.loader.workers.bundles). The generators after it run in the main process (or on the
 prefetch thread): :func:`from_slots` turns slot references back into batches,
 :func:`pinned` copies batches to pinned memory, :func:`with_views` adds the token views.
 Each one closes the iterator it wraps when it is closed itself.
@@ -20,12 +20,12 @@ from typing import Any, TypeVar
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
-from kafeed.loader.bundles import bundled
 from kafeed.loader.dataset import Collate, KafkaDatasetBase, token_batch
-from kafeed.loader.deferred_entry import DeferredEntry, built
-from kafeed.loader.prefetch import Prefetch
-from kafeed.loader.shared_slots import SharedSlots, SlotRef
-from kafeed.loader.stream import Delivered
+from kafeed.loader.nodes.stream import Delivered
+from kafeed.loader.workers.bundles import bundled
+from kafeed.loader.workers.deferred_entry import DeferredEntry, built
+from kafeed.loader.workers.prefetch import Prefetch
+from kafeed.loader.workers.shared_slots import SharedSlots, SlotRef
 
 T = TypeVar("T")
 Item = tuple[int, Any, Any, Delivered]
@@ -33,7 +33,7 @@ Item = tuple[int, Any, Any, Delivered]
 
 class BatchView(IterableDataset[Any]):
     """The dataset's batches plus their states; ``slots``: where workers put token batches;
-    ``bundle``: items a worker sends in one DataLoader item (kafeed.loader.bundles)."""
+    ``bundle``: items a worker sends in one DataLoader item (kafeed.loader.workers.bundles)."""
 
     def __init__(self, dataset: KafkaDatasetBase, batch_size: int, next_worker: int,
                  collate: Collate | None, slots: SharedSlots | None = None) -> None:

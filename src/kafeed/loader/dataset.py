@@ -21,15 +21,16 @@ from torch.utils.data import IterableDataset, get_worker_info
 
 from kafeed.config import ConnectionSettings
 from kafeed.errors import KafeedError
-from kafeed.loader.collate import Collate, collate_samples, token_batch
-from kafeed.loader.deferred_entry import packed
-from kafeed.loader.delivered import Delivered
+from kafeed.loader.nodes.collate import Collate, collate_samples, token_batch
+from kafeed.loader.nodes.delivered import Delivered
+from kafeed.loader.nodes.stream import BatchStream
 from kafeed.loader.opening import MAIN_PROCESS, Stream, Topology, open_stream, state_key
-from kafeed.loader.parent import ParentWatch, watch_parent
-from kafeed.loader.rank_states import loadable_state
 from kafeed.loader.settings import Kind, LoaderSettings, loader_settings
-from kafeed.loader.state import check_state, empty_state, next_epoch, plain_copy
-from kafeed.loader.worker_error import WorkerError
+from kafeed.loader.state.checkpoint import check_state, empty_state, next_epoch, plain_copy
+from kafeed.loader.state.rank_states import loadable_state
+from kafeed.loader.workers.deferred_entry import packed
+from kafeed.loader.workers.parent import ParentWatch, watch_parent
+from kafeed.loader.workers.worker_error import WorkerError
 
 __all__ = [
     "Collate",
@@ -66,7 +67,7 @@ class KafkaDatasetBase(IterableDataset[Any]):
     """What both datasets share: topology, resume choice, state, epochs.
 
     A second iteration continues where the first one stopped; once a bounded run was
-    iterated to its end, the next iteration is a new epoch (kafeed.loader.state.next_epoch).
+    iterated to its end, the next iteration is a new epoch (kafeed.loader.state.checkpoint.next_epoch).
     """
 
     kind: Kind
@@ -75,7 +76,7 @@ class KafkaDatasetBase(IterableDataset[Any]):
         super().__init__()
         self.settings = settings
         self._loaded: dict[str, Any] | None = None
-        self._stream: Stream | None = None
+        self._stream: BatchStream | None = None
         self._topology: Topology | None = None
         self._finished = False
         self._adopted: tuple[Stream, str] | None = None
@@ -100,12 +101,12 @@ class KafkaDatasetBase(IterableDataset[Any]):
             self._adopted[0].close()
             self._adopted = None
 
-    def _open_stream(self, topo: Topology, origin: int | None = None) -> Stream:
+    def _open_stream(self, topo: Topology, origin: int | None = None) -> BatchStream:
         saved = self._loaded
         if self._stream is not None:
             saved = next_epoch(self.state_dict()) if self._finished else self.state_dict()
         in_worker = get_worker_info() is not None
-        stream: Stream
+        stream: BatchStream
         if self._adopted is not None and topo == MAIN_PROCESS and not in_worker \
                 and self._adopted[1] == state_key(saved):
             stream, self._adopted = self._adopted[0], None
@@ -122,7 +123,7 @@ class KafkaDatasetBase(IterableDataset[Any]):
         return stream
 
     def _make_stream(self, topo: Topology, saved: dict[str, Any] | None, *, client_stats: bool,
-                     parent: ParentWatch | None) -> Stream:
+                     parent: ParentWatch | None) -> BatchStream:
         """This reader's stream, resumed from ``saved`` and opened."""
         return open_stream(self.settings, topo, saved, client_stats=client_stats, parent=parent)
 
@@ -131,8 +132,8 @@ class KafkaDatasetBase(IterableDataset[Any]):
         return empty_state(self.settings)
 
     def check_state(self, state: Any) -> dict[str, Any]:
-        """``state`` (one rank's, merged, or every rank's: kafeed.loader.rank_states) validated
-        against this dataset (see kafeed.loader.state.check_state)."""
+        """``state`` (one rank's, merged, or every rank's: kafeed.loader.state.rank_states) validated
+        against this dataset (see kafeed.loader.state.checkpoint.check_state)."""
         return check_state(loadable_state(state), self.settings)
 
     def _convert(self, batch: Any, collate: Collate | None) -> Any:
@@ -140,7 +141,7 @@ class KafkaDatasetBase(IterableDataset[Any]):
 
     def _single_items(self) -> Iterator[Any]:
         """Batches of one from this reader's stream (plain iteration, no DataLoader)."""
-        stream: Any = self._open_stream(self.topology())
+        stream = self._open_stream(self.topology())
         try:
             while (batch := stream.next_batch(1)) is not None:
                 yield batch
@@ -160,9 +161,9 @@ class KafkaDatasetBase(IterableDataset[Any]):
 
         In a DataLoader worker, a :class:`KafeedError` ends the iteration as one last item
         whose batch is a :class:`WorkerError`, for StreamLoader to raise as it was. ``origin``:
-        the pid of the process iterating the DataLoader (see kafeed.loader.parent). ``stop``:
+        the pid of the process iterating the DataLoader (see kafeed.loader.workers.parent). ``stop``:
         set by another thread to end the iteration, even while the reader waits for records
-        (it raises kafeed.loader.prefetch.Stopped then)."""
+        (it raises kafeed.loader.workers.prefetch.Stopped then)."""
         batches = self._batches(batch_size, skip_first, origin, collate, stop)
         info = get_worker_info()
         if info is None:
@@ -176,7 +177,7 @@ class KafkaDatasetBase(IterableDataset[Any]):
     def _batches(self, batch_size: int, skip_first: bool, origin: int | None, collate: Collate | None,
                  stop: threading.Event | None) -> Iterator[tuple[int, Any, Any, Delivered]]:
         topo = self.topology()
-        # A worker's state crosses to the main process packed (kafeed.loader.deferred_entry);
+        # A worker's state crosses to the main process packed (kafeed.loader.workers.deferred_entry);
         # in the main process the stream's state_dict() is already a fresh snapshot (new
         # containers every call), and serialising it per batch was a tenth of the trainer's
         # data-wait (bench_data_wait.py).
@@ -195,14 +196,14 @@ class KafkaDatasetBase(IterableDataset[Any]):
                 if batch is None:
                     self._finished = True
                     return
-                sources = getattr(stream, "last_sources", None)
+                sources = stream.last_sources
                 if in_worker:
                     state = stream.state_dict()
                     yield (topo.worker, self._convert(batch, collate), packed(state),
                            Delivered.of(stream.last_delivered, state, sources))
                     continue
                 # In the main process a mixture's entry comes deferred, built only when a
-                # state is asked for (kafeed.loader.deferred_entry).
+                # state is asked for (kafeed.loader.workers.deferred_entry).
                 entry, positions = stream.batch_state()
                 yield (topo.worker, self._convert(batch, collate), entry,
                        Delivered.at(stream.last_delivered, positions, sources))
@@ -212,7 +213,7 @@ class KafkaDatasetBase(IterableDataset[Any]):
     # -- state ------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         """This dataset's readers as of the last item it yielded (JSON data; see
-        kafeed.loader.state). Before any iteration: the loaded state, or an empty one."""
+        kafeed.loader.state.checkpoint). Before any iteration: the loaded state, or an empty one."""
         if self._stream is None or self._topology is None:
             return copy.deepcopy(self._loaded) if self._loaded is not None else self.empty_state()
         state = self.empty_state()
@@ -223,7 +224,7 @@ class KafkaDatasetBase(IterableDataset[Any]):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Resume from ``state`` at the next iteration. A state that is malformed or taken
         with other settings raises :class:`kafeed.ResumeMismatch` here (see
-        kafeed.loader.state.check_state); one that does not fit the topic, when a reader
+        kafeed.loader.state.checkpoint.check_state); one that does not fit the topic, when a reader
         opens, before anything is fetched."""
         self._loaded = self.check_state(plain_copy(state))
         self._stream = None

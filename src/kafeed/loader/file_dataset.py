@@ -1,6 +1,6 @@
 """The files' datasets: :class:`FileTokenDataset`, a token loader over local Parquet/Arrow files.
 
-It is a :class:`kafeed.KafkaTokenDataset` whose source is files (kafeed.loader.file_source)
+It is a :class:`kafeed.KafkaTokenDataset` whose source is files (kafeed.loader.sources.file_source)
 instead of a topic: the same windows, shuffle, state, StreamLoader and workers, so a team
 can start from files and later move to Kafka without changing its training loop.
 
@@ -24,10 +24,10 @@ from typing import Any
 
 from kafeed.errors import ConfigError, ResumeMismatch
 from kafeed.loader.dataset import KafkaTokenDataset
-from kafeed.loader.file_rows import named
-from kafeed.loader.rank_states import loadable_state
 from kafeed.loader.settings import LoaderSettings
-from kafeed.loader.state import check_state, empty_state, fingerprint
+from kafeed.loader.sources.file_rows import named
+from kafeed.loader.state.checkpoint import check_state, empty_state, fingerprint
+from kafeed.loader.state.rank_states import loadable_state
 
 DEFAULT_NAME = "files"
 STATE_FILES = "files"  # the fingerprint's key for the files, in shard order

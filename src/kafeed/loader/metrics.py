@@ -1,7 +1,7 @@
 """The loader's Prometheus figures, updated in the main process as each batch is yielded.
 
 DataLoader workers are separate processes whose registries nobody scrapes, so the
-workers only describe each batch (:class:`kafeed.loader.stream.Delivered`) and
+workers only describe each batch (:class:`kafeed.loader.nodes.stream.Delivered`) and
 :class:`LoaderMetrics` counts it here: batches, tokens, records handed out per topic,
 the next offset per partition, and record timestamp -> handed out as a histogram.
 
@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from kafeed.loader.assignment import parse_key
-from kafeed.loader.delivered import Delivered
+from kafeed.loader.nodes.delivered import Delivered
+from kafeed.loader.sources.assignment import parse_key
 from kafeed.telemetry import metrics as m
 
 STAGE = "loader"

@@ -10,13 +10,14 @@ from kafeed.config import ConnectionSettings
 from kafeed.errors import ConfigError, invalid_settings
 from kafeed.loader.dataset import KafkaTokenDataset, loader_settings
 from kafeed.loader.file_dataset import STATE_FILES, FileSet, file_options
-from kafeed.loader.mixing import OnDry, check_entry, check_weights, mixture_fingerprint
-from kafeed.loader.mixture_stream import AHEAD, MixtureStream
+from kafeed.loader.nodes.mixing import OnDry, check_entry, check_weights, mixture_fingerprint
+from kafeed.loader.nodes.mixture_stream import AHEAD, MixtureStream
+from kafeed.loader.nodes.stream import BatchStream
 from kafeed.loader.opening import Topology
-from kafeed.loader.parent import ParentWatch
-from kafeed.loader.rank_states import loadable_state
 from kafeed.loader.settings import LoaderSettings
-from kafeed.loader.state import check_state, empty_state
+from kafeed.loader.state.checkpoint import check_state, empty_state
+from kafeed.loader.state.rank_states import loadable_state
+from kafeed.loader.workers.parent import ParentWatch
 
 
 def _own(spec: Any, topics: Sequence[str]) -> Any:
@@ -50,13 +51,13 @@ class Mixture(KafkaTokenDataset):
     and applies to every source (a file source always reads its files whole, so a live
     topic mixes with a static corpus: ``end=None``, ``on_dry="drop"``). Each reader (rank
     x DataLoader worker) reads its share of every source's partitions (or files) and
-    interleaves whole windows by a deterministic, seeded schedule (kafeed.loader.mixing),
+    interleaves whole windows by a deterministic, seeded schedule (kafeed.loader.nodes.mixing),
     so the tokens each source delivers follow the weights within a window or two.
     ``on_dry``: when a bounded source runs out, ``"end"`` ends the mixture, ``"drop"``
     goes on with the others (weights renormalised). A state saved from a mixture resumes
     under new weights: the positions are kept and the new proportions hold from there.
     Tokens delivered per source are in the state (``mix.tokens``, see
-    :func:`kafeed.loader.mixing.tokens_delivered`) and the
+    :func:`kafeed.loader.nodes.mixing.tokens_delivered`) and the
     ``kafeed_loader_source_tokens_total`` metric. ``prefetch_batches`` defaults to 8 here,
     not 2: the block of batches each source cuts ahead at once.
     """
@@ -164,6 +165,6 @@ class Mixture(KafkaTokenDataset):
             self._use_files(name, files)
 
     def _make_stream(self, topo: Topology, saved: dict[str, Any] | None, *, client_stats: bool,
-                     parent: ParentWatch | None) -> Any:
+                     parent: ParentWatch | None) -> BatchStream:
         return MixtureStream(self.source_settings, self.weights, on_dry=self.on_dry, topo=topo, saved=saved,
                              client_stats=client_stats, parent=parent)

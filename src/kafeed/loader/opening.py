@@ -13,13 +13,13 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from kafeed.loader.at_exit import close_at_exit
-from kafeed.loader.parent import ParentWatch
-from kafeed.loader.readers import make_reader
-from kafeed.loader.record_kinds import KINDS
-from kafeed.loader.resume import choose_resume
+from kafeed.loader.nodes.readers import make_reader
+from kafeed.loader.nodes.record_kinds import KINDS
+from kafeed.loader.nodes.stream import SampleStream, TokenStream
 from kafeed.loader.settings import LoaderSettings
-from kafeed.loader.stream import SampleStream, TokenStream
+from kafeed.loader.state.resume import choose_resume
+from kafeed.loader.workers.at_exit import close_at_exit
+from kafeed.loader.workers.parent import ParentWatch
 
 Stream = TokenStream | SampleStream
 

@@ -17,7 +17,7 @@ so a resumed run keeps the first run's end even if the topic grew.
 when the loader reads one topic, else ``{topic: table}``), in the catalog that
 ``archive_catalog`` names (the local SQLite one under ``~/.cache/kafeed/warehouse`` by
 default, as for ``kafeed archive``). Offsets below a partition's log start offset are then
-read from the table (kafeed.loader.archive_source): ``"earliest"`` is the first archived
+read from the table (kafeed.loader.sources.archive_table): ``"earliest"`` is the first archived
 offset, and an explicit start offset below the log start is kept.
 """
 
@@ -34,8 +34,8 @@ from kafeed.archive.settings import CatalogSettings
 from kafeed.config import ConnectionSettings
 from kafeed.errors import ConfigError, invalid_settings
 from kafeed.formats import FormatSettings
-from kafeed.loader.read_ahead import MIB, MIN_READ_AHEAD
-from kafeed.loader.record_kinds import KINDS, MAX_TOKEN_ID
+from kafeed.loader.nodes.record_kinds import KINDS, MAX_TOKEN_ID
+from kafeed.loader.sources.read_ahead import MIB, MIN_READ_AHEAD
 
 Mode = Literal["static", "group", "replicated"]
 Kind = Literal["tokens", "samples"]
@@ -81,14 +81,14 @@ class LoaderSettings(BaseModel):
     world_size: int | None = Field(default=None, ge=1)
     consume_batch: int = Field(default=2000, ge=1, le=MAX_CONSUME_BATCH)
     queue_records: int = Field(default=8000, ge=1)
-    # Per reader: librdkafka's queue plus the partition queues (kafeed.loader.read_ahead).
+    # Per reader: librdkafka's queue plus the partition queues (kafeed.loader.sources.read_ahead).
     read_ahead_bytes: int = Field(default=256 * MIB, ge=MIN_READ_AHEAD, le=64 * 1024 * MIB)
     # Unbounded runs: hand out a batch of the whole windows there are this long after its
     # first token was ready, full or not (freshness over batch fill).
     max_wait_s: float | None = Field(default=None, gt=0, le=3600, allow_inf_nan=False)
     poll_timeout_s: float = Field(default=0.5, gt=0, le=3600, allow_inf_nan=False)
     # StreamLoader with num_workers=0: batches built ahead on a thread while the trainer
-    # steps (kafeed.loader.prefetch); 0 builds each one in the trainer's thread when asked,
+    # steps (kafeed.loader.workers.prefetch); 0 builds each one in the trainer's thread when asked,
     # as a caller that comes straight back for each batch gets anyway (a loop that only reads).
     prefetch_batches: Annotated[int, Strict()] = Field(default=2, ge=0, le=64)
     broker_timeout_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
@@ -97,12 +97,12 @@ class LoaderSettings(BaseModel):
     archive: str | Mapping[str, str] | None = None
     archive_catalog: CatalogSettings = Field(default_factory=CatalogSettings)
     # Read only the archive tables (archive=), never the cluster: the topics as archived
-    # (kafeed.loader.table_source).
+    # (kafeed.loader.sources.table_source).
     archive_only: bool = False
     # kind "samples": each topic's value format (kafeed.formats; docs/formats.md), kafeed's own
     # TrainingSample records unless the [formats] table or the flags say otherwise.
     formats: FormatSettings = FormatSettings()
-    # Local Parquet/Arrow files read instead of Kafka (kafeed.loader.file_source): files,
+    # Local Parquet/Arrow files read instead of Kafka (kafeed.loader.sources.file_source): files,
     # directories or glob patterns; ``topics`` then names the one source they make.
     files: tuple[str, ...] = ()
     column: str | None = Field(default=None, min_length=1)  # of a token file: its token ids

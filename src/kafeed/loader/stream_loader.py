@@ -1,13 +1,13 @@
 """StreamLoader: a DataLoader over a Kafka dataset whose state is exactly what it handed out.
 
 Workers build whole batches (one tensor per batch) and send each with their reader's
-state *as of that batch*, several batches per DataLoader item (kafeed.loader.bundles,
+state *as of that batch*, several batches per DataLoader item (kafeed.loader.workers.bundles,
 taken apart here in the order of one batch per item); token batches travel through
-reused shared-memory slots (kafeed.loader.shared_slots). The main process keeps, per
+reused shared-memory slots (kafeed.loader.workers.shared_slots). The main process keeps, per
 worker, the state attached to the last batch it yielded, and which worker comes next in
 DataLoader's round-robin. That is the whole state: batches the workers prefetched but the
 caller never saw are not in it, so a resume reads them again. Without workers the main
-process is the one reader, and a prefetch thread (kafeed.loader.prefetch) builds its next
+process is the one reader, and a prefetch thread (kafeed.loader.workers.prefetch) builds its next
 batches while the caller steps; they carry their states the same way, and count once
 handed out. A caller that comes back for the next batch within :data:`INLINE_BELOW_S` (a
 loop that only reads) builds its batches itself instead: the thread's hand-over would
@@ -32,23 +32,23 @@ from pydantic import ValidationError
 from kafeed.errors import ConfigError, invalid_settings
 from kafeed.loader.batch_view import BatchView, Item, entry_data, taken, token_views, with_views
 from kafeed.loader.dataset import Collate, KafkaDatasetBase, WorkerError, rank_and_world
-from kafeed.loader.deferred_entry import DeferredEntry
-from kafeed.loader.device_feed import DeviceFeed, resolve_device
-from kafeed.loader.group_mirror import commit_positions
 from kafeed.loader.loader_options import LoaderOptions
 from kafeed.loader.metrics import LoaderMetrics, batch_tokens
-from kafeed.loader.prefetch import JOIN_S, Prefetch
-from kafeed.loader.rank_sync import agree, should_sync
-from kafeed.loader.record_kinds import KINDS
-from kafeed.loader.state import next_epoch, plain_copy
-from kafeed.loader.stream import Delivered
-from kafeed.loader.worker_start import prestart, worker_items
+from kafeed.loader.nodes.record_kinds import KINDS
+from kafeed.loader.nodes.stream import Delivered
+from kafeed.loader.sources.group_mirror import commit_positions
+from kafeed.loader.state.checkpoint import next_epoch, plain_copy
+from kafeed.loader.workers.deferred_entry import DeferredEntry
+from kafeed.loader.workers.device_feed import DeviceFeed, resolve_device
+from kafeed.loader.workers.prefetch import JOIN_S, Prefetch
+from kafeed.loader.workers.rank_sync import agree, should_sync
+from kafeed.loader.workers.worker_start import prestart, worker_items
 
 __all__ = ["LoaderOptions", "StreamLoader", "entry_data"]
 
 log = logging.getLogger("kafeed")
 # Away from the loader for less than this between batches, the caller builds them itself:
-# the prefetch thread's hand-over costs 30-50 us of CPU per batch (kafeed.loader.prefetch).
+# the prefetch thread's hand-over costs 30-50 us of CPU per batch (kafeed.loader.workers.prefetch).
 INLINE_BELOW_S = 100e-6
 
 
@@ -74,7 +74,7 @@ class StreamLoader:
     ``device="cuda"`` hands out batches already on the accelerator: staged in a small pool
     of host buffers (pinned with ``pin_memory=True``), copied with ``non_blocking=True`` on
     a side stream one batch ahead, the caller's stream waiting on the copy's event
-    (kafeed.loader.device_feed). ``device="cpu"`` runs the same path without an accelerator.
+    (kafeed.loader.workers.device_feed). ``device="cpu"`` runs the same path without an accelerator.
     The state still counts only the batches handed out.
 
     With ``num_workers=0`` the next batches are built on a thread while the caller steps,
@@ -212,7 +212,7 @@ class StreamLoader:
             cut = prefetch is not None and prefetch.stopped  # close() ended it, not the data
         finally:
             # An iterator left alive in a script's globals is finalized here after the exit's
-            # clean-up (kafeed.loader.prefetch closed its thread then): nobody scrapes the
+            # clean-up (kafeed.loader.workers.prefetch closed its thread then): nobody scrapes the
             # metrics any more, and a fold's imports would fail.
             if not sys.is_finalizing():
                 metrics.fold()  # a loader dropped after its loop is never collected again

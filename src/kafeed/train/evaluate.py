@@ -23,7 +23,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from kafeed.errors import KafeedError, invalid_settings
-from kafeed.loader.rank_states import loadable_state
+from kafeed.loader.state.rank_states import loadable_state
 from kafeed.schema.codec import decode_document, decode_sample, unpack_tokens
 from kafeed.tasks.handlers import TaskContext
 from kafeed.telemetry.recorder import EVALUATIONS_FILE

@@ -22,8 +22,8 @@ from typing import Any, TypeVar
 
 from kafeed.config import ConnectionSettings
 from kafeed.kafka import KafkaClients
-from kafeed.loader.rank_states import loadable_state
-from kafeed.loader.state import reader_entries
+from kafeed.loader.state.checkpoint import reader_entries
+from kafeed.loader.state.rank_states import loadable_state
 
 T = TypeVar("T")
 #: A partition that yields nothing new for this long (its high watermark is a control

@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kafeed.errors import ConfigError, ResumeMismatch
-from kafeed.loader.mixing import tokens_delivered
-from kafeed.loader.rank_states import is_rank_states, loadable_state, rank_states
-from kafeed.loader.state import reader_entries
+from kafeed.loader.nodes.mixing import tokens_delivered
+from kafeed.loader.state.checkpoint import reader_entries
+from kafeed.loader.state.rank_states import is_rank_states, loadable_state, rank_states
 from kafeed.train.checkpoint import CheckpointError, read_manifest, resolve_manifest
 
 if TYPE_CHECKING:

@@ -87,7 +87,7 @@ class TrainOptions(BaseModel):
     def _mix_from_text(cls, value: Any) -> Any:
         # Its own sentences (kafeed.errors.ConfigError) name the part that is wrong.
         if isinstance(value, str):
-            from kafeed.loader.mixing import parse_mix
+            from kafeed.loader.nodes.mixing import parse_mix
 
             return parse_mix(value)
         return value

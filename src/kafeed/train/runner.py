@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
-from kafeed.loader.rank_states import gather_states
+from kafeed.loader.state.rank_states import gather_states
 from kafeed.train.checkpoint import CheckpointManager
 from kafeed.train.checkpoint_policy import CheckpointPolicy
 from kafeed.train.defaults import TRAIN_DEFAULTS

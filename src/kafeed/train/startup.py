@@ -20,9 +20,9 @@ from typing import Any
 from kafeed.config import ConnectionSettings
 from kafeed.errors import KafeedError
 from kafeed.loader.opening import MAIN_PROCESS, Stream, open_stream
-from kafeed.loader.rank_states import loadable_state
 from kafeed.loader.settings import LoaderSettings
-from kafeed.loader.state import check_state, plain_copy
+from kafeed.loader.state.checkpoint import check_state, plain_copy
+from kafeed.loader.state.rank_states import loadable_state
 from kafeed.train.options import TrainOptions
 
 log = logging.getLogger("kafeed")

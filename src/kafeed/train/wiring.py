@@ -1,6 +1,6 @@
 """Glue between a trainer and kafeed's loader: lineage, offset mirror, lag, every rank's state.
 
-Each checkpoint holds every rank's loader state (:func:`kafeed.loader.rank_states.gather_states`)
+Each checkpoint holds every rank's loader state (:func:`kafeed.loader.state.rank_states.gather_states`)
 and its lineage (:func:`kafeed.train.lineage.lineage_of`).
 """
 
@@ -12,8 +12,8 @@ from typing import Any
 
 from kafeed.config import ConnectionSettings
 from kafeed.errors import KafeedError
-from kafeed.loader.assignment import partition_key
-from kafeed.loader.state import reader_entries
+from kafeed.loader.sources.assignment import partition_key
+from kafeed.loader.state.checkpoint import reader_entries
 from kafeed.train.lineage import lineage_of
 from kafeed.train.options import TrainOptions
 from kafeed.train.runner import Runner, RunResult
