@@ -299,7 +299,7 @@ class _Count:
 
 def bare_consumer(args: dict[str, Any], group: str) -> Any:
     """A consumer of the whole topic from its start, with the loader's own fetch settings, so
-    the bare reads are a fair ceiling (kafeed/loader/read_ahead.py)."""
+    the bare reads are a fair ceiling (kafeed/loader/sources/read_ahead.py)."""
     from confluent_kafka import Consumer, TopicPartition
 
     c = Consumer({"bootstrap.servers": args["bootstrap"], "group.id": group,

@@ -63,7 +63,7 @@ class LedgerEntry:
 
 
 def _readers(state: dict[str, Any]) -> list[dict[str, Any]]:
-    from kafeed.loader.state import reader_entries
+    from kafeed.loader.state.checkpoint import reader_entries
 
     return list(reader_entries(state)) if state else []
 
