@@ -28,7 +28,7 @@ from kafeed.loader.sources.cold_tier import ColdTier
 from kafeed.loader.sources.kafka_flow import KafkaFlow
 from kafeed.loader.sources.kafka_partitions import KafkaPartitions
 from kafeed.loader.sources.partition import Entry, Partition
-from kafeed.loader.sources.read_ahead import CHECK_S, REFILL_S, ReadAhead, pull_size
+from kafeed.loader.sources.read_ahead import REFILL_S, ReadAhead, pull_size
 from kafeed.loader.sources.source import Shards
 from kafeed.loader.workers.parent import ParentWatch
 from kafeed.loader.workers.prefetch import Stopped, check_running
@@ -65,15 +65,17 @@ class KafkaFetcher:
         self.stop: threading.Event | None = None  # on a prefetch thread: end when it is set
         self._log_error = log_error
 
-    def fetch(self, timeout: float, turn: Partition | None = None, until: float = math.inf) -> int:
+    def fetch(self, timeout: float) -> int:
         """Records from librdkafka into the queues: one ``consume()`` waiting up to
         ``timeout``, more at once while librdkafka has them and the queues are below the
-        target, but not past the moment ``turn`` (the partition whose turn found its queue
-        empty) has a record, nor past ``until`` (a monotonic time); then pause or resume.
-        Returns how many records were queued or restored."""
+        target; then pause or resume. Returns how many records were queued or restored.
+
+        Stopping earlier (once the waiting partition had a record, or after half a look's
+        time) took 1.35x the CPU per token on a 30M-token read (benchmarks/bench_loader.py):
+        the queues ran dry more often, and each refill paused and resumed partitions."""
         queued, more = self.pull(timeout)
         ahead = self._ahead
-        while more and ahead.want_more and not (turn is not None and turn.queue) and time.monotonic() < until:
+        while more and ahead.want_more:
             got, more = self.pull(0)
             queued += got
         self.hold()
@@ -236,14 +238,11 @@ class KafkaFetcher:
     def top_up(self, now: float) -> None:
         """Every ``CHECK_S`` while records are taken: update the rate, pause or resume, and
         move what librdkafka has fetched into the queues while they hold less than the target
-        (never waiting), so its fetcher keeps going; for half a ``CHECK_S`` at most, so that
-        the caller's records are not held back meanwhile. At the start the target is the
-        whole read-ahead: pulled at once, it held the first batch back for 16,000 records
-        (170 ms) where it needed 2,000."""
+        (never waiting), so its fetcher keeps going."""
         ahead = self._ahead
         ahead.tick(now)
         if ahead.want_more:
-            self.fetch(0, until=now + CHECK_S / 2)
+            self.fetch(0)
         else:
             self.hold()
 

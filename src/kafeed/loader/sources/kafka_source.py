@@ -159,7 +159,7 @@ class KafkaSource:
     def fill(self, wait: float, turn: Partition | None = None) -> int:
         if turn is not None:  # a turn waits for records: the rate as of now decides the fetch
             self.read_ahead.tick(time.monotonic())
-        return self._parts().fetcher.fetch(wait, turn)
+        return self._parts().fetcher.fetch(wait)
 
     def wake(self, part: Partition) -> None:
         self._parts().flow.wake(part)
