@@ -46,7 +46,7 @@ def test_copies_under_new_ids_meet_and_restart_reads_snapshot_plus_tail(
     assert (again.records_in, again.duplicates, again.documents_out) == (31, 30, 1)
     changelog = high_watermarks(kafka, settings.changelog_topic)
     assert 0 < again.state_records_read <= 4 * (2 * 3 + 4)
-    assert changelog > 3 * again.state_records_read  # the history is much longer than what was read
+    assert again.state_records_read < changelog / 2  # far less than the whole history
 
     # A count bound forgets: with at most 8 hashes per partition, early texts pass again.
     bounded = settings.model_copy(update={

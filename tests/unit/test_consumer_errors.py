@@ -81,3 +81,16 @@ def test_the_typed_clients_raise_kafeed_errors_with_librdkafkas_code_and_cause()
     fake.fail("list_topics", KafkaError._TRANSPORT, "down")
     with pytest.raises(BrokerUnavailable, match=r"^Could not read cluster metadata: "):
         fake.admin().list_topics(timeout=1)
+
+
+@pytest.mark.parametrize("code", [KafkaError.UNKNOWN_LEADER_EPOCH, KafkaError.FENCED_LEADER_EPOCH,
+                                  KafkaError.NOT_LEADER_FOR_PARTITION])
+def test_an_admin_request_is_sent_again_while_a_partitions_leader_epoch_settles(code: int) -> None:
+    from confluent_kafka import KafkaException
+
+    from kafeed.kafka.translate import is_transient
+
+    # librdkafka does not flag these retriable; Kafka's protocol does (a new topic's leader
+    # epoch not yet known to the broker asked: a prepare worker died of it under load).
+    assert is_transient(KafkaException(KafkaError(code)))
+    assert not is_transient(KafkaException(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED)))

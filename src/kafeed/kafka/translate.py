@@ -93,7 +93,9 @@ def error_code(exc: BaseException | Any) -> int | None:
 
 def is_transient(exc: BaseException) -> bool:
     """An admin request that may succeed when sent again: retriable, or leadership still moving
-    (as right after a topic is created or a broker is lost)."""
+    (as right after a topic is created or a broker is lost: a partition's leader epoch not yet
+    known to the broker asked, which librdkafka does not flag retriable, though Kafka's
+    protocol does; seen reading a new changelog's offsets on a loaded machine)."""
     from confluent_kafka import KafkaError
 
     err = kafka_error(exc)
@@ -103,6 +105,8 @@ def is_transient(exc: BaseException) -> bool:
         KafkaError.NOT_LEADER_FOR_PARTITION,
         KafkaError.LEADER_NOT_AVAILABLE,
         KafkaError.UNKNOWN_TOPIC_OR_PART,
+        KafkaError.UNKNOWN_LEADER_EPOCH,
+        KafkaError.FENCED_LEADER_EPOCH,
     )
 
 
