@@ -210,32 +210,12 @@ def unflat(flat: np.ndarray, shapes: list[tuple[int, ...]]) -> list[np.ndarray]:
 
 # --- Flower's side (runs in the Flower environment: imports flwr, never kafeed) ---
 
-def run_flower(setup: Setup) -> dict[str, Any]:
-    """Flower's FedAvg over its legacy gRPC server and three clients in threads."""
-    import logging
-
-    from flwr.client import NumPyClient
-    from flwr.common import ndarrays_to_parameters
-    from flwr.compat.client.app import start_client
-    from flwr.server import ServerConfig, start_server
+def timed_fedavg(round_seconds: list[float]) -> Any:
+    """Flower's FedAvg, each round's seconds (from handing out the model to the aggregate)
+    appended to ``round_seconds``; a round with a failed client is an error."""
     from flwr.server.strategy import FedAvg
 
-    logging.getLogger("flwr").setLevel(logging.ERROR)
-    torch.set_num_threads(1)
-    sites, test = make_data(setup)
-    global_model = make_model(setup)
-    final: dict[str, float] = {}
     starts: dict[int, float] = {}
-    round_seconds: list[float] = []
-
-    class Site(NumPyClient):
-        def __init__(self, s: int) -> None:
-            self.s, self.model = s, make_model(setup)
-
-        def fit(self, parameters: list[np.ndarray], config: dict[str, Any]) -> tuple[Any, int, dict]:
-            set_weights(self.model, parameters)
-            weights = train_local(setup, self.model, sites[self.s], self.s, int(config["round"]) - 1)
-            return weights, len(sites[self.s][1]), {}
 
     class TimedFedAvg(FedAvg):
         def configure_fit(self, server_round: int, parameters: Any, client_manager: Any) -> Any:
@@ -248,6 +228,36 @@ def run_flower(setup: Setup) -> dict[str, Any]:
             out = super().aggregate_fit(server_round, results, failures)
             round_seconds.append(time.perf_counter() - starts[server_round])
             return out
+
+    return TimedFedAvg
+
+
+def run_flower(setup: Setup) -> dict[str, Any]:
+    """Flower's FedAvg over its legacy gRPC server and three clients in threads."""
+    import logging
+
+    from flwr.client import NumPyClient
+    from flwr.common import ndarrays_to_parameters
+    from flwr.compat.client.app import start_client
+    from flwr.server import ServerConfig, start_server
+
+    logging.getLogger("flwr").setLevel(logging.ERROR)
+    torch.set_num_threads(1)
+    sites, test = make_data(setup)
+    global_model = make_model(setup)
+    final: dict[str, float] = {}
+    round_seconds: list[float] = []
+
+    class Site(NumPyClient):
+        def __init__(self, s: int) -> None:
+            self.s, self.model = s, make_model(setup)
+
+        def fit(self, parameters: list[np.ndarray], config: dict[str, Any]) -> tuple[Any, int, dict]:
+            set_weights(self.model, parameters)
+            weights = train_local(setup, self.model, sites[self.s], self.s, int(config["round"]) - 1)
+            return weights, len(sites[self.s][1]), {}
+
+    TimedFedAvg = timed_fedavg(round_seconds)
 
     def evaluate(server_round: int, weights: list[np.ndarray], _: dict[str, Any]) -> tuple[float, dict]:
         if server_round == setup.rounds:
@@ -443,7 +453,6 @@ def run_flower_gpt(setup: BrokerSetup, data: Path) -> dict[str, Any]:
     from flwr.common import ndarrays_to_parameters
     from flwr.compat.client.app import start_client
     from flwr.server import ServerConfig, start_server
-    from flwr.server.strategy import FedAvg
 
     from kafeed.train.models import next_token_loss
 
@@ -454,7 +463,6 @@ def run_flower_gpt(setup: BrokerSetup, data: Path) -> dict[str, Any]:
     global_model = new_gpt(setup.seed)
     names = [n for n, _ in global_model.named_parameters()]
     final: dict[str, float] = {}
-    starts: dict[int, float] = {}
     round_seconds: list[float] = []
 
     def load(model: torch.nn.Module, arrays: list[np.ndarray]) -> None:
@@ -482,17 +490,7 @@ def run_flower_gpt(setup: BrokerSetup, data: Path) -> dict[str, Any]:
             return ([p.detach().numpy().copy() for p in model.parameters()],
                     int(sum(b.shape[0] for b in batches)), {})
 
-    class TimedFedAvg(FedAvg):
-        def configure_fit(self, server_round: int, parameters: Any, client_manager: Any) -> Any:
-            starts[server_round] = time.perf_counter()
-            return super().configure_fit(server_round, parameters, client_manager)
-
-        def aggregate_fit(self, server_round: int, results: Any, failures: Any) -> Any:
-            if failures:
-                raise RuntimeError(f"Flower round {server_round}: {len(failures)} clients failed")
-            out = super().aggregate_fit(server_round, results, failures)
-            round_seconds.append(time.perf_counter() - starts[server_round])
-            return out
+    TimedFedAvg = timed_fedavg(round_seconds)
 
     def evaluate(server_round: int, arrays: list[np.ndarray], _: dict[str, Any]) -> tuple[float, dict]:
         if server_round == setup.rounds:
