@@ -565,11 +565,9 @@ def compare(setup: Setup, python: Path | None,
     return out
 
 
-def show(result: dict[str, Any]) -> None:
-    s = result["setup"]
-    print(f"{s['rounds']} rounds x {s['local_steps']} local steps (batch {s['batch']}, lr {s['lr']}), "
-          f"3 sites {result['kafeed']['site_samples']} samples, {result['kafeed']['params']:,} params")
-    print(f"{'':10}{'final loss':>12}{'accuracy':>10}{'s/round':>10}{'round 1':>9}")
+def side_rows(result: dict[str, Any], accuracy: bool) -> None:
+    """One line per side (Flower, kafeed): final loss, accuracy if asked, the median round's
+    seconds after the first, and the first round's."""
     for name in ("flower", "kafeed"):
         side = result[name]
         if side is None:
@@ -577,7 +575,16 @@ def show(result: dict[str, Any]) -> None:
             continue
         rounds = side["round_seconds"]
         steady = float(np.median(rounds[1:] if len(rounds) > 1 else rounds))
-        print(f"{name:10}{side['loss']:>12.4f}{side['accuracy']:>10.2%}{steady:>10.4f}{rounds[0]:>9.3f}")
+        acc = f"{side['accuracy']:>10.2%}" if accuracy else ""
+        print(f"{name:10}{side['loss']:>12.4f}{acc}{steady:>10.4f}{rounds[0]:>9.3f}")
+
+
+def show(result: dict[str, Any]) -> None:
+    s = result["setup"]
+    print(f"{s['rounds']} rounds x {s['local_steps']} local steps (batch {s['batch']}, lr {s['lr']}), "
+          f"3 sites {result['kafeed']['site_samples']} samples, {result['kafeed']['params']:,} params")
+    print(f"{'':10}{'final loss':>12}{'accuracy':>10}{'s/round':>10}{'round 1':>9}")
+    side_rows(result, accuracy=True)
     k = result["kafeed"]
     print(f"kafeed secure aggregation {1e3 * float(np.median(k['secagg_seconds'])):.2f} ms/round; "
           f"its mean differs from plain FedAvg by at most {k['max_secagg_vs_fedavg']:.1e}")
@@ -591,14 +598,7 @@ def show_broker(result: dict[str, Any]) -> None:
     print(f"over a broker, {how}: {s['rounds']} rounds x {s['local_steps']} local steps (batch {s['batch']}, "
           f"lr {s['lr']}), 3 sites, TinyGPT {k['params']:,} params, an update {k['update_bytes'][0]:,} bytes")
     print(f"{'':10}{'final loss':>12}{'s/round':>10}{'round 1':>9}")
-    for name in ("flower", "kafeed"):
-        side = result[name]
-        if side is None:
-            print(f"{name:10}  not run: no Flower environment (make flower-venv)")
-            continue
-        rounds = side["round_seconds"]
-        steady = float(np.median(rounds[1:] if len(rounds) > 1 else rounds))
-        print(f"{name:10}{side['loss']:>12.4f}{steady:>10.4f}{rounds[0]:>9.3f}")
+    side_rows(result, accuracy=False)
     print(f"(version 0's loss: {k['initial_loss']:.4f}; ln 257 = {np.log(257):.4f})")
     if result["flower"]:
         print(f"gap: loss {result['loss_gap']:.2%} (target < 2 %)")
