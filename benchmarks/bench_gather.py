@@ -35,6 +35,7 @@ from confluent_kafka import Producer
 
 from kafeed.broker import LocalCluster, free_port_block
 from kafeed.config import ConnectionSettings
+from kafeed.loader.state.checkpoint import buffered
 from kafeed.schema import make_document
 from kafeed.topics import TopicAdmin, plan_topic
 
@@ -124,7 +125,7 @@ def measure(states: list[dict[str, Any]], checkpoints: int, out: Path) -> dict[s
     slowest = np.max(np.array([got[r] for r in range(world)]), axis=0) * 1000
     return {"world": world, "median_ms": round(float(np.median(slowest)), 3),
             "p90_ms": round(float(np.percentile(slowest, 90)), 3), "document_bytes": sizes,
-            "buffer_entries": sum(len(r["buffer"]) for s in states for r in s["readers"].values())}
+            "buffer_entries": sum(len(buffered(r)) for s in states for r in s["readers"].values())}
 
 
 def run(bootstrap: str, args: argparse.Namespace) -> dict[str, Any]:

@@ -114,7 +114,7 @@ def child(kind: str, args: dict[str, Any]) -> dict[str, float]:
         gc.collect()
         start = time.process_time()
         tokens = 0
-        while (batch := stream.next_batch(8)) is not None:
+        while (batch := stream.next(8)) is not None:
             tokens += batch["tokens"].size
         best = min(best, time.process_time() - start)
         records = stream.stats()["records"]

@@ -52,7 +52,7 @@ def read_all(settings: LoaderSettings, batch: int) -> tuple[float, int, str]:
     start = time.perf_counter()
     stream = open_stream(settings, MAIN_PROCESS, None, client_stats=False)
     try:
-        while (out := stream.next_batch(batch)) is not None:
+        while (out := stream.next(batch)) is not None:
             tokens += out["tokens"].size
             digest.update(out["tokens"].tobytes())
     finally:

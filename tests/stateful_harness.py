@@ -34,7 +34,7 @@ class Stateful(Generic[T]):
 
 
 def piece_case(build: Callable[[], Any], step: Callable[[Any], Any]) -> Stateful[Any]:
-    """A reader or a stream (anything with ``open``, ``state_dict``, ``load_state_dict`` and
+    """A reader or a stream (a node: anything with ``open``, ``state``, ``reset`` and
     ``close``): built, loaded with a saved state before it opens, opened at its first step."""
 
     class Node:
@@ -49,8 +49,8 @@ def piece_case(build: Callable[[], Any], step: Callable[[Any], Any]) -> Stateful
             return self.piece
 
     return Stateful(make=Node, step=lambda node: step(node.open()),
-                    state=lambda node: node.open().state_dict(),
-                    load=lambda node, state: node.piece.load_state_dict(state),
+                    state=lambda node: node.open().state(),
+                    load=lambda node, state: node.piece.reset(state),
                     close=lambda node: node.piece.close())
 
 

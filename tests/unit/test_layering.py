@@ -181,7 +181,7 @@ LOADER_LAYERS: list[set[str]] = [
      "metrics", "workers.prefetch", "settings", "workers.bundles", "nodes.decode",
      "sources.file_rows", "sources.kafka_flow", "sources.offsets", "sources.archive_table",
      "state.checkpoint", "sources.cold_tier", "sources.group_mirror", "nodes.mixing",
-     "nodes.packing", "state.resume", "nodes.shuffle", "state.rank_states"},
+     "nodes.packing", "state.resume", "nodes.shuffle", "state.rank_states", "nodes.node"},
     {"sources.source", "sources.file_source", "sources.kafka_fetch", "sources.kafka_partitions",
      "sources.kafka_source", "sources.table_source"},
     {"nodes.reader", "nodes.readers"},

@@ -65,7 +65,7 @@ def _stream(settings: LoaderSettings, topo: Topology = ONE, saved: Any = None) -
 
 def _stream_case(settings: LoaderSettings) -> Stateful[Any]:
     return piece_case(lambda: TokenStream(settings, file_reader(settings, index=0, count=1)),
-                      lambda stream: stream.next_batch(3))
+                      lambda stream: stream.next(3))
 
 
 @pytest.mark.parametrize("arrow", [False, True])
@@ -73,7 +73,7 @@ def test_every_document_once_in_file_order(tmp_path: Path, arrow: bool) -> None:
     expected = _write(tmp_path, arrow=arrow)
     stream = _stream(_settings(tmp_path))
     batches = []
-    while (batch := stream.next_batch(4)) is not None:
+    while (batch := stream.next(4)) is not None:
         batches.append(batch)
     assert np.array_equal(_counts(batches, len(expected)), expected)
     flat = np.concatenate([b["tokens"].reshape(-1) for b in batches])
@@ -119,12 +119,12 @@ def test_files_are_sharded_by_file_and_resume_elastically(tmp_path: Path) -> Non
     streams = [_stream(settings, Topology(0, 2, 0, 1)), _stream(settings, Topology(1, 2, 0, 1))]
     assert [sorted(p.key for p in s.reader.parts) for s in streams] == [
         ["files:0", "files:2", "files:4"], ["files:1", "files:3"]]
-    batches = [streams[0].next_batch(2), streams[1].next_batch(2)]
+    batches = [streams[0].next(2), streams[1].next(2)]
     state = kafeed.merge_states([
         {**kafeed.FileTokenDataset(tmp_path, seq_len=15, eos_id=EOS).empty_state(), "num_readers": 2,
-         "readers": {str(i): json.loads(json.dumps(s.state_dict()))}} for i, s in enumerate(streams)])
+         "readers": {str(i): json.loads(json.dumps(s.state()))}} for i, s in enumerate(streams)])
     one = _stream(settings, Topology(0, 1, 0, 1), saved=state)  # two readers' state, one reader now
-    while (batch := one.next_batch(4)) is not None:
+    while (batch := one.next(4)) is not None:
         batches.append(batch)
     got = _counts(batches, len(expected))
     # Whole documents only after an elastic resume: a document cut by the save is delivered
@@ -135,9 +135,9 @@ def test_files_are_sharded_by_file_and_resume_elastically(tmp_path: Path) -> Non
 def test_a_changed_file_is_refused_on_resume(tmp_path: Path) -> None:
     _write(tmp_path)
     stream = _stream(_settings(tmp_path))
-    stream.next_batch(2)
+    stream.next(2)
     saved = {**kafeed.FileTokenDataset(tmp_path, seq_len=15, eos_id=EOS).empty_state(), "num_readers": 1,
-             "readers": {"0": json.loads(json.dumps(stream.state_dict()))}}
+             "readers": {"0": json.loads(json.dumps(stream.state()))}}
     pq.write_table(pa.table({"input_ids": [[1, 2]]}), tmp_path / "part-0.parquet")
     with pytest.raises(ResumeMismatch, match="files:0"):
         _stream(_settings(tmp_path), saved=saved)
@@ -148,9 +148,9 @@ def test_bad_inputs_are_one_sentence(tmp_path: Path) -> None:
         _stream(_settings(tmp_path))
     pq.write_table(pa.table({"ids": [[1, -2]]}), tmp_path / "a.parquet")
     with pytest.raises(SchemaError, match="outside"):
-        _stream(_settings(tmp_path)).next_batch(1)
+        _stream(_settings(tmp_path)).next(1)
     with pytest.raises(SchemaError, match="no column 'nope'"):
-        _stream(_settings(tmp_path, column="nope")).next_batch(1)
+        _stream(_settings(tmp_path, column="nope")).next(1)
     with pytest.raises(ConfigError, match="end=None does not apply"):
         kafeed.FileTokenDataset(tmp_path, seq_len=15, eos_id=EOS, end=None)
 
@@ -163,7 +163,7 @@ def test_the_parquet_files_kafeed_archive_writes_are_read_and_raw_rows_skipped(t
             "tokenizer": ["gpt2", None, "gpt2", "other"]}
     pq.write_table(pa.table(rows), tmp_path / "data.parquet")
     stream = _stream(_settings(tmp_path, tokenizer="gpt2"))
-    batch = stream.next_batch(4)
+    batch = stream.next(4)
     tokens = batch["tokens"].reshape(-1).tolist()
     assert tokens[:7] == [1, 1, EOS, 2, 2, 2, EOS]  # the raw row and the other tokenizer's skipped
     assert stream.stats() == {"records": 2, "bad": 2, "tokens": 5}

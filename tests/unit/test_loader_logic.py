@@ -14,6 +14,7 @@ from kafeed.loader.settings import LoaderSettings
 from kafeed.loader.sources.assignment import assign, warn_if_idle
 from kafeed.loader.state.checkpoint import check_state, empty_state, fingerprint, merge_states, partition_plan
 from tests.stateful_harness import Stateful, check_save_resume
+from tests.stream_entries import stream_entry
 
 EOS = 0
 
@@ -98,7 +99,7 @@ def test_pop_windows_cuts_what_pop_cuts_uncopied(window: int, seed: int) -> None
         assert all(spans[i + 1][1] == spans[i][3] for i in range(len(spans) - 1))
         cut += count
     assert cut == sum(len(t) + 1 for t in docs.values())
-    assert ahead.state_dict() == whole.state_dict()
+    assert ahead.state() == whole.state()
 
 
 def _packer_case(docs: dict[tuple[str, int], np.ndarray]) -> Stateful[Any]:
@@ -120,10 +121,10 @@ def _packer_case(docs: dict[tuple[str, int], np.ndarray]) -> Stateful[Any]:
 
     def load(node: Node, state: dict[str, Any]) -> None:
         node.next_doc = state["next_doc"]
-        node.packer.load_state_dict(state["packer"], fetch=lambda ref: docs[ref])
+        node.packer.reset(state["packer"], fetch=lambda ref: docs[ref])
 
     return Stateful(make=Node, step=step, load=load,
-                    state=lambda node: {"next_doc": node.next_doc, "packer": node.packer.state_dict()})
+                    state=lambda node: {"next_doc": node.next_doc, "packer": node.packer.state()})
 
 
 @pytest.mark.parametrize("n", [0, 1, 7, 30])
@@ -142,14 +143,14 @@ def _shuffle_case(seed: int) -> Stateful[Any]:
         while not node.buffer.full and node.pos < 100:
             node.buffer.add(node.pos)
             node.pos += 1
-        return node.buffer.pop() if len(node.buffer) else None
+        return node.buffer.next() if len(node.buffer) else None
 
     def load(node: Node, state: dict[str, Any]) -> None:
         node.pos = state["pos"]
-        node.buffer.load_state_dict(state["buffer"])
+        node.buffer.reset(state["buffer"])
 
     return Stateful(make=Node, step=step, load=load,
-                    state=lambda node: {"pos": node.pos, "buffer": node.buffer.state_dict()})
+                    state=lambda node: {"pos": node.pos, "buffer": node.buffer.state()})
 
 
 def test_shuffle_is_deterministic_from_seed_and_a_permutation() -> None:
@@ -173,8 +174,7 @@ def _settings(**kw: Any) -> LoaderSettings:
 def _reader(
     index: int, partitions: dict[str, dict[str, Any]], carry: list[Any] | None = None
 ) -> dict[str, Any]:
-    return {"index": index, "partitions": partitions, "rr": 0, "buffer": [], "rng": None,
-            "carry": carry or [], "stats": {"records": 0, "bad": 0, "tokens": 0}}
+    return stream_entry(index, partitions, carry=carry or [])
 
 
 def _state(readers: dict[str, Any], num: int = 2) -> dict[str, Any]:
@@ -190,7 +190,7 @@ def test_state_roundtrips_json_and_has_constant_keys() -> None:
     assert check_state(again, _settings()) == state
     keys = ["version", "fingerprint", "mode", "num_readers", "readers", "next_worker"]
     assert sorted(state) == sorted(keys)
-    assert state["version"] == 1
+    assert state["version"] == 2
 
 
 @pytest.mark.parametrize("change", [{"seq_len": 16}, {"eos_id": 2}, {"topics": ("other",)},

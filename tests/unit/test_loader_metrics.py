@@ -12,6 +12,7 @@ from kafeed.loader.settings import LoaderSettings
 from kafeed.loader.sources.kafka_source import KafkaSource
 from kafeed.telemetry import metrics as m
 from kafeed.telemetry.stats import StatsCallback
+from tests.stream_entries import stream_entry
 
 
 def value(name: str, **labels: str) -> float:
@@ -39,8 +40,8 @@ def test_batch_counts_records_per_topic_positions_and_skips_missing_timestamps()
 
 
 def test_delivered_of_reads_next_offsets_from_the_state() -> None:
-    state = {"partitions": {"t:0": {"next": 4, "read": 9, "end": None, "delivered": [5, 6]},
-                            "t:1": {"next": 0, "read": 0, "end": 0, "delivered": []}}}
+    state = stream_entry(0, {"t:0": {"next": 4, "read": 9, "end": None, "delivered": [5, 6]},
+                             "t:1": {"next": 0, "read": 0, "end": 0, "delivered": []}})
     d = Delivered.of(({"t": 3}, [10, 20, 30]), state)
     assert d.positions == {"t:0": 4, "t:1": 0} and d.per_topic == {"t": 3}
     assert d.timestamps.dtype == np.int64 and d.timestamps.tolist() == [10, 20, 30]

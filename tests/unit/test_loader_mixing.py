@@ -22,6 +22,7 @@ from kafeed.loader.nodes.mixing import (
 )
 from kafeed.loader.settings import LoaderSettings
 from tests.stateful_harness import Stateful, check_save_resume
+from tests.stream_entries import stream_entry
 
 
 @pytest.mark.parametrize(("weights", "words"), [
@@ -87,13 +88,13 @@ def test_dry_sources_share_out_their_weight() -> None:
 
 def test_schedule_save_resume_and_a_weight_change() -> None:
     case = Stateful(make=lambda: MixSchedule({"a": 0.6, "b": 0.3, "c": 0.1}, seed=9, index=2),
-                    step=lambda s: s.pick(7), state=lambda s: s.state_dict(),
-                    load=lambda s, state: s.load_state_dict(state))
+                    step=lambda s: s.pick(7), state=lambda s: s.state(),
+                    load=lambda s, state: s.reset(state))
     check_save_resume(case, 13, 40)
     old = MixSchedule({"a": 0.6, "b": 0.4}, seed=9, index=2)
     old.pick(11)
     new = MixSchedule({"a": 0.1, "b": 0.9}, seed=9, index=2)
-    new.load_state_dict(json.loads(json.dumps(old.state_dict())))
+    new.reset(json.loads(json.dumps(old.state())))
     picks = Counter(new.pick(1000))
     assert abs(picks["b"] - 900) <= 2
     # Different readers start from different, seeded credits.
@@ -102,22 +103,27 @@ def test_schedule_save_resume_and_a_weight_change() -> None:
 
 
 def _entry() -> dict[str, Any]:
-    reader = {"index": 1, "partitions": {}, "rr": 0, "buffer": [], "rng": None, "carry": [],
-              "stats": {"records": 0, "bad": 0, "tokens": 0}}
-    return {"index": 1, "sources": {"a": dict(reader), "b": dict(reader)},
-            "mix": {"weights": {"a": 0.5, "b": 0.5}, "credits": {"a": 0.1, "b": -0.1},
-                    "tokens": {"a": 32, "b": 16}, "dry": ["b"]}}
+    return {"version": 1, "index": 1, "sources": {"a": stream_entry(1, {}), "b": stream_entry(1, {})},
+            "schedule": {"version": 1, "weights": {"a": 0.5, "b": 0.5}, "credits": {"a": 0.1, "b": -0.1}},
+            "tokens": {"a": 32, "b": 16}, "dry": ["b"]}
 
 
 def test_entry_checks() -> None:
     sources = {n: LoaderSettings(topics=(n,), seq_len=7, eos_id=0) for n in ("a", "b")}
     check_entry(_entry(), "readers['1']", sources)
-    bad: list[tuple[str, Any]] = [("tokens", {"a": -1, "b": 0}), ("dry", ["c"]), ("dry", ["a", "a"]),
-                                  ("credits", {"a": "x", "b": 0.0}), ("weights", {"a": 1.0})]
-    for key, value in bad:
+    bad: list[tuple[list[str], Any, str]] = [
+        (["tokens"], {"a": -1, "b": 0}, "tokens"), (["dry"], ["c"], "dry"), (["dry"], ["a", "a"], "dry"),
+        (["schedule", "credits"], {"a": "x", "b": 0.0}, "schedule.credits"),
+        (["schedule", "weights"], {"a": 1.0}, "schedule.weights"),
+        (["version"], 2, r"readers\['1'\] \(mixture node\) version 2 is not supported"),
+        (["schedule", "version"], 0, r"schedule \(schedule node\) version 0 is not supported")]
+    for path, value, field in bad:
         entry = _entry()
-        entry["mix"][key] = value
-        with pytest.raises(ResumeMismatch, match=f"mix.{key}"):
+        node = entry
+        for key in path[:-1]:
+            node = node[key]
+        node[path[-1]] = value
+        with pytest.raises(ResumeMismatch, match=field):
             check_entry(entry, "readers['1']", sources)
     entry = _entry()
     entry["sources"]["b"]["index"] = 0

@@ -18,15 +18,15 @@ from kafeed.loader.state.resume import (
     exact_starts,
     plan_starts,
 )
+from tests.stream_entries import stream_entry
 
 SETTINGS = LoaderSettings(topics=("tok",), seq_len=8, eos_id=0, shuffle_buffer=4)
 RNG = {"bit_generator": "PCG64", "state": {"state": 5, "inc": 7}, "has_uint32": 0, "uinteger": 0}
 
 
 def _reader(index: int, key: str, nxt: int, read: int, carry: list[Any] | None = None) -> dict[str, Any]:
-    return {"index": index, "partitions": {key: {"next": nxt, "read": read, "end": 50, "delivered": []}},
-            "rr": 1, "buffer": [[key, nxt]] if read > nxt else [], "rng": RNG, "carry": carry or [],
-            "stats": {"records": 3, "bad": 1, "tokens": 9}}
+    return stream_entry(index, {key: {"next": nxt, "read": read, "end": 50, "delivered": []}}, rr=1,
+                        stats=(3, 1, 9), rng=RNG, items=[[key, nxt]] if read > nxt else [], carry=carry or [])
 
 
 def _state(readers: dict[str, Any], num: int) -> dict[str, Any]:
@@ -72,10 +72,10 @@ def test_a_document_partly_emitted_before_an_elastic_resume_stays_in_the_next_st
     # Saved after an elastic resume, before the new owner came to offset 7: its partial count
     # goes on, to the next elastic plan and to an exact resume alike.
     reader = _reader(0, "tok:0", 3, 9)
-    reader["partitions"]["tok:0"]["partial"] = [[7, 4]]
+    reader["reader"]["partitions"]["tok:0"]["partial"] = [[7, 4]]
     resume = choose_resume(_state({"0": reader, "1": TWO["1"]}, 2), mode="static", index=0, count=1)
     assert resume.plan is not None and resume.plan["tok:0"]["partial"] == {7: 4}
-    assert exact_starts(reader["partitions"], [])["tok:0"].partial == {7: 4}
+    assert exact_starts(reader["reader"]["partitions"], [])["tok:0"].partial == {7: 4}
 
 
 def test_elastic_needs_every_reader() -> None:
@@ -86,13 +86,13 @@ def test_elastic_needs_every_reader() -> None:
 def test_group_mode_is_always_elastic_and_takes_what_it_has() -> None:
     settings = LoaderSettings(topics=("tok",), seq_len=8, eos_id=0, mode="group", group="g")
     state = empty_state(settings)
-    state.update(num_readers=2, readers={"0": {**TWO["0"], "buffer": [], "rng": None}})
+    state.update(num_readers=2, readers={"0": {**TWO["0"], "shuffle": None}})
     resume = choose_resume(check_state(state, settings), mode="group", index=0, count=2)
     assert resume.entry is None and resume.plan is not None and list(resume.plan) == ["tok:0"]
 
 
 def test_exact_starts_re_read_the_in_flight_records() -> None:
-    starts = exact_starts(TWO["1"]["partitions"], [("tok:1", 4), ("tok:1", 5)])
+    starts = exact_starts(TWO["1"]["reader"]["partitions"], [("tok:1", 4), ("tok:1", 5)])
     assert starts == {"tok:1": PartitionStart(next=4, read=6, end=50, delivered=set(), restore={4, 5})}
 
 
@@ -124,9 +124,10 @@ def test_next_epoch_forgets_positions_and_keeps_the_shuffle_rng() -> None:
     fresh = next_epoch(state)
     assert check_state(fresh, SETTINGS) == fresh
     for key, reader in fresh["readers"].items():
-        assert reader["partitions"] == {} and reader["buffer"] == [] and reader["carry"] == []
-        assert reader["rng"] == RNG and reader["stats"] == TWO[key]["stats"]
-    assert fresh["next_worker"] == {} and state["readers"]["0"]["partitions"]  # the input is untouched
+        assert reader["reader"]["partitions"] == {} and reader["shuffle"]["items"] == []
+        assert reader["packer"]["carry"] == []
+        assert reader["shuffle"]["rng"] == RNG and reader["reader"]["stats"] == TWO[key]["reader"]["stats"]
+    assert fresh["next_worker"] == {} and state["readers"]["0"]["reader"]["partitions"]  # input untouched
     assert choose_resume(fresh, mode="static", index=0, count=2).entry == fresh["readers"]["0"]
 
 
@@ -145,4 +146,4 @@ def test_an_exact_resume_knows_every_readers_partitions() -> None:
     resume = choose_resume(_state(TWO, 2), mode="static", index=0, count=2)
     assert resume.entry == TWO["0"] and resume.known == {"tok": 1}
     with pytest.raises(ResumeMismatch, match="partition 1 of topic 'tok'"):
-        check_known_partitions(resume.entry["partitions"], ["tok:0", "tok:1"], resume.known)
+        check_known_partitions(resume.entry["reader"]["partitions"], ["tok:0", "tok:1"], resume.known)

@@ -18,6 +18,7 @@ from kafeed.loader.state.checkpoint import check_state, empty_state
 from kafeed.loader.state.rank_states import distributed_world, gather_states, loadable_state, rank_states
 from kafeed.train.distributed import check_restarts
 from kafeed.train.lineage import checkpoint_lineage, lineage_of
+from tests.stream_entries import stream_entry
 
 
 def _settings() -> LoaderSettings:
@@ -27,11 +28,9 @@ def _settings() -> LoaderSettings:
 def _rank(index: int, partition: int, nxt: int) -> dict[str, Any]:
     state = empty_state(_settings())
     state["num_readers"] = 2
-    state["readers"] = {str(index): {
-        "index": index, "rr": 0, "buffer": [], "rng": None, "carry": [],
-        "partitions": {f"tok:{partition}": {"next": nxt, "read": nxt + 2, "end": None,
-                                            "delivered": [nxt + 1]}},
-        "stats": {"records": nxt + 1, "bad": 0, "tokens": 0}}}
+    state["readers"] = {str(index): stream_entry(
+        index, {f"tok:{partition}": {"next": nxt, "read": nxt + 2, "end": None, "delivered": [nxt + 1]}},
+        stats=(nxt + 1, 0, 0))}
     return state
 
 

@@ -46,7 +46,7 @@ def _take(reader: ShardReader, most: int | None = None) -> list[tuple[Ref, list[
     """Up to ``most`` records (every one left when None), not yet delivered."""
     out: list[tuple[Ref, list[int]]] = []
     while most is None or len(out) < most:
-        item = reader.take()
+        item = reader.next()
         if item is None:
             break
         ref, payload, _ = item
@@ -75,11 +75,11 @@ def test_an_exact_resume_re_reads_the_records_in_flight_and_goes_on_after_the_re
     taken = _take(first, 50)
     held = [ref for ref, _ in taken[-3:]]  # still in a shuffle buffer when the state was taken
     first.delivered_many([ref for ref, _ in taken[:-3]])
-    state = first.state_dict()
+    state = first.state()
     first.close()
 
     second = _reader(fake)
-    second.load_state_dict(state, in_flight=held)
+    second.reset(state, in_flight=held)
     second.open()
     restored = second.restored()
     assert sorted(restored) == sorted(held)
@@ -96,7 +96,7 @@ def test_a_partition_queue_stays_at_its_cap_and_nothing_is_lost() -> None:
     reader.open()
     held: list[int] = []
     taken: list[Ref] = []
-    while (item := reader.take()) is not None:
+    while (item := reader.next()) is not None:
         taken.append(item[0])
         reader.delivered(item[0])
         held.append(max(len(part.queue) for part in reader.parts))

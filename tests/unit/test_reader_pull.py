@@ -189,7 +189,7 @@ IN_TURN = _in_turn(RECORDS)
 def _take_all(reader: ShardReader) -> list[tuple[str, int]]:
     """Take (and deliver) records until the reader is used up; each payload must be its record's."""
     taken: list[tuple[str, int]] = []
-    while (item := reader.take()) is not None:
+    while (item := reader.next()) is not None:
         ref, payload, _ = item
         assert int(payload[0]) == 100 * int(ref[0][-1]) + ref[1] + 1
         taken.append(ref)
@@ -223,24 +223,24 @@ def test_a_partition_never_holds_more_than_its_cap_and_nothing_is_lost_or_read_t
         assert (("t", 0), CAP) in consumer.seeks
     # Round-robin over the partitions, every record once; the state as if nothing was dropped.
     assert taken == IN_TURN
-    assert reader.state_dict()["partitions"] == {
+    assert reader.state()["partitions"] == {
         f"t:{p}": {"next": RECORDS, "read": RECORDS, "end": RECORDS, "delivered": []} for p in (0, 1)}
 
 
 def test_a_live_reader_hands_a_fresh_record_on_as_it_arrives() -> None:
     consumer = Consumer({("t", 0): [_doc(0, 0)]})
     reader = _reader(consumer, end=None)
-    first = reader.take(0.5)
+    first = reader.next(0.5)
     assert first is not None and first[0] == ("t:0", 0)
     # Caught up: the next record arrives while the reader waits, and is returned by that
     # wait; a call asking for a whole batch would have held it until its timeout.
     consumer.arriving.append((("t", 0), _doc(0, 1)))
-    second = reader.take(0.5)
+    second = reader.next(0.5)
     assert second is not None and second[0] == ("t:0", 1)
     assert consumer.held == 0.0
     # Nothing comes: the wait lasts at least what was asked, in librdkafka's whole
     # milliseconds (rounded down, it ended early and the caller spun until its deadline).
-    assert reader.take(0.0025) is None
+    assert reader.next(0.0025) is None
     assert consumer.waits[-1] == 0.003
 
 
@@ -436,7 +436,7 @@ def test_queued_records_give_the_cyclic_collector_nothing_to_track() -> None:
     tokens read. The queues hold tuples of plain values, which a collection untracks."""
     consumer = Consumer({("t", p): [_doc(p, o) for o in range(RECORDS)] for p in (0, 1)})
     reader = _reader(consumer, end=RECORDS)
-    assert reader.take() is not None
+    assert reader.next() is not None
     queued = [entry for part in reader.parts for entry in part.queue]
     assert len(queued) >= CAP
     gc.collect()

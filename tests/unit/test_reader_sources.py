@@ -109,7 +109,7 @@ def test_every_record_once_in_the_sources_order(interleaved: bool) -> None:
     stream = _stream(interleaved)
     stream.open()
     batches = []
-    while (batch := stream.next_batch(2)) is not None:
+    while (batch := stream.next(2)) is not None:
         batches.append(batch["tokens"].reshape(-1))
     flat = np.concatenate(batches)
     docs = [int(v) for i, v in enumerate(flat) if v != EOS and (i == 0 or flat[i - 1] != v)]
@@ -120,7 +120,7 @@ def test_every_record_once_in_the_sources_order(interleaved: bool) -> None:
     assert docs == order
     assert stream.stats()["records"] == SHARDS * RECORDS
     assert stream.stats()["tokens"] == sum(len(_tokens(s, i)) for s in range(SHARDS) for i in range(RECORDS))
-    state = stream.state_dict()["partitions"]
+    state = stream.state()["reader"]["partitions"]
     assert {key: p["read"] for key, p in state.items()} == {
         f"mem:{s}": _position(s, RECORDS - 1) + 1 for s in range(SHARDS)}
 
@@ -129,4 +129,4 @@ def test_every_record_once_in_the_sources_order(interleaved: bool) -> None:
 @pytest.mark.parametrize("first", [0, 5, 17])
 def test_a_new_source_resumes_exactly_in_the_middle_of_a_shard(interleaved: bool, first: int) -> None:
     check_save_resume(piece_case(lambda: _stream(interleaved, shuffle_buffer=6, seed=2),
-                                 lambda stream: stream.next_batch(2)), first, 12)
+                                 lambda stream: stream.next(2)), first, 12)

@@ -15,6 +15,7 @@ from kafeed.loader.settings import LoaderSettings
 from kafeed.loader.sources.assignment import assign, partition_key
 from kafeed.loader.state.checkpoint import check_state, empty_state, merge_states, partition_plan
 from kafeed.loader.state.resume import choose_resume, plan_starts
+from tests.stream_entries import stream_entry
 
 TOPICS = ("a", "b", "c")
 
@@ -67,13 +68,12 @@ def _state(parts: list[tuple[str, int]], count: int, seed: int, settings: Loader
     for i, tp in enumerate(sorted(parts)):
         owned.setdefault(i % count, []).append(tp)
     for index in range(count):
-        entry: dict[str, Any] = {"index": index, "partitions": {}, "rr": 0, "buffer": [], "rng": None,
-                                 "carry": [], "stats": {"records": 0, "bad": 0, "tokens": 0}}
+        entry = stream_entry(index, {})
         for topic, p in owned.get(index, []):
             nxt = (seed * 31 + p * 7 + len(topic)) % 1000
-            entry["partitions"][partition_key(topic, p)] = {
+            entry["reader"]["partitions"][partition_key(topic, p)] = {
                 "next": nxt, "read": nxt + 5, "end": None, "delivered": [nxt + 2, nxt + 4]}
-            entry["carry"].append([partition_key(topic, p), nxt, 3])
+            entry["packer"]["carry"].append([partition_key(topic, p), nxt, 3])
         state["readers"][str(index)] = entry
     return state
 
@@ -91,7 +91,7 @@ def test_elastic_resume_keeps_every_position(parts: list[tuple[str, int]], old: 
     plan = partition_plan(merged)
     assert set(plan) == {partition_key(t, p) for t, p in parts}
     for reader in full["readers"].values():
-        for key, entry in reader["partitions"].items():
+        for key, entry in reader["reader"]["partitions"].items():
             assert plan[key]["next"] == entry["next"]
             assert plan[key]["delivered"] == set(entry["delivered"])
             assert plan[key]["partial"] == {entry["next"]: 3}

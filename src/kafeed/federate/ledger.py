@@ -58,7 +58,7 @@ class LedgerEntry:
     def offsets(self) -> dict[str, Any]:
         """The data offsets this update trained on: per partition, half-open ranges."""
         starts = {key: int(entry["next"]) for reader in _readers(self.loader_before)
-                  for key, entry in reader["partitions"].items()}
+                  for key, entry in reader["reader"]["partitions"].items()}
         return lineage_of(self.loader_after, starts)["partitions"] if self.loader_after else {}
 
 

@@ -143,7 +143,7 @@ class KafkaDatasetBase(IterableDataset[Any]):
         """Batches of one from this reader's stream (plain iteration, no DataLoader)."""
         stream = self._open_stream(self.topology())
         try:
-            while (batch := stream.next_batch(1)) is not None:
+            while (batch := stream.next(1)) is not None:
                 yield batch
             self._finished = True
         finally:
@@ -187,18 +187,18 @@ class KafkaDatasetBase(IterableDataset[Any]):
         try:
             if stop is not None:
                 stream.stop_on(stop)
-            state = stream.state_dict()
+            state = stream.state()
             yield topo.worker, None, snapshot(state), Delivered.of(({}, []), state)
             if skip_first:
                 yield topo.worker, None, "", Delivered()
             while True:
-                batch = stream.next_batch(batch_size)
+                batch = stream.next(batch_size)
                 if batch is None:
                     self._finished = True
                     return
                 sources = stream.last_sources
                 if in_worker:
-                    state = stream.state_dict()
+                    state = stream.state()
                     yield (topo.worker, self._convert(batch, collate), packed(state),
                            Delivered.of(stream.last_delivered, state, sources))
                     continue
@@ -218,7 +218,7 @@ class KafkaDatasetBase(IterableDataset[Any]):
             return copy.deepcopy(self._loaded) if self._loaded is not None else self.empty_state()
         state = self.empty_state()
         state["num_readers"] = self._topology.count
-        state["readers"] = {str(self._topology.index): self._stream.state_dict()}
+        state["readers"] = {str(self._topology.index): self._stream.state()}
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:

@@ -61,7 +61,7 @@ def open_stream(settings: LoaderSettings, topo: Topology, saved: dict[str, Any] 
     kind = TokenStream if KINDS[settings.kind].packs else SampleStream
     stream: Stream = kind(settings, reader)
     if resume.entry is not None:
-        stream.load_state_dict(resume.entry)
+        stream.reset(resume.entry)
     elif resume.plan is not None:
         stream.load_plan(resume.plan)
         reader.stats.update(resume.stats)  # in place: a decoder may count into the same dict

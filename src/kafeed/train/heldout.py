@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 from kafeed.config import ConnectionSettings
 from kafeed.kafka import KafkaClients
-from kafeed.loader.state.checkpoint import reader_entries
+from kafeed.loader.state.checkpoint import carried, reader_entries
 from kafeed.loader.state.rank_states import loadable_state
 
 T = TypeVar("T")
@@ -40,7 +40,7 @@ def positions_after(manifest: dict[str, Any]) -> tuple[dict[str, int], set[tuple
         ranges = entry["ranges"]
         starts[key] = max(int(entry["next"]), int(ranges[-1][1]) if ranges else 0)
     for reader in reader_entries(loadable_state(manifest["loader"])):
-        for key, offset, emitted in reader["carry"]:
+        for key, offset, emitted in carried(reader):
             if emitted:
                 partly.add((str(key), int(offset)))
     return starts, partly

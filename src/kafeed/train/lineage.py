@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from kafeed.errors import ConfigError, ResumeMismatch
 from kafeed.loader.nodes.mixing import tokens_delivered
-from kafeed.loader.state.checkpoint import reader_entries
+from kafeed.loader.state.checkpoint import buffered, carried, reader_entries
 from kafeed.loader.state.rank_states import is_rank_states, loadable_state, rank_states
 from kafeed.train.checkpoint import CheckpointError, read_manifest, resolve_manifest
 
@@ -47,7 +47,7 @@ def _ranges(start: int, next_offset: int, delivered: list[int]) -> list[list[int
 def _partitions(state: dict[str, Any], starts: dict[str, int]) -> dict[str, Any]:
     partitions: dict[str, Any] = {}
     for reader in reader_entries(state):
-        for key, entry in reader["partitions"].items():
+        for key, entry in reader["reader"]["partitions"].items():
             start = starts.get(key, 0)
             partitions[key] = {"ranges": _ranges(start, int(entry["next"]), list(entry["delivered"])),
                                "next": int(entry["next"]), "start": start}
@@ -62,9 +62,9 @@ def lineage_of(saved: dict[str, Any], starts: dict[str, int]) -> dict[str, Any]:
     documents = 0
     partial = 0
     for reader in reader_entries(state):
-        in_flight = len(reader["buffer"]) + len(reader["carry"])
-        documents += int(reader["stats"]["records"]) - in_flight
-        partial += sum(1 for _k, _o, emitted in reader["carry"] if emitted)
+        carry = carried(reader)
+        documents += int(reader["reader"]["stats"]["records"]) - len(buffered(reader)) - len(carry)
+        partial += sum(1 for _k, _o, emitted in carry if emitted)
     out: dict[str, Any] = {"version": LINEAGE_VERSION, "partitions": _partitions(state, starts),
                            "documents": documents, "documents_partly_trained": partial, "starts": starts}
     if is_rank_states(saved):

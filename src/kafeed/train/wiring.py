@@ -110,7 +110,7 @@ class LoaderWiring:
 
             positions: dict[str, int] = {}
             for reader in reader_entries(self.loader.state_dict()):
-                for key, entry in reader["partitions"].items():
+                for key, entry in reader["reader"]["partitions"].items():
                     positions[key] = int(entry["next"])
             if not positions:
                 return self._lag
@@ -130,7 +130,7 @@ class LoaderWiring:
     def stats(self) -> dict[str, int]:
         totals: dict[str, int] = {}
         for reader in reader_entries(self.loader.state_dict()):
-            for key, value in reader["stats"].items():
+            for key, value in reader["reader"]["stats"].items():
                 totals[key] = totals.get(key, 0) + int(value)
         return totals
 

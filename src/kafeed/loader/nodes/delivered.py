@@ -30,7 +30,7 @@ class Delivered:
            sources: dict[str, int] | None = None) -> Delivered:
         """From a reader entry (a mixture's: the positions of all its sources)."""
         entries = [state["sources"][n] for n in sorted(state["sources"])] if "sources" in state else [state]
-        positions = {key: int(p["next"]) for e in entries for key, p in e["partitions"].items()}
+        positions = {key: int(p["next"]) for e in entries for key, p in e["reader"]["partitions"].items()}
         return cls.at(drained, positions, sources)
 
     @classmethod

@@ -9,11 +9,13 @@ then pays the total weight back. Over any run the windows of each source stay wi
 one or two windows of ``weight x picks``, with no randomness to average out; the seed
 only sets each reader's starting credits, so readers do not all open with the same source.
 
-A mixture reader's entry in the loader state (kafeed.loader.state.checkpoint) is::
+A mixture reader's entry in the loader state (kafeed.loader.state.checkpoint) is the
+mixture node's state (kafeed.loader.nodes.node)::
 
-    {"index": int,
-     "sources": {"<source>": <a token reader's entry>},
-     "mix": {"weights": {...}, "credits": {...}, "tokens": {"<source>": int}, "dry": [...]}}
+    {"version": 1, "index": int,
+     "sources": {"<source>": <a token stream's entry>},
+     "schedule": {"version": 1, "weights": {...}, "credits": {...}},
+     "tokens": {"<source>": int}, "dry": [...]}
 
 ``tokens`` counts the window tokens each source delivered (a padded tail window counts
 whole). Weights may change at resume: the positions are kept, the credits start again.
@@ -28,12 +30,13 @@ from typing import Any, Literal
 import numpy as np
 
 from kafeed.errors import ConfigError, ResumeMismatch
+from kafeed.loader.nodes.node import NODE_VERSIONS, check_node, require_keys
 from kafeed.loader.settings import LoaderSettings
-from kafeed.loader.state.checkpoint import check_reader, fingerprint, require_keys
+from kafeed.loader.state.checkpoint import check_reader, fingerprint
 
 OnDry = Literal["end", "drop"]
-ENTRY_KEYS = ("index", "sources", "mix")
-MIX_KEYS = ("weights", "credits", "tokens", "dry")
+ENTRY_KEYS = ("index", "sources", "schedule", "tokens", "dry")  # besides "version"
+SCHEDULE_KEYS = ("weights", "credits")
 
 
 SAFE_WEIGHTS = (1e-300, 1e300)
@@ -91,7 +94,8 @@ def normalised(weights: Mapping[str, float], active: Sequence[str]) -> dict[str,
 
 
 class MixSchedule:
-    """Which source each next window comes from (smooth weighted round-robin)."""
+    """Which source each next window comes from (smooth weighted round-robin): the
+    mixture's ``schedule`` node (kafeed.loader.nodes.node), its state its credits."""
 
     def __init__(self, weights: Mapping[str, float], *, seed: int, index: int) -> None:
         self.weights = dict(weights)
@@ -129,12 +133,14 @@ class MixSchedule:
         self.credits.update(zip(active, credits, strict=True))
         return picks
 
-    def state_dict(self) -> dict[str, Any]:
-        return {"weights": dict(self.weights), "credits": dict(self.credits)}
+    def state(self) -> dict[str, Any]:
+        return {"version": NODE_VERSIONS["schedule"], "weights": dict(self.weights),
+                "credits": dict(self.credits)}
 
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+    def reset(self, state: dict[str, Any]) -> None:
         """Continue a saved schedule; with other weights than it was saved with, the
         credits start again (the new proportions hold from here on)."""
+        check_node(state, "schedule", SCHEDULE_KEYS)
         if dict(state["weights"]) == self.weights:
             self.credits = {name: float(state["credits"][name]) for name in self.names}
         else:
@@ -154,8 +160,9 @@ def _fail(path: str, problem: str) -> ResumeMismatch:
 
 
 def check_entry(entry: Any, path: str, source_settings: Mapping[str, LoaderSettings]) -> None:
-    """A mixture reader's entry: one checked token reader entry per source, and the mix."""
-    require_keys(entry, ENTRY_KEYS, path)
+    """A mixture reader's entry: one checked token stream entry per source, the schedule
+    and the counts."""
+    check_node(entry, "mixture", ENTRY_KEYS, path)
     index = entry["index"]
     if not isinstance(index, int) or isinstance(index, bool) or index < 0:
         raise _fail(f"{path}.index", f"is not a reader number (got {index!r})")
@@ -165,21 +172,21 @@ def check_entry(entry: Any, path: str, source_settings: Mapping[str, LoaderSetti
         check_reader(reader, f"{path}.sources[{name!r}]", settings)
         if reader["index"] != index:
             raise _fail(f"{path}.sources[{name!r}].index", f"is {reader['index']}, not {index}")
-    mix = entry["mix"]
-    require_keys(mix, MIX_KEYS, f"{path}.mix")
+    schedule = entry["schedule"]
+    check_node(schedule, "schedule", SCHEDULE_KEYS, f"{path}.schedule")
     names = sorted(source_settings)
-    for key in ("weights", "credits"):
-        require_keys(mix[key], names, f"{path}.mix.{key}")
-        for name, value in mix[key].items():
+    for key in SCHEDULE_KEYS:
+        require_keys(schedule[key], names, f"{path}.schedule.{key}")
+        for name, value in schedule[key].items():
             if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-                raise _fail(f"{path}.mix.{key}[{name!r}]", f"is not a finite number (got {value!r})")
-    require_keys(mix["tokens"], names, f"{path}.mix.tokens")
-    for name, value in mix["tokens"].items():
+                raise _fail(f"{path}.schedule.{key}[{name!r}]", f"is not a finite number (got {value!r})")
+    require_keys(entry["tokens"], names, f"{path}.tokens")
+    for name, value in entry["tokens"].items():
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            raise _fail(f"{path}.mix.tokens[{name!r}]", f"is not a token count (got {value!r})")
-    dry = mix["dry"]
+            raise _fail(f"{path}.tokens[{name!r}]", f"is not a token count (got {value!r})")
+    dry = entry["dry"]
     if not isinstance(dry, list) or any(n not in source_settings for n in dry) or len(set(dry)) != len(dry):
-        raise _fail(f"{path}.mix.dry", f"is not a list of distinct sources (got {dry!r})")
+        raise _fail(f"{path}.dry", f"is not a list of distinct sources (got {dry!r})")
 
 
 def source_state(state: Mapping[str, Any], name: str) -> dict[str, Any] | None:
@@ -194,6 +201,6 @@ def tokens_delivered(state: Mapping[str, Any]) -> dict[str, int]:
     """Window tokens each source delivered, over every reader of a (merged) mixture state."""
     totals: dict[str, int] = {}
     for reader in state.get("readers", {}).values():
-        for name, count in reader.get("mix", {}).get("tokens", {}).items():
+        for name, count in reader.get("tokens", {}).items():
             totals[name] = totals.get(name, 0) + int(count)
     return dict(sorted(totals.items()))

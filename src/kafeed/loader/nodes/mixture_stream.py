@@ -22,7 +22,8 @@ from typing import Any, cast
 
 import numpy as np
 
-from kafeed.loader.nodes.mixing import MixSchedule, OnDry, source_state
+from kafeed.loader.nodes.mixing import ENTRY_KEYS, MixSchedule, OnDry, source_state
+from kafeed.loader.nodes.node import NODE_VERSIONS, check_node
 from kafeed.loader.nodes.packing import Window
 from kafeed.loader.nodes.stream import TokenStream
 from kafeed.loader.nodes.windows_ahead import Snapshot, WindowsAhead, entry_at
@@ -79,14 +80,15 @@ class MixtureStream:
             return
         exact = saved["mode"] != "group" and saved["num_readers"] == topo.count
         if exact:
-            mix = saved["readers"][str(topo.index)]["mix"]
-            self.schedule.load_state_dict(mix)
-            self.tokens = {name: int(mix["tokens"][name]) for name in self.names}
-            self.dry = [name for name in self.names if name in mix["dry"]]
+            entry = saved["readers"][str(topo.index)]
+            check_node(entry, "mixture", ENTRY_KEYS, f"reader {topo.index}'s entry")
+            self.schedule.reset(entry["schedule"])
+            self.tokens = {name: int(entry["tokens"][name]) for name in self.names}
+            self.dry = [name for name in self.names if name in entry["dry"]]
         elif topo.index == 0:  # elastic: the counts so far live on on the first reader
             for reader in saved["readers"].values():
                 for name in self.names:
-                    self.tokens[name] += int(reader["mix"]["tokens"][name])
+                    self.tokens[name] += int(reader["tokens"][name])
 
     @property
     def ended(self) -> bool:
@@ -102,7 +104,7 @@ class MixtureStream:
             self.blocks[(name, batch_size)] = block
         return block
 
-    def next_batch(self, batch_size: int) -> Batch | None:
+    def next(self, batch_size: int) -> Batch | None:
         """Up to ``batch_size`` windows; ``None`` once the mixture has ended."""
         order: list[Window] = []
         per_topic: dict[str, int] = {}
@@ -155,12 +157,15 @@ class MixtureStream:
         return batch
 
     # -- state -----------------------------------------------------------------------------
-    def state_dict(self) -> dict[str, Any]:
+    def state(self) -> dict[str, Any]:
         """This reader's mixture entry (kafeed.loader.nodes.mixing), as of the last batch returned."""
         return {
+            "version": NODE_VERSIONS["mixture"],
             "index": self.index,
-            "sources": {name: self.ahead[name].state_dict() for name in self.names},
-            "mix": {**self.schedule.state_dict(), "tokens": dict(self.tokens), "dry": list(self.dry)},
+            "sources": {name: self.ahead[name].state() for name in self.names},
+            "schedule": self.schedule.state(),
+            "tokens": dict(self.tokens),
+            "dry": list(self.dry),
         }
 
     def batch_state(self) -> tuple[DeferredEntry, dict[str, int]]:
@@ -175,11 +180,14 @@ class MixtureStream:
                   mix: tuple[dict[str, float], dict[str, int], list[str]]) -> dict[str, Any]:
         credits, tokens, dry = mix
         return {
+            "version": NODE_VERSIONS["mixture"],
             "index": self.index,
             "sources": {name: entry_at(snapshot, self.window)
                         for name, snapshot in zip(self.names, snapshots, strict=True)},
-            "mix": {"weights": dict(self.schedule.weights), "credits": dict(credits),
-                    "tokens": dict(tokens), "dry": list(dry)},
+            "schedule": {"version": NODE_VERSIONS["schedule"], "weights": dict(self.schedule.weights),
+                         "credits": dict(credits)},
+            "tokens": dict(tokens),
+            "dry": list(dry),
         }
 
     def stats(self) -> dict[str, int]:

@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from kafeed.loader.nodes.node import NODE_VERSIONS, check_node
 from kafeed.loader.sources.partition import Ref
-from kafeed.loader.state.checkpoint import check_version, require_keys
 
 Tokens = npt.NDArray[np.integer[Any]]
 # A document that pop_windows cut: (ref, where its tokens begin in the tokens cut, tokens of
@@ -28,12 +28,12 @@ Tokens = npt.NDArray[np.integer[Any]]
 Span = tuple[Ref, int, int, int]
 # One window, uncopied: the views that make it, in order, and where documents begin in it.
 Window = tuple[list[Tokens], list[int]]
-STATE_VERSION = 1
-STATE_KEYS = ("version", "carry")
+STATE_KEYS = ("carry",)  # besides "version" (kafeed.loader.nodes.node)
 
 
 class TokenPacker:
-    """Documents in, windows out; ``pop`` returns the references it finished."""
+    """Documents in, windows out; ``pop`` returns the references it finished (a node fed by
+    its stream: kafeed.loader.nodes.node)."""
 
     def __init__(self, window: int, eos_id: int) -> None:
         if window < 2:
@@ -165,17 +165,16 @@ class TokenPacker:
         self._available -= count
         return windows
 
-    def state_dict(self) -> dict[str, Any]:
+    def state(self) -> dict[str, Any]:
         """``{"version", "carry": [[key, offset, emitted], ...]}``, oldest first."""
         return {
-            "version": STATE_VERSION,
+            "version": NODE_VERSIONS["packer"],
             "carry": [[ref[0], ref[1], emitted] for ref, _tokens, emitted in self._segments],
         }
 
-    def load_state_dict(self, state: dict[str, Any], fetch: Callable[[Ref], Tokens]) -> None:
+    def reset(self, state: dict[str, Any], fetch: Callable[[Ref], Tokens]) -> None:
         """Restore the carry-over; ``fetch`` returns a referenced document's tokens."""
-        require_keys(state, STATE_KEYS, "packer state")
-        check_version(state["version"], STATE_VERSION, "Packer state")
+        check_node(state, "packer", STATE_KEYS)
         self._segments.clear()
         self._available = 0
         for key, offset, emitted in state["carry"]:

@@ -21,22 +21,22 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kafeed.errors import SchemaError
+from kafeed.loader.nodes.node import NODE_VERSIONS, check_node
 from kafeed.loader.nodes.record_kinds import KINDS
 from kafeed.loader.settings import LoaderSettings
 from kafeed.loader.sources.partition import Item, Partition, Ref
 from kafeed.loader.sources.source import Source
-from kafeed.loader.state.checkpoint import check_version, require_keys
 from kafeed.loader.state.resume import PartitionStart, exact_starts, plan_starts
 
-STATE_VERSION = 1  # of a reader's state, whichever its source
-STATE_KEYS = ("version", "partitions", "rr", "stats")
+STATE_KEYS = ("partitions", "rr", "stats")  # besides "version" (kafeed.loader.nodes.node)
 
 
 class ShardReader:
-    """Reader ``index`` of ``count`` over ``source``. Resume it with :meth:`load_state_dict`
-    (exact) or :meth:`load_plan` (elastic) before :meth:`open`.
+    """Reader ``index`` of ``count`` over ``source``, the first node of a reader's path
+    (kafeed.loader.nodes.node). Resume it with :meth:`reset` (exact) or :meth:`load_plan`
+    (elastic) before :meth:`open`.
 
-    Its state (:meth:`state_dict`): ``{"version": 1, "partitions": {"<topic or source
+    Its state (:meth:`state`): ``{"version": 1, "partitions": {"<topic or source
     name>:<shard>": {"next", "read", "end", "delivered"}}, "rr": whose turn, "stats": counts}``.
     """
 
@@ -108,7 +108,7 @@ class ShardReader:
         decoded (kafeed.loader.nodes.decode explains when a topic is judged)."""
         self.source.check_decoded()
 
-    def take(self, wait: float | None = None) -> Item | None:
+    def next(self, wait: float | None = None) -> Item | None:
         """The next record in order; ``None`` when exhausted or (unbounded) nothing came
         within ``wait`` seconds (default ``poll_timeout_s``)."""
         # Fast path (the common case): the shard whose turn it is has a record queued.
@@ -156,7 +156,7 @@ class ShardReader:
                 entry = part.queue.popleft()
                 if self._interleaved:
                     self.rr = (self.rr + 1) % n
-                item = self._accept(part, entry)  # before the look at the queues, as in take()
+                item = self._accept(part, entry)  # before the look at the queues, as in next()
                 if self._flow:
                     self._taken(entry[3])
                     if time.monotonic() >= self._check_at:
@@ -248,19 +248,18 @@ class ShardReader:
         restored, self._restored = self._restored, {}
         return restored
 
-    def state_dict(self) -> dict[str, Any]:
+    def state(self) -> dict[str, Any]:
         """Positions per shard, the cursor and the counts (JSON data)."""
-        return {"version": STATE_VERSION, "partitions": {p.key: p.entry() for p in self.parts},
+        return {"version": NODE_VERSIONS["reader"], "partitions": {p.key: p.entry() for p in self.parts},
                 "rr": self.rr, "stats": dict(self.stats)}
 
-    def load_state_dict(self, state: Mapping[str, Any], *, in_flight: Iterable[Ref] = ()) -> None:
+    def reset(self, state: dict[str, Any], *, in_flight: Iterable[Ref] = ()) -> None:
         """Resume exactly where ``state`` was taken (call before ``open()``). ``in_flight``:
         the records taken but not yet delivered (whoever holds them names them), re-read
         by position when the reader opens."""
         if self._opened():
-            raise RuntimeError("load_state_dict() must come before open()")
-        require_keys(state, STATE_KEYS, "reader state")
-        check_version(state["version"], STATE_VERSION, "Reader state")
+            raise RuntimeError("reset() must come before open()")
+        check_node(state, "reader", STATE_KEYS)
         self.starts = exact_starts(state["partitions"], in_flight)
         self.rr = int(state["rr"])
         self.stats.update(state["stats"])  # in place: a decoder may count into the same dict

@@ -7,18 +7,18 @@ from typing import Any, Generic, TypeVar
 
 import numpy as np
 
-from kafeed.loader.state.checkpoint import check_version, require_keys
+from kafeed.loader.nodes.node import NODE_VERSIONS, check_node
 
 T = TypeVar("T")
-STATE_VERSION = 1
-STATE_KEYS = ("version", "rng", "items")
+STATE_KEYS = ("rng", "items")  # besides "version" (kafeed.loader.nodes.node)
 
 
 class ShuffleBuffer(Generic[T]):
-    """Hold up to ``capacity`` items; :meth:`pop` takes a uniformly random one.
+    """Hold up to ``capacity`` items; :meth:`next` takes a uniformly random one (a node fed
+    by its stream: kafeed.loader.nodes.node).
 
     The same seed and the same input order give the same output order, and a buffer
-    restored from :meth:`state_dict` continues exactly as the original would have.
+    restored from :meth:`state` continues exactly as the original would have.
     """
 
     def __init__(self, capacity: int, seed: int | list[int]) -> None:
@@ -38,26 +38,23 @@ class ShuffleBuffer(Generic[T]):
     def add(self, item: T) -> None:
         self._items.append(item)
 
-    def pop(self) -> T:
+    def next(self) -> T:
         items = self._items
         idx = int(self._rng.integers(len(items)))
         items[idx], items[-1] = items[-1], items[idx]
         return items.pop()
 
-    def state_dict(self, encode: Callable[[T], Any] = lambda item: item) -> dict[str, Any]:
+    def state(self, encode: Callable[[T], Any] = lambda item: item) -> dict[str, Any]:
         """``{"version", "rng", "items"}``: the RNG state and the items (through ``encode``:
         a reference is enough when the item can be fetched again)."""
         return {
-            "version": STATE_VERSION,
+            "version": NODE_VERSIONS["shuffle"],
             "rng": self._rng.bit_generator.state,
             "items": [encode(item) for item in self._items],
         }
 
-    def load_state_dict(
-        self, state: dict[str, Any], decode: Callable[[Any], T] = lambda item: item
-    ) -> None:
+    def reset(self, state: dict[str, Any], decode: Callable[[Any], T] = lambda item: item) -> None:
         """Continue exactly as the saved buffer would have; ``decode`` turns a saved item back."""
-        require_keys(state, STATE_KEYS, "shuffle buffer state")
-        check_version(state["version"], STATE_VERSION, "Shuffle buffer state")
+        check_node(state, "shuffle", STATE_KEYS)
         self._rng.bit_generator.state = state["rng"]
         self._items = [decode(item) for item in state["items"]]

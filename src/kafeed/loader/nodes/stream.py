@@ -1,9 +1,10 @@
 """A reader's whole pipeline: records -> shuffle buffer -> packer -> numpy batches.
 
 :class:`TokenStream` and :class:`SampleStream` run inside one DataLoader worker (or the
-main process) and know nothing about torch. ``state_dict()`` is this reader's entry of
-the loader state (see kafeed.loader.state.checkpoint) as of the last batch returned, made of its
-pieces' own states.
+main process) and know nothing about torch. Each is a node (kafeed.loader.nodes.node) composed
+of three: ``state()`` is this reader's entry of the loader state (see
+kafeed.loader.state.checkpoint) as of the last batch returned, its reader's, shuffle buffer's
+and packer's states nested under their own keys, each checked by its node when reset.
 """
 
 from __future__ import annotations
@@ -17,15 +18,13 @@ import numpy as np
 
 from kafeed.errors import ResumeMismatch
 from kafeed.loader.nodes.delivered import Delivered
-from kafeed.loader.nodes.packing import STATE_VERSION as PACKER_VERSION
+from kafeed.loader.nodes.node import NODE_VERSIONS, check_node
 from kafeed.loader.nodes.packing import Span, TokenPacker, Window
-from kafeed.loader.nodes.reader import STATE_VERSION as READER_VERSION
 from kafeed.loader.nodes.reader import ShardReader
-from kafeed.loader.nodes.shuffle import STATE_VERSION as SHUFFLE_VERSION
 from kafeed.loader.nodes.shuffle import ShuffleBuffer
 from kafeed.loader.settings import LoaderSettings
 from kafeed.loader.sources.partition import Item, Ref
-from kafeed.loader.state.checkpoint import RECREATED_HINT, require_keys
+from kafeed.loader.state.checkpoint import RECREATED_HINT, STREAM_KEYS, buffered, carried
 from kafeed.loader.workers.deferred_entry import DeferredEntry
 
 __all__ = ["Batch", "BatchStream", "Delivered", "SampleStream", "TokenStream"]  # Delivered: its old home
@@ -42,10 +41,10 @@ class BatchStream(Protocol):
     last_delivered: tuple[dict[str, int], list[int]]
     last_sources: dict[str, int]
 
-    def next_batch(self, batch_size: int) -> Batch | list[Batch] | None:
+    def next(self, batch_size: int) -> Batch | list[Batch] | None:
         ...
 
-    def state_dict(self) -> dict[str, Any]:
+    def state(self) -> dict[str, Any]:
         ...
 
     def batch_state(self) -> tuple[dict[str, Any] | DeferredEntry, dict[str, int]]:
@@ -62,19 +61,16 @@ class BatchStream(Protocol):
         ...
 
 
-READER_KEYS = ("index", "partitions", "rr", "buffer", "rng", "carry", "stats")
-
-
 class _Stream:
-    """One reader's pipeline, composed of its pieces: the reader, an optional shuffle
-    buffer and (tokens) the packer. Each piece saves and restores itself; the stream's
-    state is their states side by side (the reader entry of kafeed.loader.state.checkpoint)."""
+    """One reader's pipeline, composed of its nodes: the reader, an optional shuffle
+    buffer and (tokens) the packer. Each saves and restores itself; the stream's state
+    nests theirs under ``reader``, ``shuffle`` and ``packer`` (``None`` where it has none)."""
 
     def __init__(self, settings: LoaderSettings, reader: ShardReader) -> None:
         self.settings = settings
         self.reader = reader
         self.shuffle: ShuffleBuffer[Item] | None = None
-        # What the last next_batch() handed out; drained every batch so nothing piles up.
+        # What the last next() handed out; drained every batch so nothing piles up.
         self.last_delivered: tuple[dict[str, int], list[int]] = ({}, [])
         self.last_sources: dict[str, int] = {}  # one source: no mixture's counts
         self._loaded: dict[str, Any] | None = None
@@ -82,45 +78,38 @@ class _Stream:
             self.shuffle = ShuffleBuffer(settings.shuffle_buffer, [settings.seed, reader.index])
 
     # -- state -----------------------------------------------------------------------------
-    def state_dict(self) -> dict[str, Any]:
+    def state(self) -> dict[str, Any]:
         """This reader's entry of the loader state, as of the last batch returned."""
-        reader = self.reader.state_dict()
-        shuffle: dict[str, Any] = {"rng": None, "items": []}
-        if self.shuffle is not None:
-            # The (key, offset) reference as is: a tuple, a list once through JSON.
-            shuffle = self.shuffle.state_dict(encode=itemgetter(0))
         return {
+            "version": NODE_VERSIONS["stream"],
             "index": self.reader.index,
-            "partitions": reader["partitions"],
-            "rr": reader["rr"],
-            "buffer": shuffle["items"],
-            "rng": shuffle["rng"],
-            "carry": self._packer_state()["carry"],
-            "stats": reader["stats"],
+            "reader": self.reader.state(),
+            # The (key, offset) reference as is: a tuple, a list once through JSON.
+            "shuffle": None if self.shuffle is None else self.shuffle.state(encode=itemgetter(0)),
+            "packer": self._packer_state(),
         }
 
     def batch_state(self) -> tuple[dict[str, Any], dict[str, int]]:
-        """:meth:`state_dict` and the next offset per partition key in it."""
-        state = self.state_dict()
-        return state, {key: int(p["next"]) for key, p in state["partitions"].items()}
+        """:meth:`state` and the next offset per partition key in it."""
+        state = self.state()
+        return state, {key: int(p["next"]) for key, p in state["reader"]["partitions"].items()}
 
-    def load_state_dict(self, entry: dict[str, Any]) -> None:
+    def reset(self, entry: dict[str, Any]) -> None:
         """Resume exactly from a reader entry (before :meth:`open`): the reader gets its
-        positions and the in-flight records to re-read; the shuffle buffer and the packer
-        get theirs back once :meth:`open` has re-read those records."""
-        require_keys(entry, READER_KEYS, f"reader {self.reader.index}'s entry")
+        state and the in-flight records to re-read; the shuffle buffer and the packer get
+        theirs back once :meth:`open` has re-read those records."""
+        check_node(entry, "stream", STREAM_KEYS, f"reader {self.reader.index}'s entry")
         if entry["index"] != self.reader.index:
             raise ResumeMismatch(f"The saved loader state's entry for reader {entry['index']} was "
                                  f"given to reader {self.reader.index}.")
-        if self.shuffle is None and entry["buffer"]:
+        held = buffered(entry)
+        if self.shuffle is None and held:
             raise ResumeMismatch(
-                f"The saved loader state's reader {self.reader.index} holds {len(entry['buffer'])} "
+                f"The saved loader state's reader {self.reader.index} holds {len(held)} "
                 "records in its shuffle buffer, but this loader has shuffle_buffer=0.",
                 hint="Resume with the shuffle_buffer it was saved with.")
-        in_flight = [(k, int(o)) for k, o in entry["buffer"]] + [(k, int(o)) for k, o, _ in entry["carry"]]
-        self.reader.load_state_dict(
-            {"version": READER_VERSION, "partitions": entry["partitions"], "rr": entry["rr"],
-             "stats": entry["stats"]}, in_flight=in_flight)
+        in_flight = [(k, int(o)) for k, o in held] + [(k, int(o)) for k, o, _ in carried(entry)]
+        self.reader.reset(entry["reader"], in_flight=in_flight)
         self._loaded = entry
 
     def load_plan(self, plan: dict[str, dict[str, Any]]) -> None:
@@ -133,19 +122,22 @@ class _Stream:
         if entry is None:
             return
         restored = self.reader.restored()  # records that are gone were logged by the reader
-        if self.shuffle is not None and entry["rng"] is not None:
-            items = [[k, int(o)] for k, o in entry["buffer"] if (k, int(o)) in restored]
+        shuffle = entry["shuffle"]
+        if self.shuffle is not None and shuffle is not None:
+            items = [[k, int(o)] for k, o in shuffle["items"] if (k, int(o)) in restored]
             # a buffered document partly emitted before an elastic resume goes on after those tokens
-            partial = {(k, int(o)): int(e) for k, p in entry["partitions"].items()
+            partial = {(k, int(o)): int(e) for k, p in entry["reader"]["partitions"].items()
                        for o, e in p.get("partial", ())}
-            self.shuffle.load_state_dict(
-                {"version": SHUFFLE_VERSION, "rng": entry["rng"], "items": items},
+            self.shuffle.reset(
+                {**shuffle, "items": items},
                 decode=lambda kv: ((kv[0], kv[1]), restored[(kv[0], kv[1])], partial.get((kv[0], kv[1]), 0)))
-        carry = [c for c in entry["carry"] if (c[0], int(c[1])) in restored]
-        self._load_packer({"version": PACKER_VERSION, "carry": carry}, restored)
+        packer = entry["packer"]
+        if packer is not None:
+            carry = [c for c in packer["carry"] if (c[0], int(c[1])) in restored]
+            self._load_packer({**packer, "carry": carry}, restored)
 
-    def _packer_state(self) -> dict[str, Any]:
-        return {"version": PACKER_VERSION, "carry": []}
+    def _packer_state(self) -> dict[str, Any] | None:
+        return None
 
     def _load_packer(self, state: dict[str, Any], restored: dict[Ref, Any]) -> None:
         pass
@@ -164,13 +156,13 @@ class _Stream:
     # -- records ---------------------------------------------------------------------------
     def _next_item(self, wait: float | None = None) -> Item | None:
         if self.shuffle is None:
-            return self.reader.take(wait)
+            return self.reader.next(wait)
         while not self.shuffle.full:
-            item = self.reader.take(wait)
+            item = self.reader.next(wait)
             if item is None:
                 break
             self.shuffle.add(item)
-        return self.shuffle.pop() if len(self.shuffle) else None
+        return self.shuffle.next() if len(self.shuffle) else None
 
     def _max_wait(self) -> float | None:
         """``max_wait_s`` where it applies: only an unbounded run waits for records."""
@@ -195,17 +187,17 @@ class TokenStream(_Stream):
         super().__init__(settings, reader)
         self.packer = TokenPacker(settings.window, settings.eos)
 
-    def _packer_state(self) -> dict[str, Any]:
-        return self.packer.state_dict()
+    def _packer_state(self) -> dict[str, Any] | None:
+        return self.packer.state()
 
     def _load_packer(self, state: dict[str, Any], restored: dict[Ref, Any]) -> None:
         try:
-            self.packer.load_state_dict(state, fetch=lambda ref: restored[ref])
+            self.packer.reset(state, fetch=lambda ref: restored[ref])
         except ValueError as exc:  # a carry entry claims more tokens emitted than the record has
             raise ResumeMismatch(f"The saved loader state's packer carry-over does not fit the records "
                                  f"it names ({exc}).", hint=RECREATED_HINT) from None
 
-    def next_batch(self, batch_size: int) -> Batch | None:
+    def next(self, batch_size: int) -> Batch | None:
         """Up to ``batch_size`` windows; ``None`` once a bounded stream is used up. With
         ``max_wait_s`` (unbounded), fewer whole windows once that long has passed since
         the batch's first token was there."""
@@ -227,7 +219,7 @@ class TokenStream(_Stream):
         return batch
 
     def cut_ahead(self, count: int, spans: list[Span]) -> list[Window] | None:
-        """Up to ``count`` windows as :meth:`next_batch` would cut them, uncopied
+        """Up to ``count`` windows as :meth:`next` would cut them, uncopied
         (kafeed.loader.nodes.packing.Window), none of their records delivered: ``spans`` gets the
         documents they hold, for the caller to :meth:`deliver` as it hands the windows out
         (kafeed.loader.nodes.windows_ahead). ``None`` once a bounded stream is used up."""
@@ -253,8 +245,8 @@ class TokenStream(_Stream):
         window = self.settings.window
         need = batch_size * window
         packer = self.packer
-        # Once per record: the reader's own take where nothing is shuffled, one call less.
-        next_item = self.reader.take if self.shuffle is None else self._next_item
+        # Once per record: the reader's own next where nothing is shuffled, one call less.
+        next_item = self.reader.next if self.shuffle is None else self._next_item
         push = packer.push
         available = packer.available
         max_wait = self._max_wait()
@@ -297,7 +289,7 @@ class TokenStream(_Stream):
 class SampleStream(_Stream):
     """TrainingSample records as dicts, ``batch_size`` at a time (collated by the dataset)."""
 
-    def next_batch(self, batch_size: int) -> list[dict[str, Any]] | None:
+    def next(self, batch_size: int) -> list[dict[str, Any]] | None:
         """Up to ``batch_size`` samples; ``None`` once a bounded stream is used up. With
         ``max_wait_s`` (unbounded), fewer once that long has passed since the first."""
         items: list[Item] = []

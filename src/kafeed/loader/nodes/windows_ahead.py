@@ -117,30 +117,33 @@ class WindowsAhead:
         block = self.block
         if block is None:
             parts = self.stream.reader.parts
-            block = self.block = Block(self.stream.state_dict(),
+            block = self.block = Block(self.stream.state(),
                                        {p.key: frozenset(p.in_flight) for p in parts},
                                        self.spans, self.carry)
         return block, self.pos, self.done
 
-    def state_dict(self) -> dict[str, Any]:
+    def state(self) -> dict[str, Any]:
         """The stream's reader entry as of the windows handed out (see the module doc)."""
-        return _with_block(self.stream.state_dict(), self.spans, self.carry, self.pos, self.done,
+        return _with_block(self.stream.state(), self.spans, self.carry, self.pos, self.done,
                            self.window)
 
 
 def entry_at(snapshot: Snapshot, window: int) -> dict[str, Any]:
-    """The entry :meth:`WindowsAhead.state_dict` gave when ``snapshot`` was taken: the
+    """The entry :meth:`WindowsAhead.state` gave when ``snapshot`` was taken: the
     block's entry with the records of its first ``done`` documents delivered."""
     block, pos, done = snapshot
     base = block.entry
-    entry = {**base, "partitions": {key: {**p, "delivered": list(p["delivered"])}
-                                    for key, p in base["partitions"].items()},
-             "buffer": list(base["buffer"]), "rng": copy.deepcopy(base["rng"]),
-             "carry": [list(c) for c in base["carry"]], "stats": dict(base["stats"])}
+    reader = base["reader"]
+    entry = {**base,
+             "reader": {**reader, "partitions": {key: {**p, "delivered": list(p["delivered"])}
+                                                 for key, p in reader["partitions"].items()},
+                        "stats": dict(reader["stats"])},
+             "shuffle": copy.deepcopy(base["shuffle"]),
+             "packer": {**base["packer"], "carry": [list(c) for c in base["packer"]["carry"]]}}
     delivered: dict[str, set[int]] = {}
     for ref, _, _, _ in block.spans[:done]:
         delivered.setdefault(ref[0], set()).add(ref[1])
-    partitions = entry["partitions"]
+    partitions = entry["reader"]["partitions"]
     for key, offsets in delivered.items():
         part = partitions.get(key)
         if part is None:  # revoked (group mode): its deliveries were not counted
@@ -162,9 +165,10 @@ def _with_block(entry: dict[str, Any], spans: list[Span], carry_of: list[list[An
         mine = [list(c) for c in carry_of[done:]]
         if upto > first:  # the one document partly handed out
             mine[0] = [mine[0][0], mine[0][1], emitted + upto - first]
-        carry = entry["carry"]
+        packer = entry["packer"]
+        carry = packer["carry"]
         last = carry_of[-1]
         if carry and carry[0][0] == last[0] and carry[0][1] == last[1]:
             carry = carry[1:]  # the block's last document, which goes on past it
-        entry["carry"] = mine + carry
+        entry["packer"] = {**packer, "carry": mine + carry}
     return entry

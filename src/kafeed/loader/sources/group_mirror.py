@@ -26,7 +26,7 @@ def commit_positions(settings: LoaderSettings, state: dict[str, Any], group: str
                           hint="Pass group= here or to the dataset.")
     offsets: dict[str, int] = {}
     for reader in reader_entries(state):
-        for key, entry in reader["partitions"].items():
+        for key, entry in reader["reader"]["partitions"].items():
             offsets[key] = int(entry["next"])
     if not offsets:
         return {}

@@ -1,27 +1,29 @@
 """The loader's checkpoint: plain JSON data, constant keys, a version and a fingerprint.
 
-::
+It is the loader node's state (kafeed.loader.nodes.node), each reader's node state nested::
 
     {
-      "version": 1,
+      "version": 2,
       "fingerprint": {"kind", "topics", "seq_len", "eos_id", "tokenizer"},
       "mode": "static" | "group" | "replicated",
       "num_readers": int | None,        # ranks x workers when it was taken
-      "readers": {"<reader index>": {
+      "readers": {"<reader index>": {   # a stream node (a mixture's: kafeed.loader.nodes.mixing)
+          "version": 1,
           "index": int,
-          "partitions": {"topic:partition": {
-              "next": int,              # lowest offset not yet fully delivered
-              "read": int,              # next offset this reader would take in
-              "end": int | None,        # exclusive end (resolved once, kept)
-              "delivered": [int, ...],  # offsets >= next already delivered (shuffle)
-          "partial": [[offset, emitted], ...],  # only when some: documents partly emitted
-                                    # before an elastic resume, not yet delivered since
-          }},
-          "rr": int,                    # round-robin cursor over its partitions
-          "buffer": [[key, offset], ...],           # shuffle buffer, in order
-          "rng": {...} | None,                      # shuffle RNG (numpy PCG64 state)
-          "carry": [[key, offset, emitted], ...],   # packer carry-over
-          "stats": {"records": int, "bad": int, "tokens": int},
+          "reader": {"version": 1,
+              "partitions": {"topic:partition": {
+                  "next": int,              # lowest offset not yet fully delivered
+                  "read": int,              # next offset this reader would take in
+                  "end": int | None,        # exclusive end (resolved once, kept)
+                  "delivered": [int, ...],  # offsets >= next already delivered (shuffle)
+                  "partial": [[offset, emitted], ...],  # only when some: documents partly
+                                    # emitted before an elastic resume, not yet delivered since
+              }},
+              "rr": int,                    # round-robin cursor over its partitions
+              "stats": {"records": int, "bad": int, "tokens": int}},
+          "shuffle": {"version": 1, "rng": {...},          # numpy PCG64 state
+                      "items": [[key, offset], ...]} | None,  # the buffer, in order
+          "packer": {"version": 1, "carry": [[key, offset, emitted], ...]} | None,  # tokens
       }},
       "next_worker": {"<rank>": int},   # whose batch comes next in the round-robin
     }
@@ -30,27 +32,41 @@ Everything between ``next`` and ``read`` that is not ``delivered`` is in flight 
 shuffle buffer or the packer carry) and is re-read from Kafka on resume, so the state
 never holds token ids. A resume under another topology (elastic) only needs the
 per-partition part and the carry's ``emitted`` counts; see :func:`partition_plan`.
+
+A state of layout 1 (every reader's pieces flattened into one entry: ``partitions``,
+``rr``, ``buffer``, ``rng``, ``carry``, ``stats``) is converted when it is read
+(:func:`upgraded`), so checkpoints saved before the nested layout resume as they were.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, NoReturn
+from typing import Any
 
 from kafeed.errors import ResumeMismatch
+from kafeed.loader.nodes.node import (
+    NODE_VERSIONS,
+    STATE_HINT,
+    check_node,
+    check_version,
+    fail,
+    require_keys,
+    shown,
+)
 from kafeed.loader.nodes.record_kinds import KINDS
 from kafeed.loader.settings import LoaderSettings
 
 __all__ = [
-    "READER_KEYS",
     "RECREATED_HINT",
     "STATE_KEYS",
     "STATE_VERSION",
+    "STREAM_KEYS",
+    "buffered",
+    "carried",
     "check_positions",
     "check_reader",
     "check_state",
-    "check_version",
     "empty_state",
     "fingerprint",
     "merge_states",
@@ -58,42 +74,20 @@ __all__ = [
     "partition_plan",
     "plain_copy",
     "reader_entries",
-    "require_keys",
+    "upgraded",
 ]
 
-READER_KEYS = ("index", "partitions", "rr", "buffer", "rng", "carry", "stats")
+STREAM_KEYS = ("index", "reader", "shuffle", "packer")  # besides "version"
+READER_KEYS = ("partitions", "rr", "stats")
+SHUFFLE_KEYS = ("rng", "items")
+PACKER_KEYS = ("carry",)
 PARTITION_KEYS = ("next", "read", "end", "delivered")
 STATS_KEYS = ("records", "bad", "tokens")
 
 
-STATE_HINT = "Pass a state taken from StreamLoader.state_dict() or a dataset's state_dict(), unchanged."
 RECREATED_HINT = (
     "A state fits only the log it was taken from: if the topic was deleted and recreated (or "
     "retention removed those records), start without the state, or at chosen offsets with start=.")
-
-
-def fail(path: str, problem: str, hint: str = STATE_HINT) -> NoReturn:
-    raise ResumeMismatch(f"The saved loader state's {path} {problem}.", hint=hint)
-
-
-def require_keys(mapping: Any, keys: Sequence[str], what: str, optional: Sequence[str] = ()) -> None:
-    """``mapping`` is a dict with exactly ``keys``, and perhaps the ``optional`` ones."""
-    if not isinstance(mapping, dict):
-        fail(what, f"is not a mapping (got {type(mapping).__name__})")
-    missing = [k for k in keys if k not in mapping]
-    if missing:
-        fail(what, f"lacks {', '.join(map(repr, missing))}")
-    unknown = sorted(repr(k) for k in mapping if k not in keys and k not in optional)
-    if unknown:
-        fail(what, f"has unknown key(s) {', '.join(unknown)}")
-
-
-def check_version(version: Any, expected: int, what: str) -> None:
-    """A piece's saved ``version`` is the one this code reads (a bool is not a version)."""
-    if not isinstance(version, int) or isinstance(version, bool) or version != expected:
-        raise ResumeMismatch(
-            f"{what} version {shown(version)} is not supported (expected {expected}).",
-            hint="Resume with the kafeed version that saved it, or start fresh.")
 
 
 def as_int(value: Any, path: str, low: int = 0) -> int:
@@ -109,11 +103,6 @@ def _list(value: Any, path: str) -> list[Any]:
     if not isinstance(value, list):
         fail(path, f"is not a list (got {type(value).__name__})")
     return value
-
-
-def shown(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _decimal(text: str) -> bool:
@@ -193,43 +182,62 @@ def _check_ref(ref: Any, path: str, positions: dict[str, tuple[int, int]], width
         fail(f"{path}[1]", f"({offset}) is outside [next, read) = [{nxt}, {read}) of {key}")
 
 
-def check_reader(reader: Any, path: str, settings: LoaderSettings) -> None:
-    """One reader's entry (a token or sample loader's; a mixture's entry holds one per source)."""
-    require_keys(reader, READER_KEYS, path)
-    as_int(reader["index"], f"{path}.index")
+def check_reader(entry: Any, path: str, settings: LoaderSettings) -> None:
+    """One reader's entry, a stream node's state with its reader, shuffle buffer and packer
+    (a mixture's entry holds one per source: kafeed.loader.nodes.mixing.check_entry)."""
+    check_node(entry, "stream", STREAM_KEYS, path)
+    as_int(entry["index"], f"{path}.index")
+    reader = entry["reader"]
+    check_node(reader, "reader", READER_KEYS, f"{path}.reader")
     parts = reader["partitions"]
     if not isinstance(parts, dict):
-        fail(f"{path}.partitions", "is not a mapping")
+        fail(f"{path}.reader.partitions", "is not a mapping")
     positions: dict[str, tuple[int, int]] = {}
-    for key, entry in parts.items():
+    for key, part in parts.items():
         topic, sep, partition = str(key).rpartition(":")
         if not sep or not _decimal(partition):
-            fail(f"{path}.partitions", f"has key {shown(key)}, not 'topic:partition'")
+            fail(f"{path}.reader.partitions", f"has key {shown(key)}, not 'topic:partition'")
         if topic not in settings.topics:
-            fail(f"{path}.partitions", f"has partition {key!r} of a topic this loader does not read",
-                  hint="Resume with the same topics, or start fresh.")
-        positions[key] = _check_partition(entry, f"{path}.partitions[{key!r}]")
-    as_int(reader["rr"], f"{path}.rr")
-    buffer = _list(reader["buffer"], f"{path}.buffer")
-    for i, ref in enumerate(buffer):
-        _check_ref(ref, f"{path}.buffer[{i}]", positions, 2)
-    if reader["rng"] is not None:
-        _check_rng(reader["rng"], f"{path}.rng")
-    elif buffer:
-        fail(f"{path}.rng", "is null but the shuffle buffer holds records")
-    carry = _list(reader["carry"], f"{path}.carry")
-    if carry and not KINDS[settings.kind].packs:
-        fail(f"{path}.carry", "holds packer carry-over, which a sample loader never has")
-    for i, ref in enumerate(carry):
-        _check_ref(ref, f"{path}.carry[{i}]", positions, 3)
-        as_int(ref[2], f"{path}.carry[{i}][2]")
+            fail(f"{path}.reader.partitions", f"has partition {key!r} of a topic this loader does not read",
+                 hint="Resume with the same topics, or start fresh.")
+        positions[key] = _check_partition(part, f"{path}.reader.partitions[{key!r}]")
+    as_int(reader["rr"], f"{path}.reader.rr")
     stats = reader["stats"]
-    require_keys(stats, STATS_KEYS, f"{path}.stats")
+    require_keys(stats, STATS_KEYS, f"{path}.reader.stats")
     for name in STATS_KEYS:
-        as_int(stats[name], f"{path}.stats.{name}")
+        as_int(stats[name], f"{path}.reader.stats.{name}")
+    shuffle = entry["shuffle"]
+    if shuffle is not None:
+        check_node(shuffle, "shuffle", SHUFFLE_KEYS, f"{path}.shuffle")
+        _check_rng(shuffle["rng"], f"{path}.shuffle.rng")
+        for i, ref in enumerate(_list(shuffle["items"], f"{path}.shuffle.items")):
+            _check_ref(ref, f"{path}.shuffle.items[{i}]", positions, 2)
+    packer = entry["packer"]
+    if not KINDS[settings.kind].packs:
+        if packer is not None:
+            fail(f"{path}.packer", "is a packer's state, which a sample loader never has")
+        return
+    check_node(packer, "packer", PACKER_KEYS, f"{path}.packer")
+    for i, ref in enumerate(_list(packer["carry"], f"{path}.packer.carry")):
+        _check_ref(ref, f"{path}.packer.carry[{i}]", positions, 3)
+        as_int(ref[2], f"{path}.packer.carry[{i}][2]")
 
 
-STATE_VERSION = 1
+def buffered(entry: dict[str, Any]) -> list[list[Any]]:
+    """A stream entry's shuffle buffer: ``[key, offset]`` per record, in order."""
+    shuffle = entry["shuffle"]
+    items: list[list[Any]] = [] if shuffle is None else shuffle["items"]
+    return items
+
+
+def carried(entry: dict[str, Any]) -> list[list[Any]]:
+    """A stream entry's packer carry-over: ``[key, offset, emitted]`` per document."""
+    packer = entry["packer"]
+    carry: list[list[Any]] = [] if packer is None else packer["carry"]
+    return carry
+
+
+STATE_VERSION = NODE_VERSIONS["loader"]
 STATE_KEYS = ("version", "fingerprint", "mode", "num_readers", "readers", "next_worker")
 
 
@@ -266,8 +274,9 @@ def check_state(state: Any, settings: LoaderSettings, *, expected: dict[str, Any
     else with :class:`ResumeMismatch` naming the field. Pure: the broker is not asked (the
     positions are checked against the topic when a reader opens, see
     :func:`check_positions`). A mixture passes its own fingerprint and reader check."""
+    state = upgraded(state)
     require_keys(state, STATE_KEYS, "top level")
-    check_version(state["version"], STATE_VERSION, "Loader state")
+    check_version(state["version"], STATE_VERSION, "The saved loader state (loader node)")
     if expected is None:
         expected = fingerprint(settings)
     saved = state["fingerprint"]
@@ -308,25 +317,74 @@ def check_state(state: Any, settings: LoaderSettings, *, expected: dict[str, Any
     return state  # type: ignore[no-any-return]
 
 
+def upgraded(state: Any) -> Any:
+    """``state`` in the current layout: one of layout 1 converted (each reader's flat entry
+    nested into its stream, reader, shuffle and packer states; a mixture's into its sources
+    and schedule), anything else as it is, for the checks to judge."""
+    version = state.get("version") if isinstance(state, dict) else None
+    if type(version) is not int or version != 1 or not isinstance(state.get("readers"), dict):
+        return state  # (a bool is not version 1)
+    fingerprint = state.get("fingerprint")
+    kind = KINDS.get(str(fingerprint.get("kind"))) if isinstance(fingerprint, dict) else None
+    packs = kind.packs if kind is not None else True
+    readers = {key: _mixture_v1(entry, packs) if isinstance(entry, dict) and "sources" in entry
+               else _stream_v1(entry, packs) for key, entry in state["readers"].items()}
+    return {**state, "version": STATE_VERSION, "readers": readers}
+
+
+_FLAT_KEYS = ("index", "partitions", "rr", "buffer", "rng", "carry", "stats")
+
+
+def _stream_v1(entry: Any, packs: bool) -> Any:
+    """A layout-1 reader entry as a stream node's state (anything else as it is)."""
+    if not isinstance(entry, dict) or set(entry) != set(_FLAT_KEYS):
+        return entry
+    shuffle = None
+    if entry["rng"] is not None or entry["buffer"]:
+        shuffle = {"version": 1, "rng": entry["rng"], "items": entry["buffer"]}
+    packer = {"version": 1, "carry": entry["carry"]} if packs or entry["carry"] else None
+    return {"version": 1, "index": entry["index"],
+            "reader": {"version": 1, "partitions": entry["partitions"], "rr": entry["rr"],
+                       "stats": entry["stats"]},
+            "shuffle": shuffle, "packer": packer}
+
+
+def _mixture_v1(entry: dict[str, Any], packs: bool) -> Any:
+    """A layout-1 mixture entry as a mixture node's state (anything else as it is)."""
+    mix = entry.get("mix")
+    sources = entry.get("sources")
+    if set(entry) != {"index", "sources", "mix"} or not isinstance(sources, dict) \
+            or not isinstance(mix, dict) or set(mix) != {"weights", "credits", "tokens", "dry"}:
+        return entry
+    return {"version": 1, "index": entry["index"],
+            "sources": {name: _stream_v1(source, packs) for name, source in sources.items()},
+            "schedule": {"version": 1, "weights": mix["weights"], "credits": mix["credits"]},
+            "tokens": mix["tokens"], "dry": mix["dry"]}
+
+
 def next_epoch(state: dict[str, Any]) -> dict[str, Any]:
     """The state a new pass over a finished bounded run starts from: every position forgotten
     (``start`` and ``end`` are resolved again, so records added since are included), each
     reader's shuffle RNG and counts kept, so the next epoch is shuffled differently and a
     checkpoint taken in it resumes exactly."""
-    out: dict[str, Any] = json.loads(json.dumps(state))
-    for reader in reader_entries(out):
-        reader.update(partitions={}, rr=0, buffer=[], carry=[])
-    for reader in out["readers"].values():
-        if "mix" in reader:  # a mixture's sources all flow again
-            reader["mix"]["dry"] = []
+    out: dict[str, Any] = json.loads(json.dumps(upgraded(state)))
+    for entry in reader_entries(out):
+        entry["reader"].update(partitions={}, rr=0)
+        if entry["shuffle"] is not None:
+            entry["shuffle"]["items"] = []
+        if entry["packer"] is not None:
+            entry["packer"]["carry"] = []
+    for entry in out["readers"].values():
+        if "sources" in entry:  # a mixture's sources all flow again
+            entry["dry"] = []
     out["next_worker"] = {}
     return out
 
 
 def reader_entries(state: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    """Every reader entry of a state with per-partition positions: a mixture reader's
-    per-source entries stand in its place."""
-    for reader in state.get("readers", {}).values():
+    """Every stream entry of a state (of either layout): a mixture reader's per-source
+    entries stand in its place. Its positions are ``entry["reader"]["partitions"]``."""
+    for reader in upgraded(state).get("readers", {}).values():
         if "sources" in reader:
             yield from (reader["sources"][name] for name in sorted(reader["sources"]))
         else:
@@ -355,6 +413,7 @@ def merge_states(states: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """
     if not states:
         raise ValueError("merge_states needs at least one state")
+    states = [upgraded(state) for state in states]
     first = states[0]
     require_keys(first, STATE_KEYS, "top level")
     merged: dict[str, Any] = {
@@ -394,7 +453,7 @@ def partition_plan(state: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """
     plan: dict[str, dict[str, Any]] = {}
     for reader in reader_entries(state):
-        for key, entry in reader["partitions"].items():
+        for key, entry in reader["reader"]["partitions"].items():
             if key in plan:
                 if state["mode"] == "replicated":
                     raise ResumeMismatch(
@@ -408,7 +467,7 @@ def partition_plan(state: dict[str, Any]) -> dict[str, dict[str, Any]]:
                 "delivered": {int(o) for o in entry["delivered"]},
                 "partial": {int(o): int(e) for o, e in entry.get("partial", ())},
             }
-        for key, offset, emitted in reader["carry"]:
+        for key, offset, emitted in carried(reader):
             if emitted and key in plan:
                 plan[key]["partial"][int(offset)] = int(emitted)
     return plan

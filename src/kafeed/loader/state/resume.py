@@ -20,7 +20,7 @@ from typing import Any
 from kafeed.errors import ResumeMismatch
 from kafeed.loader.sources.assignment import parse_key, partition_key
 from kafeed.loader.sources.partition import Entry, Partition, Ref
-from kafeed.loader.state.checkpoint import RECREATED_HINT, partition_plan
+from kafeed.loader.state.checkpoint import RECREATED_HINT, buffered, carried, partition_plan
 
 log = logging.getLogger("kafeed")
 
@@ -57,7 +57,7 @@ def known_partitions(saved: Mapping[str, Any]) -> dict[str, int]:
     numbered from 0 and a topic only grows, so every lower one existed when it was saved."""
     known: dict[str, int] = {}
     for reader in saved["readers"].values():
-        for key in reader["partitions"]:
+        for key in reader["reader"]["partitions"]:
             topic, partition = parse_key(key)
             known[topic] = max(partition, known.get(topic, -1))
     return known
@@ -102,8 +102,9 @@ def carried_stats(saved: Mapping[str, Any]) -> dict[str, int]:
     for reader in saved["readers"].values():
         if "sources" in reader:  # a mixture's readers count per source, and start again
             continue
-        records += int(reader["stats"]["records"]) - len(reader["buffer"]) - len(reader["carry"])
-        bad += int(reader["stats"]["bad"])
+        stats = reader["reader"]["stats"]
+        records += int(stats["records"]) - len(buffered(reader)) - len(carried(reader))
+        bad += int(stats["bad"])
     return {"records": records, "bad": bad}
 
 
