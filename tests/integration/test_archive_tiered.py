@@ -110,10 +110,10 @@ def test_tiered_resume_is_exact_while_the_boundary_moves(kafka: ConnectionSettin
 
     # A state taken while both partitions are read from the table ...
     cold = state_after(40)
-    assert all(p["next"] < 100 for p in cold["readers"]["0"]["partitions"].values())
+    assert all(p["next"] < 100 for p in cold["readers"]["0"]["reader"]["partitions"].values())
     # ... and one taken after both moved on to Kafka.
     hot = state_after(600)
-    parts = hot["readers"]["0"]["partitions"]
+    parts = hot["readers"]["0"]["reader"]["partitions"]
     assert all(100 < p["next"] < p["read"] for p in parts.values()), parts
     # Retention moves on past both (up to the hot state's read offsets, so its in-flight
     # records are gone too): each resumes exactly, reading what is gone from the table.
@@ -131,10 +131,10 @@ def test_tiered_resume_is_exact_while_the_boundary_moves(kafka: ConnectionSettin
         def next(self) -> Any:
             if not self.stream.reader.source.opened:
                 self.stream.open()
-            return self.stream.next_batch(3)
+            return self.stream.next(3)
 
-    check_save_resume(Stateful(make=Node, step=Node.next, state=lambda n: n.stream.state_dict(),
-                               load=lambda n, st: n.stream.load_state_dict(st),
+    check_save_resume(Stateful(make=Node, step=Node.next, state=lambda n: n.stream.state(),
+                               load=lambda n, st: n.stream.reset(st),
                                close=lambda n: n.stream.close()), 30, 40)
 
 
@@ -213,7 +213,7 @@ def test_lineage_lists_the_documents_a_checkpoint_trained_on(
     for _ in range(120):
         next(it)
     state = ds.state_dict()
-    lineage = lineage_of(state, {key: 0 for key in state["readers"]["0"]["partitions"]})
+    lineage = lineage_of(state, {key: 0 for key in state["readers"]["0"]["reader"]["partitions"]})
     CheckpointManager(tmp_path / "ck").save(1, {}, manifest={"lineage": lineage, "config": {"topic": topic}})
     capsys.readouterr()
     assert main(["lineage", str(tmp_path / "ck"), "--archive", "arch.t", "--warehouse", str(tmp_path),
@@ -249,7 +249,7 @@ def test_archive_only_reads_the_topic_as_archived_without_the_cluster(kafka: Con
     # Saved in the middle of a partition, resumed exactly, from the table alone.
     settings = LoaderSettings(topics=(topic,), **options(nowhere, tmp_path, archive_only=True))
     check_save_resume(piece_case(lambda: TokenStream(settings, table_reader(settings, index=0, count=1)),
-                                 lambda stream: stream.next_batch(3)), 30, 40)
+                                 lambda stream: stream.next(3)), 30, 40)
 
 
 def test_a_state_from_kafka_resumes_from_the_tables_alone_and_back(kafka: ConnectionSettings, topic: str,

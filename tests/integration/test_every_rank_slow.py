@@ -380,7 +380,7 @@ def test_own_loop_on_two_nodes_resumed_at_one_trains_every_record_once(
     saved = phase(tmp_path, "two-nodes")
     assert [len(b) for b in saved] == [8, 8]
     doc = torch.load(tmp_path / "ckpt" / "ckpt.pt", weights_only=False)["loader"]
-    owned = [sorted(key for r in state["readers"].values() for key in r["partitions"])
+    owned = [sorted(key for r in state["readers"].values() for key in r["reader"]["partitions"])
              for state in doc["ranks"]]
     assert doc["world_size"] == 2 and all(owned)
     assert sorted(owned[0] + owned[1]) == [f"{topic}:{p}" for p in range(4)]  # each node its own

@@ -138,7 +138,7 @@ def test_a_dry_source_ends_the_mixture_or_is_dropped(kafka: ConnectionSettings,
     every = {n: counts([b["tokens"] for b in batches], len(sources[n][1]))[FIRST[n] + 1:] for n in sources}
     for name, (_, expected) in sources.items():  # every source read to its end, each token once
         assert np.array_equal(every[name], expected[FIRST[name] + 1:]), name
-    dry = dropped.state_dict()["readers"]["0"]["mix"]["dry"]
+    dry = dropped.state_dict()["readers"]["0"]["dry"]
     assert sorted(dry) == sorted(t for t, _ in sources.values())
 
 
@@ -259,7 +259,7 @@ def test_a_topic_and_a_file_corpus_mix_and_resume_in_the_middle_of_a_file(
     it = iter(one)
     before = [next(it) for _ in range(9)]
     saved = json.loads(json.dumps(one.state_dict()))
-    position = saved["readers"]["0"]["sources"]["corpus"]["partitions"]["corpus:0"]["next"]
+    position = saved["readers"]["0"]["sources"]["corpus"]["reader"]["partitions"]["corpus:0"]["next"]
     assert 0 < position < 150, position
     two = make()
     two.load_state_dict(saved)

@@ -35,7 +35,7 @@ def test_two_ranks_two_workers_disjoint_and_covering(
     for rank in range(2):
         loader = _loader(kafka, topic, rank=rank, world=2, workers=2)
         seen.append(counts(list(loader), len(expected)))
-        owned = [set(r["partitions"]) for r in loader.state_dict()["readers"].values()]
+        owned = [set(r["reader"]["partitions"]) for r in loader.state_dict()["readers"].values()]
         assert len(owned) == 2 and not owned[0] & owned[1]
     docs = [set(np.flatnonzero(c)) for c in seen]
     assert docs[0] and docs[1] and not docs[0] & docs[1]  # a document lives in one partition
@@ -87,7 +87,7 @@ def test_elastic_two_to_three_ranks_exactly_once(kafka: ConnectionSettings, make
         total += counts(batches, len(expected))
         states.append(loader.state_dict())
     merged = kafeed.merge_states(states)
-    assert any(r["carry"] for r in merged["readers"].values())  # a document was cut mid-way
+    assert any(r["packer"]["carry"] for r in merged["readers"].values())  # a document was cut mid-way
     for rank in range(3):
         loader = _loader(kafka, topic, rank=rank, world=3, shuffle_buffer=20)
         loader.load_state_dict(merged)

@@ -144,7 +144,7 @@ def test_records_past_a_partitions_cap_are_read_again_not_lost(kafka: Connection
     assert not tokens[len(stream):].any()
     assert all(p["next"] == p["read"] == p["end"] and not p["delivered"]
                for reader in loader.state_dict()["readers"].values()
-               for p in reader["partitions"].values())
+               for p in reader["reader"]["partitions"].values())
 
 
 def test_max_wait_hands_out_a_partial_batch(kafka: ConnectionSettings, make_topic: TopicFactory) -> None:

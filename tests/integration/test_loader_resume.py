@@ -30,7 +30,7 @@ def _settings(kafka: ConnectionSettings, topic: str, **kw: Any) -> LoaderSetting
 
 
 def _reader_step(reader: ShardReader) -> Any:
-    item = reader.take()
+    item = reader.next()
     if item is None:
         return None
     reader.delivered(item[0])
@@ -43,12 +43,12 @@ def _reader_case(settings: LoaderSettings) -> Stateful[Any]:
 
 def _stream_case(settings: LoaderSettings) -> Stateful[Any]:
     return piece_case(lambda: TokenStream(settings, kafka_reader(settings, index=0, count=1)),
-                      lambda stream: stream.next_batch(3))
+                      lambda stream: stream.next(3))
 
 
 def _sample_stream_case(settings: LoaderSettings) -> Stateful[Any]:
     return piece_case(lambda: SampleStream(settings, kafka_reader(settings, index=0, count=1)),
-                      lambda stream: stream.next_batch(3))
+                      lambda stream: stream.next(3))
 
 
 def _iter_case(make_obj: Any, *, same_state: bool = True) -> Stateful[Any]:

@@ -37,7 +37,7 @@ def test_partition_the_topic_lacks_is_refused(kafka: ConnectionSettings, make_to
     topic = make_topic(partitions=2)
     produce_docs(kafka.bootstrap, topic, 100)
     state = _state_after(kafka, topic, 3)
-    parts = state["readers"]["0"]["partitions"]
+    parts = state["readers"]["0"]["reader"]["partitions"]
     parts[f"{topic}:7"] = parts.pop(f"{topic}:1")
     loader = _loader(kafka, topic, workers)
     loader.load_state_dict(state)  # structurally fine: only the topic can tell
@@ -53,7 +53,7 @@ def test_state_of_a_deleted_and_recreated_topic_is_refused(
     topic = make_topic(partitions=1)
     produce_docs(kafka.bootstrap, topic, 300)
     state = _state_after(kafka, topic, 20)
-    read = state["readers"]["0"]["partitions"][f"{topic}:0"]["read"]
+    read = state["readers"]["0"]["reader"]["partitions"][f"{topic}:0"]["read"]
     admin.delete(topic)
     deadline = time.monotonic() + 60
     while True:  # deletion completes in the background
@@ -76,7 +76,7 @@ def test_state_below_the_log_start_is_refused(kafka: ConnectionSettings, make_to
     topic = make_topic(partitions=1)
     produce_docs(kafka.bootstrap, topic, 300)
     state = _state_after(kafka, topic, 5)
-    nxt = state["readers"]["0"]["partitions"][f"{topic}:0"]["next"]
+    nxt = state["readers"]["0"]["reader"]["partitions"][f"{topic}:0"]["next"]
     client = AdminClient({"bootstrap.servers": kafka.bootstrap})
     for future in client.delete_records([TopicPartition(topic, 0, 200)]).values():
         future.result(timeout=30)
@@ -97,9 +97,10 @@ def test_state_missing_a_partition_it_knew_is_refused(kafka: ConnectionSettings,
     state = _state_after(kafka, topic, 3)
     reader = state["readers"]["0"]
     gone = f"{topic}:1"  # partition 2 is still named
-    del reader["partitions"][gone]
-    reader["carry"] = [ref for ref in reader["carry"] if ref[0] != gone]
-    reader["buffer"] = [ref for ref in reader["buffer"] if ref[0] != gone]
+    del reader["reader"]["partitions"][gone]
+    reader["packer"]["carry"] = [ref for ref in reader["packer"]["carry"] if ref[0] != gone]
+    if reader["shuffle"] is not None:
+        reader["shuffle"]["items"] = [ref for ref in reader["shuffle"]["items"] if ref[0] != gone]
     loader = _loader(kafka, topic, workers)
     loader.load_state_dict(state)
     with pytest.raises(kafeed.ResumeMismatch) as err:
@@ -122,4 +123,5 @@ def test_a_partition_added_since_the_state_is_read_from_its_start(
     loader = kafeed.StreamLoader(ds, batch_size=4)
     loader.load_state_dict(state)
     next(iter(loader))
-    assert sorted(loader.state_dict()["readers"]["0"]["partitions"]) == [f"{topic}:{p}" for p in range(3)]
+    parts = loader.state_dict()["readers"]["0"]["reader"]["partitions"]
+    assert sorted(parts) == [f"{topic}:{p}" for p in range(3)]

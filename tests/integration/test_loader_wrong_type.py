@@ -78,7 +78,7 @@ def test_mixed_topic_with_bad_records_first_still_delivers_the_good_ones(
     ds = kafeed.KafkaTokenDataset(topic, seq_len=15, eos_id=0, connection=kafka)
     loader = kafeed.StreamLoader(ds, batch_size=4, num_workers=workers)
     assert np.array_equal(counts(list(loader), len(expected)), expected)
-    bad_seen = sum(r["stats"]["bad"] for r in loader.state_dict()["readers"].values())
+    bad_seen = sum(r["reader"]["stats"]["bad"] for r in loader.state_dict()["readers"].values())
     assert bad_seen == len(bad)
 
 

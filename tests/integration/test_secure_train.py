@@ -59,7 +59,7 @@ def _readers(ckpt: Path) -> dict[str, list[str]]:
     latest = CheckpointManager(ckpt).load_latest()
     assert latest is not None
     readers = loadable_state(latest.manifest["loader"])["readers"]  # every rank's, merged
-    return {name: sorted(r["partitions"]) for name, r in readers.items()}
+    return {name: sorted(r["reader"]["partitions"]) for name, r in readers.items()}
 
 
 def test_dataloader_workers_train_as_trainer_and_leak_no_secret(

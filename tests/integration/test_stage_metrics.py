@@ -92,7 +92,8 @@ def test_loader_counts_batches_tokens_records_positions_and_latency(
     assert count - count0 == 150
     assert 0 <= (seconds - sum0) / 150 < 120  # produced moments ago, not at the epoch or in the future
     state = loader.state_dict()
-    nexts = {key: p["next"] for r in state["readers"].values() for key, p in r["partitions"].items()}
+    nexts = {key: p["next"] for r in state["readers"].values()
+             for key, p in r["reader"]["partitions"].items()}
     assert len(nexts) == 3 and sum(nexts.values()) == 150
     for key, offset in nexts.items():
         t, _, p = key.rpartition(":")

@@ -197,7 +197,8 @@ def test_torchrun_two_ranks_one_checkpoint(kafka: ConnectionSettings, make_topic
     assert latest is not None
     ranks = latest.manifest["loader"]["ranks"]  # every rank's state, as of its last batch
     assert latest.manifest["loader"]["world_size"] == 2 and len(ranks) == 2
-    owned = [sorted(key for r in state["readers"].values() for key in r["partitions"]) for state in ranks]
+    owned = [sorted(key for r in state["readers"].values() for key in r["reader"]["partitions"])
+             for state in ranks]
     assert sorted(owned[0] + owned[1]) == [f"{topic}:{p}" for p in range(4)] and owned[0] and owned[1]
     lineage = latest.manifest["lineage"]["ranks"]
     assert [sorted(r["partitions"]) for r in lineage] == owned
