@@ -182,7 +182,7 @@ class TopicAdmin:
         if meta is None or meta.error is not None:
             raise TopicError(
                 f"Topic {name!r} does not exist.", hint="See `kafeed topic list`.",
-                code=None if meta is None or meta.error is None else meta.error.code(),
+                code=None if meta is None else metadata_error(meta.error, action=f"describe {name}").code,
             )
         return describe_topic(self._admin, self.settings, meta, timeout=self.timeout, sizes=sizes)
 
