@@ -17,6 +17,7 @@ from kafeed.errors import KafeedError, ResumeMismatch
 from kafeed.loader.nodes.shuffle import ShuffleBuffer
 from kafeed.loader.settings import LoaderSettings
 from kafeed.loader.state.checkpoint import check_positions, check_state, empty_state
+from tests.stream_entries import layout_1
 
 SETTINGS = LoaderSettings(topics=("tok",), seq_len=8, eos_id=0, shuffle_buffer=4)
 
@@ -45,15 +46,6 @@ def valid_state() -> dict[str, Any]:
     }
     state["next_worker"] = {"0": 1}
     return json.loads(json.dumps(state))
-
-
-def layout_1(state: dict[str, Any]) -> dict[str, Any]:
-    """``state`` as the loader saved it before each node's state was nested: flat entries."""
-    flat = {key: {"index": e["index"], "partitions": e["reader"]["partitions"], "rr": e["reader"]["rr"],
-                  "buffer": e["shuffle"]["items"], "rng": e["shuffle"]["rng"],
-                  "carry": e["packer"]["carry"], "stats": e["reader"]["stats"]}
-            for key, e in state["readers"].items()}
-    return json.loads(json.dumps({**state, "version": 1, "readers": flat}))
 
 
 def test_a_real_state_passes() -> None:

@@ -18,7 +18,7 @@ from kafeed.loader.state.checkpoint import check_state, empty_state
 from kafeed.loader.state.rank_states import distributed_world, gather_states, loadable_state, rank_states
 from kafeed.train.distributed import check_restarts
 from kafeed.train.lineage import checkpoint_lineage, lineage_of
-from tests.stream_entries import stream_entry
+from tests.stream_entries import layout_1, stream_entry
 
 
 def _settings() -> LoaderSettings:
@@ -91,6 +91,14 @@ def test_lineage_names_every_ranks_offset_ranges() -> None:
     assert lineage["partitions"] == {**lineage["ranks"][0]["partitions"], **lineage["ranks"][1]["partitions"]}
     assert lineage["documents"] == 6 + 10
     assert "ranks" not in lineage_of(_doc()["ranks"][0], {})
+
+
+def test_lineage_of_a_checkpoint_saved_in_the_first_layout_is_the_same() -> None:
+    doc = _doc()
+    old = {**doc, "ranks": [layout_1(state) for state in doc["ranks"]]}
+    assert old["ranks"][0]["version"] == 1 and "partitions" in old["ranks"][0]["readers"]["0"]
+    assert lineage_of(old, {}) == lineage_of(doc, {})
+    assert lineage_of(old["ranks"][1], {}) == lineage_of(doc["ranks"][1], {})
 
 
 def test_lineage_reads_a_trainer_checkpoint_folder_and_refuses_an_incomplete_one(tmp_path: Path) -> None:
