@@ -136,7 +136,9 @@ class KafkaDatasetBase(IterableDataset[Any]):
         against this dataset (see kafeed.loader.state.checkpoint.check_state)."""
         return check_state(loadable_state(state), self.settings)
 
-    def _convert(self, batch: Any, collate: Collate | None) -> Any:
+    def _convert(self, batch: Any, collate: Collate | None, views: bool) -> Any:
+        """A batch of the stream as the loader hands it out; ``views``: a token batch with its
+        ``input_ids`` and ``labels`` views (:func:`token_batch`)."""
         raise NotImplementedError
 
     def _single_items(self) -> Iterator[Any]:
@@ -150,65 +152,64 @@ class KafkaDatasetBase(IterableDataset[Any]):
             stream.close()
 
     def iter_batches(self, batch_size: int, *, skip_first: bool = False, origin: int | None = None,
-                     collate: Collate | None = None,
-                     stop: threading.Event | None = None) -> Iterator[tuple[int, Any, Any, Delivered]]:
+                     collate: Collate | None = None, stop: threading.Event | None = None,
+                     views: bool = False) -> Iterator[tuple[int, Any, Any, Delivered]]:
         """Yield ``(worker, batch, reader_state, delivered)`` (the state packed by a
         DataLoader worker, as a fresh dict in the main process): first one state-only item
         (batch ``None``), one more placeholder when ``skip_first`` (round-robin alignment on
         resume), then the batches, each with this reader's state as of that batch and what
         it handed out (for the metrics, which the main process updates). ``collate`` turns a
         list of sample dicts into a batch (sample datasets; default :func:`collate_samples`).
+        ``views``: token batches come with their ``input_ids`` and ``labels`` views, made
+        here, in the main process only (a worker's batch crosses without them).
 
         In a DataLoader worker, a :class:`KafeedError` ends the iteration as one last item
         whose batch is a :class:`WorkerError`, for StreamLoader to raise as it was. ``origin``:
         the pid of the process iterating the DataLoader (see kafeed.loader.workers.parent). ``stop``:
         set by another thread to end the iteration, even while the reader waits for records
-        (it raises kafeed.loader.workers.prefetch.Stopped then)."""
-        batches = self._batches(batch_size, skip_first, origin, collate, stop)
+        (it raises kafeed.loader.workers.prefetch.Stopped then). The worker's error item is
+        made here too, not by a generator around this one: each is a step of every batch
+        (docs/loader.md, "One record's path")."""
         info = get_worker_info()
-        if info is None:
-            yield from batches
-            return
-        try:
-            yield from batches
-        except KafeedError as exc:
-            yield info.id, WorkerError.of(exc, info.id), "", Delivered()
-
-    def _batches(self, batch_size: int, skip_first: bool, origin: int | None, collate: Collate | None,
-                 stop: threading.Event | None) -> Iterator[tuple[int, Any, Any, Delivered]]:
         topo = self.topology()
         # A worker's state crosses to the main process packed (kafeed.loader.workers.deferred_entry);
         # in the main process the stream's state_dict() is already a fresh snapshot (new
         # containers every call), and serialising it per batch was a tenth of the trainer's
         # data-wait (bench_data_wait.py).
-        in_worker = get_worker_info() is not None
+        in_worker = info is not None
         snapshot: Callable[[dict[str, Any]], Any] = packed if in_worker else _same
-        stream = self._open_stream(topo, origin)
+        views = views and not in_worker
         try:
-            if stop is not None:
-                stream.stop_on(stop)
-            state = stream.state()
-            yield topo.worker, None, snapshot(state), Delivered.of(({}, []), state)
-            if skip_first:
-                yield topo.worker, None, "", Delivered()
-            while True:
-                batch = stream.next(batch_size)
-                if batch is None:
-                    self._finished = True
-                    return
-                sources = stream.last_sources
-                if in_worker:
-                    state = stream.state()
-                    yield (topo.worker, self._convert(batch, collate), packed(state),
-                           Delivered.of(stream.last_delivered, state, sources))
-                    continue
-                # In the main process a mixture's entry comes deferred, built only when a
-                # state is asked for (kafeed.loader.workers.deferred_entry).
-                entry, positions = stream.batch_state()
-                yield (topo.worker, self._convert(batch, collate), entry,
-                       Delivered.at(stream.last_delivered, positions, sources))
-        finally:
-            stream.close()
+            stream = self._open_stream(topo, origin)
+            try:
+                if stop is not None:
+                    stream.stop_on(stop)
+                state = stream.state()
+                yield topo.worker, None, snapshot(state), Delivered.of(({}, []), state)
+                if skip_first:
+                    yield topo.worker, None, "", Delivered()
+                while True:
+                    batch = stream.next(batch_size)
+                    if batch is None:
+                        self._finished = True
+                        return
+                    sources = stream.last_sources
+                    if in_worker:
+                        state = stream.state()
+                        yield (topo.worker, self._convert(batch, collate, False), packed(state),
+                               Delivered.of(stream.last_delivered, state, sources))
+                        continue
+                    # In the main process a mixture's entry comes deferred, built only when a
+                    # state is asked for (kafeed.loader.workers.deferred_entry).
+                    entry, positions = stream.batch_state()
+                    yield (topo.worker, self._convert(batch, collate, views), entry,
+                           Delivered.at(stream.last_delivered, positions, sources))
+            finally:
+                stream.close()
+        except KafeedError as exc:
+            if info is None:
+                raise
+            yield info.id, WorkerError.of(exc, info.id), "", Delivered()
 
     # -- state ------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -257,10 +258,14 @@ class KafkaTokenDataset(KafkaDatasetBase):
                  **options: Any) -> None:
         super().__init__(loader_settings("tokens", topics, settings, bootstrap, connection, options))
 
-    def _convert(self, batch: Any, collate: Collate | None) -> Any:
-        out = {"tokens": torch.from_numpy(batch["tokens"])}
-        if "doc_start" in batch:
-            out["doc_start"] = torch.from_numpy(batch["doc_start"])
+    def _convert(self, batch: Any, collate: Collate | None, views: bool) -> Any:
+        tokens = torch.from_numpy(batch["tokens"])
+        starts = batch.get("doc_start")
+        if views:
+            return token_batch(tokens, None if starts is None else torch.from_numpy(starts))
+        out = {"tokens": tokens}
+        if starts is not None:
+            out["doc_start"] = torch.from_numpy(starts)
         return out
 
     def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
@@ -287,7 +292,7 @@ class KafkaSampleDataset(KafkaDatasetBase):
                  **options: Any) -> None:
         super().__init__(loader_settings("samples", topics, settings, bootstrap, connection, options))
 
-    def _convert(self, batch: Any, collate: Collate | None) -> Any:
+    def _convert(self, batch: Any, collate: Collate | None, views: bool) -> Any:
         return (collate or collate_samples)(batch)
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
