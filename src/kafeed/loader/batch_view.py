@@ -4,9 +4,10 @@
 delivered)`` items; in a worker, token batches go into the shared slots when it has some
 (kafeed.loader.workers.shared_slots), and the items cross in bundles of ``bundle``
 (kafeed.loader.workers.bundles). The generators after it run in the main process (or on the
-prefetch thread): :func:`from_slots` turns slot references back into batches,
-:func:`pinned` copies batches to pinned memory, :func:`with_views` adds the token views.
-Each one closes the iterator it wraps when it is closed itself.
+prefetch thread): :func:`from_slots` turns slot references back into batches, :func:`pinned`
+copies batches to pinned memory; each gives a token batch its views when asked (without
+them, the dataset makes them as it builds the batch). Each one closes the iterator it wraps
+when it is closed itself.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import json
 import os
 import threading
 from collections.abc import Iterable, Iterator
-from typing import Any, TypeVar
+from typing import Any
 
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
@@ -24,10 +25,8 @@ from kafeed.loader.dataset import Collate, KafkaDatasetBase, token_batch
 from kafeed.loader.nodes.stream import Delivered
 from kafeed.loader.workers.bundles import bundled
 from kafeed.loader.workers.deferred_entry import DeferredEntry, built
-from kafeed.loader.workers.prefetch import Prefetch
 from kafeed.loader.workers.shared_slots import SharedSlots, SlotRef
 
-T = TypeVar("T")
 Item = tuple[int, Any, Any, Delivered]
 
 
@@ -55,29 +54,22 @@ class BatchView(IterableDataset[Any]):
             items = _into_slots(items, self.slots)
         return bundled(items, info.id, self.bundle)
 
-    def batches(self, stop: threading.Event | None = None, pin: bool = False) -> Iterator[Item]:
+    def batches(self, stop: threading.Event | None = None, pin: bool = False,
+                views: bool = False) -> Iterator[Item]:
         """The items; ``stop`` ends them from another thread (the prefetch thread's reader
-        watches it); ``pin``: tensors of a batch dict in pinned memory."""
+        watches it); ``pin``: tensors of a batch dict in pinned memory; ``views``: token
+        batches with their ``input_ids`` and ``labels`` views (made after pinning)."""
         worker = self.dataset.topology().worker
         items = self.dataset.iter_batches(self.batch_size, skip_first=worker < self.next_worker,
-                                          origin=self.origin, collate=self.collate, stop=stop)
-        return pinned(items) if pin else items
+                                          origin=self.origin, collate=self.collate, stop=stop,
+                                          views=views and not pin)
+        return pinned(items, views) if pin else items
 
 
 def entry_data(entry: bytes | dict[str, Any] | DeferredEntry) -> Any:
     """A reader entry kept for the state (a worker's packed one, or the main process's
     entry, a mixture's deferred) as fresh JSON data."""
     return json.loads(json.dumps(built(entry)))
-
-
-def taken(prefetch: Prefetch[T]) -> Iterator[T]:
-    """The prefetched items, each place given back by the caller (Prefetch.take)."""
-    while True:
-        try:
-            item = prefetch.take()
-        except StopIteration:
-            return
-        yield item
 
 
 def _closing(source: Iterator[Any]) -> None:
@@ -98,18 +90,21 @@ def _into_slots(items: Iterator[Item], slots: SharedSlots) -> Iterator[Item]:
         _closing(items)
 
 
-def from_slots(items: Iterable[Item], slots: SharedSlots, pin: bool) -> Iterator[Item]:
+def from_slots(items: Iterable[Item], slots: SharedSlots, pin: bool, views: bool) -> Iterator[Item]:
     """In the main process: each :class:`SlotRef` as the batch in its slot (copied to
-    pinned memory with ``pin``, which gives the slot back at once); slots whose batches
-    the caller dropped are given back first."""
+    pinned memory with ``pin``, which gives the slot back at once), with its token views
+    when ``views``; slots whose batches the caller dropped are given back first."""
     source = iter(items)
     try:
         for worker, batch, state, delivered in source:
             slots.release_dropped()
             if isinstance(batch, SlotRef):
                 batch = slots.take(worker, batch)
-            if pin and isinstance(batch, dict):
-                batch = _pin(batch)
+            if isinstance(batch, dict):
+                if pin:
+                    batch = _pin(batch)
+                if views:
+                    batch = token_views(batch)
             yield worker, batch, state, delivered
     finally:
         _closing(source)
@@ -119,12 +114,17 @@ def _pin(batch: dict[str, Any]) -> dict[str, Any]:
     return {k: v.pin_memory() if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
 
 
-def pinned(items: Iterator[Item]) -> Iterator[Item]:
+def pinned(items: Iterator[Item], views: bool) -> Iterator[Item]:
     """As DataLoader's ``pin_memory`` does in the main process, on the prefetch thread: the
-    tensors of each batch dict copied to pinned memory."""
+    tensors of each batch dict copied to pinned memory, then given their token views when
+    ``views`` (a view pinned on its own would be a copy)."""
     try:
         for worker, batch, state, delivered in items:
-            yield worker, _pin(batch) if isinstance(batch, dict) else batch, state, delivered
+            if isinstance(batch, dict):
+                batch = _pin(batch)
+                if views:
+                    batch = token_views(batch)
+            yield worker, batch, state, delivered
     finally:
         _closing(items)
 
@@ -132,15 +132,3 @@ def pinned(items: Iterator[Item]) -> Iterator[Item]:
 def token_views(batch: dict[str, Any]) -> dict[str, Any]:
     return token_batch(batch["tokens"], batch.get("doc_start"))
 
-
-def with_views(items: Iterable[Item], views: bool) -> Iterator[Item]:
-    """``items`` with each token batch given its ``input_ids`` and ``labels`` views
-    (``views``), or as they are (and state-only items and worker errors always)."""
-    source = iter(items)
-    try:
-        for worker, batch, state, delivered in source:
-            if views and isinstance(batch, dict):
-                batch = token_views(batch)
-            yield worker, batch, state, delivered
-    finally:
-        _closing(source)

@@ -20,6 +20,7 @@ iteration ends): worker processes' registries are never scraped.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import sys
@@ -30,7 +31,7 @@ import torch
 from pydantic import ValidationError
 
 from kafeed.errors import ConfigError, invalid_settings
-from kafeed.loader.batch_view import BatchView, Item, entry_data, taken, token_views, with_views
+from kafeed.loader.batch_view import BatchView, Item, entry_data, token_views
 from kafeed.loader.dataset import Collate, KafkaDatasetBase, WorkerError, rank_and_world
 from kafeed.loader.loader_options import LoaderOptions
 from kafeed.loader.metrics import LoaderMetrics, batch_tokens
@@ -136,10 +137,13 @@ class StreamLoader:
         return max(self.num_workers, 1)
 
     def __iter__(self) -> Iterator[Any]:
-        self._cut = False
-        yield from self._handed_out()
-        # Under sync_ranks an epoch ends for every rank when the first one runs out.
-        self._finished = self.dataset.settings.bounded and not self._cut
+        """The batches as the caller gets them (token batches with their ``input_ids`` and
+        ``labels`` views): :meth:`_handed_out` itself, a generator between the items and the
+        caller, or with a device feed :meth:`_fed` around it. Nothing is read before the
+        first ``next()``."""
+        if self._feed is None:
+            return self._handed_out(pairs=False)
+        return self._fed(self._feed)
 
     @property
     def prefetched(self) -> int:
@@ -155,25 +159,22 @@ class StreamLoader:
         if prefetch is not None and not prefetch.close():
             log.warning("kafeed loader: the prefetch thread did not end within %.0f s", JOIN_S)
 
-    def _handed_out(self) -> Iterator[Any]:
-        """The batches as the caller gets them (token batches with their ``input_ids`` and
-        ``labels`` views), through the device feed when there is one, each marked as handed
-        out just before the caller gets it."""
-        host = self._host_batches()
-        if self._feed is not None:
-            tokens_kind = KINDS[self.dataset.settings.kind].packs
-            for batch in self._feed.ahead(host):
-                yield token_views(batch) if tokens_kind else batch
-            return
-        for batch, mark in host:
-            mark()
-            yield batch
+    def _fed(self, feed: DeviceFeed) -> Iterator[Any]:
+        """The batches through the device feed, one copy ahead; each is marked as handed out
+        just before the caller gets it, and given its token views after the copy."""
+        tokens_kind = KINDS[self.dataset.settings.kind].packs
+        for batch in feed.ahead(self._handed_out(pairs=True)):
+            yield token_views(batch) if tokens_kind else batch
+        # Under sync_ranks an epoch ends for every rank when the first one runs out.
+        self._finished = self.dataset.settings.bounded and not self._cut
 
-    def _host_batches(self) -> Iterator[tuple[Any, Any]]:
-        """``(batch, mark)`` per batch from the workers; ``mark()`` records it as handed out
-        (state, round-robin, metrics) and is called when the caller receives it. Without a
-        device feed a token batch comes with its views already made (on the prefetch thread
-        when there is one)."""
+    def _handed_out(self, pairs: bool) -> Iterator[Any]:
+        """Each batch from the workers, marked as handed out (state, round-robin, metrics:
+        :meth:`_mark`) as the caller gets it; with ``pairs``, ``(batch, mark)`` for the device
+        feed, which calls ``mark()`` when it hands the batch out. Without a device feed a
+        token batch comes with its views already made (on the prefetch thread when there is
+        one)."""
+        self._cut = False
         rank, _ = rank_and_world(self.dataset.settings)
         if self._entries or self._finished:
             # Iterating again continues after the last batch handed out, or starts a new epoch.
@@ -192,6 +193,7 @@ class StreamLoader:
         sync = should_sync(self.sync_ranks, self.dataset.settings.bounded)
         stopped = False
         metrics = self._metrics
+        mark = self._mark
         try:
             for worker, batch, state, delivered in items:
                 if isinstance(batch, WorkerError):
@@ -207,8 +209,12 @@ class StreamLoader:
                 if sync and not agree(True):
                     stopped = True
                     break
-                yield batch, self._marker(worker, state, delivered, batch_tokens(batch) if tokens_kind else 0,
-                                          prefetch)
+                tokens = batch_tokens(batch) if tokens_kind else 0
+                if pairs:
+                    yield batch, functools.partial(mark, worker, state, delivered, tokens, prefetch)
+                    continue
+                mark(worker, state, delivered, tokens, prefetch)
+                yield batch
             cut = prefetch is not None and prefetch.stopped  # close() ended it, not the data
         finally:
             # An iterator left alive in a script's globals is finalized here after the exit's
@@ -224,6 +230,9 @@ class StreamLoader:
         self._cut = cut
         if sync and not stopped and not cut:
             agree(False)
+        if not pairs:
+            # Under sync_ranks an epoch ends for every rank when the first one runs out.
+            self._finished = self.dataset.settings.bounded and not cut
 
     def _items(self, next_worker: int) -> tuple[Iterable[Item], Prefetch[Item] | None]:
         """The items of this iteration: from the prefetch thread (no workers, with a
@@ -232,38 +241,36 @@ class StreamLoader:
         depth = self.dataset.settings.prefetch_batches if self.num_workers == 0 else 0
         tokens_kind = KINDS[self.dataset.settings.kind].packs
         views = tokens_kind and self._feed is None  # the feed copies the tokens, then views them
+        view = BatchView(self.dataset, self.batch_size, next_worker, self.collate_fn)
         if depth:
-            view = BatchView(self.dataset, self.batch_size, next_worker, self.collate_fn)
             self.close()  # an earlier iteration's thread, if it was left running
-            # The views are made on the thread: slicing a tensor releases the GIL, and in the
-            # caller's hand-over, after the place is given back, the woken thread would take it
-            # and build its next batch while the caller waits.
+            # The views are made on the thread, as the dataset builds each batch: slicing a
+            # tensor releases the GIL, and in the caller's hand-over, after the place is given
+            # back, the woken thread would take it and build its next batch while the caller
+            # waits. Each place is given back once the batch is marked (_mark).
             prefetch = self._prefetch = Prefetch(
-                lambda stop: with_views(view.batches(stop, pin=pin and torch.cuda.is_available()), views),
-                depth, inline_below_s=INLINE_BELOW_S)
-            return taken(prefetch), prefetch
+                lambda stop: view.batches(stop, pin=pin and torch.cuda.is_available(), views=views),
+                depth, inline_below_s=INLINE_BELOW_S, hold=True)
+            return prefetch, prefetch
         if not self.num_workers:
             # Straight from the view: a DataLoader without workers would only add its profiler
             # hooks and fetcher, 1.5 ns of CPU per token (py-spy, batches of 8 x 2,049).
-            view = BatchView(self.dataset, self.batch_size, next_worker, self.collate_fn)
-            return with_views(view.batches(pin=pin and torch.cuda.is_available()), views), None
-        view = BatchView(self.dataset, self.batch_size, next_worker, self.collate_fn)
+            return view.batches(pin=pin and torch.cuda.is_available(), views=views), None
         loader = worker_items(view, workers=self.num_workers, depth=self.prefetch_factor or 2,
-                              slots=tokens_kind, pin=pin, timeout=self.timeout,
+                              slots=tokens_kind, pin=pin, views=views, timeout=self.timeout,
                               context=self.multiprocessing_context)
-        return with_views(loader, views), None
+        return loader, None
 
-    def _marker(self, worker: int, state: bytes | dict[str, Any] | DeferredEntry, delivered: Delivered,
-                tokens: int, prefetch: Prefetch[Any] | None) -> Any:
-        def mark() -> None:
-            self._entries[worker] = state
-            self._next_worker = (worker + 1) % self.workers
-            self._batches += 1
-            self._metrics.batch(delivered, tokens)
-            if prefetch is not None:
-                prefetch.release()  # last: the thread building the next batch wants the GIL
-
-        return mark
+    def _mark(self, worker: int, state: bytes | dict[str, Any] | DeferredEntry, delivered: Delivered,
+              tokens: int, prefetch: Prefetch[Any] | None) -> None:
+        """Record a batch of ``worker`` as handed out: its state, the round-robin, the
+        metrics; then give its place back to the prefetch thread."""
+        self._entries[worker] = state
+        self._next_worker = (worker + 1) % self.workers
+        self._batches += 1
+        self._metrics.batch(delivered, tokens)
+        if prefetch is not None:
+            prefetch.release()  # last: the thread building the next batch wants the GIL
 
     def _count(self) -> int:
         _, world = rank_and_world(self.dataset.settings)

@@ -7,9 +7,10 @@ waits watch (the reader's fetch loop raises :class:`Stopped` once it is set), so
 the iterator is closed on its own thread (its consumer too). An exception raised while
 making an item reaches the caller as it was raised (same object, same type), at the item
 where it happened, after the items made before it. A caller that still has work to do
-for an item (StreamLoader: its state and metrics) takes it with :meth:`Prefetch.take` and
-gives its place back with :meth:`Prefetch.release` afterwards: the woken thread wants the
-GIL at once, and would otherwise slow that work down.
+for an item (StreamLoader: its state and metrics) takes it with :meth:`Prefetch.take`, or
+iterates a ``Prefetch(..., hold=True)``, and gives its place back with
+:meth:`Prefetch.release` afterwards: the woken thread wants the GIL at once, and would
+otherwise slow that work down.
 
 The thread only pays when the caller is away between items (a training step) long enough
 for the next item to be built meanwhile. Each hand-over costs tens of microseconds of CPU
@@ -210,16 +211,18 @@ atexit.register(_close_live)
 class Prefetch(Generic[T]):
     """The items of ``make(stop)``, made on a thread at most ``depth`` ahead of the caller;
     with ``inline_below_s``, made by the caller itself while it comes straight back for
-    them (see the module docstring)."""
+    them (see the module docstring). Iterated, each item's place is given back as it is
+    taken, or with ``hold`` kept until the caller's :meth:`release`."""
 
     def __init__(self, make: Callable[[threading.Event], Iterator[T]], depth: int, *,
-                 name: str = "kafeed-prefetch", inline_below_s: float = 0.0) -> None:
+                 name: str = "kafeed-prefetch", inline_below_s: float = 0.0, hold: bool = False) -> None:
         if depth < 1:
             raise ValueError(f"depth must be at least 1, not {depth}")
         self._shared = Shared(make, depth)
         self._depth = depth
         self._name = name
         self._inline_below_s = inline_below_s
+        self._hold = hold
         self._inline = False  # the caller makes the items (the thread handed the iterator back)
         self._released = 0.0  # when the caller last gave a place back (perf_counter)
         self._run_of = 0  # items in a row on the side of the threshold that would switch
@@ -241,7 +244,8 @@ class Prefetch(Generic[T]):
 
     def __next__(self) -> T:
         item = self.take()
-        self.release()
+        if not self._hold:
+            self.release()
         return item
 
     @property

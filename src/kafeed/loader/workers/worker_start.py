@@ -29,12 +29,13 @@ def _identity(item: Any) -> Any:
     return item
 
 
-def worker_items(view: BatchView, *, workers: int, depth: int, slots: bool, pin: bool, timeout: float,
-                 context: str | None) -> Iterable[Item]:
+def worker_items(view: BatchView, *, workers: int, depth: int, slots: bool, pin: bool, views: bool,
+                 timeout: float, context: str | None) -> Iterable[Item]:
     """The items of ``workers`` DataLoader workers over ``view``, each ``depth`` bundles
     ahead (kafeed.loader.workers.bundles), in the order of one item per DataLoader item; with
     ``slots`` (token batches) they come back through reused shared slots
-    (kafeed.loader.workers.shared_slots). ``context``: the caller's ``multiprocessing_context``."""
+    (kafeed.loader.workers.shared_slots), given their token views there with ``views``.
+    ``context``: the caller's ``multiprocessing_context``."""
     settings = view.dataset.settings
     view.bundle = bundle_size(settings, view.batch_size, packs=slots)
     shared = None
@@ -55,7 +56,7 @@ def worker_items(view: BatchView, *, workers: int, depth: int, slots: bool, pin:
         worker_init_fn=functools.partial(start_worker, view.origin))
     loader: Iterable[Item] = unbundled(bundles, workers)
     if shared is not None:
-        loader = from_slots(loader, shared, pin and torch.cuda.is_available())
+        loader = from_slots(loader, shared, pin and torch.cuda.is_available(), views)
     return loader
 
 
