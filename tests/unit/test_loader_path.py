@@ -1,5 +1,6 @@
 """One batch's path from the stream to the caller's loop: the calls between the two, as
-docs/loader.md counts them ("One record's path, fetch to batch", steps 5-7)."""
+docs/loader.md counts them ("One record's path, fetch to batch", steps 5-7), and the token
+views made where the batch is pinned or taken from its shared slot."""
 
 from __future__ import annotations
 
@@ -14,7 +15,10 @@ import pytest
 import torch
 
 import kafeed
+from kafeed.loader.batch_view import from_slots, pinned
+from kafeed.loader.nodes.delivered import Delivered
 from kafeed.loader.nodes.stream import TokenStream
+from kafeed.loader.workers.shared_slots import SharedSlots
 
 SEQ_LEN = 15
 # Between the stream's next and the caller: step 5, then step 7 in the caller's loop.
@@ -61,7 +65,8 @@ def test_a_batch_built_when_asked_crosses_the_dataset_and_the_loader_only(
     assert len(batches) > 3 and len(calls) == len(batches) + 1  # the last call finds the end
     assert all(not threaded and names == BUILT_BY_THE_CALLER for threaded, names in calls), calls
     batch = batches[0]
-    assert torch.equal(batch["input_ids"], batch["tokens"][:, :-1]) and batch["labels"]._base is batch["tokens"]
+    assert torch.equal(batch["input_ids"], batch["tokens"][:, :-1])
+    assert batch["labels"]._base is batch["tokens"]
 
 
 def test_a_prefetched_batch_crosses_the_hand_over_and_the_loader_only(
@@ -79,3 +84,34 @@ def test_a_prefetched_batch_crosses_the_hand_over_and_the_loader_only(
     assert on_thread and all(names == BUILT_ON_THE_THREAD for names in on_thread), on_thread
     assert inline and all(names == BUILT_INLINE for names in inline), inline
     assert batches[0]["labels"]._base is batches[0]["tokens"] and loader.prefetched == 0
+
+
+def _item(batch: Any) -> Any:
+    return (0, batch, {}, Delivered())
+
+
+def test_a_pinned_batch_is_viewed_after_its_pinning(monkeypatch: pytest.MonkeyPatch) -> None:
+    # No accelerator here: pinning is a copy as far as the views can tell.
+    monkeypatch.setattr(torch.Tensor, "pin_memory", lambda self: self.clone())
+    tokens = torch.arange(12).reshape(2, 6)
+    (_, batch, _, _), = pinned(iter([_item({"tokens": tokens})]), views=True)
+    assert batch["tokens"] is not tokens and torch.equal(batch["tokens"], tokens)
+    assert batch["input_ids"]._base is batch["tokens"] and batch["labels"]._base is batch["tokens"]
+    (_, plain, _, _), = pinned(iter([_item({"tokens": tokens})]), views=False)
+    assert set(plain) == {"tokens"}
+
+
+def test_a_batch_from_its_slot_is_viewed_and_its_slot_held_by_the_views() -> None:
+    slots = SharedSlots(workers=1, depth=1, batch_size=2, window=6, boundaries=False)
+    tokens = torch.arange(12).reshape(2, 6)
+    ref = slots.put(0, {"tokens": tokens})
+    assert ref is not None
+    (_, batch, _, _), = from_slots([_item(ref)], slots, pin=False, views=True)
+    assert torch.equal(batch["input_ids"], tokens[:, :-1]) and torch.equal(batch["labels"], tokens[:, 1:])
+    labels = batch["labels"]
+    del batch
+    slots.release_dropped()
+    assert slots.held() == 1  # the labels view still reads the slot
+    del labels
+    slots.release_dropped()
+    assert slots.held() == 0
