@@ -73,11 +73,13 @@ def test_the_thread_stays_at_most_depth_items_ahead() -> None:
     assert source.closed_on is not None
 
 
-def test_an_item_taken_keeps_its_place_until_released() -> None:
+@pytest.mark.parametrize("hold", [False, True])
+def test_an_item_taken_keeps_its_place_until_released(hold: bool) -> None:
     source = Source()
-    prefetch = Prefetch(source, 1)
+    prefetch = Prefetch(source, 1, hold=hold)
     try:
-        assert prefetch.take() == 0
+        # Iterated with hold (as StreamLoader does), next() keeps the place as take() does.
+        assert (next(prefetch) if hold else prefetch.take()) == 0
         _until(lambda: source.made == 2)  # item 1 is made and waits for a place
         threading.Event().wait(0.3)
         assert prefetch.waiting == 0
