@@ -65,6 +65,26 @@ def test_a_bundle_is_taken_only_when_its_worker_has_no_item_left() -> None:
     assert list(items) == []
 
 
+def test_each_item_is_readied_as_it_is_bundled_and_turned_back_as_it_is_handed_on() -> None:
+    sent: list[int] = []
+    received: list[int] = []
+
+    def send(item: int) -> int:
+        sent.append(item)
+        return item * 10
+
+    def receive(item: int) -> int:
+        received.append(item)
+        return item + 1
+
+    streams = [bundled(iter([1, 2, 3]), 0, 2, send=send), bundled(iter([4]), 1, 2, send=send)]
+    order = [next(streams[0]), next(streams[1]), *streams[0], *streams[1]]
+    assert sent == [1, 2, 4, 3]
+    items = unbundled(order, 2, receive=receive)
+    assert next(items) == 11 and received == [10]  # one at a time, as handed on
+    assert list(items) == [41, 21, 31] and received == [10, 40, 20, 30]
+
+
 def test_a_bundle_that_is_not_full_goes_after_the_wait(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(bundles, "WAIT_S", 0.0)
     assert [b[1] for b in bundled(iter([1, 2, 3]), 0, 8)] == [[1], [2], [3], []]

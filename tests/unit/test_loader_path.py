@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import kafeed
-from kafeed.loader.batch_view import from_slots, pinned
+from kafeed.loader.batch_view import from_slot, pinned
 from kafeed.loader.nodes.delivered import Delivered
 from kafeed.loader.nodes.stream import TokenStream
 from kafeed.loader.workers.shared_slots import SharedSlots
@@ -106,7 +106,7 @@ def test_a_batch_from_its_slot_is_viewed_and_its_slot_held_by_the_views() -> Non
     tokens = torch.arange(12).reshape(2, 6)
     ref = slots.put(0, {"tokens": tokens})
     assert ref is not None
-    (_, batch, _, _), = from_slots([_item(ref)], slots, pin=False, views=True)
+    _, batch, _, _ = from_slot(slots, False, True, _item(ref))
     assert torch.equal(batch["input_ids"], tokens[:, :-1]) and torch.equal(batch["labels"], tokens[:, 1:])
     labels = batch["labels"]
     del batch

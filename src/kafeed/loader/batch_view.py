@@ -2,20 +2,20 @@
 
 :class:`BatchView` is the dataset's batches plus their states, as ``(worker, batch, state,
 delivered)`` items; in a worker, token batches go into the shared slots when it has some
-(kafeed.loader.workers.shared_slots), and the items cross in bundles of ``bundle``
-(kafeed.loader.workers.bundles). The generators after it run in the main process (or on the
-prefetch thread): :func:`from_slots` turns slot references back into batches, :func:`pinned`
-copies batches to pinned memory; each gives a token batch its views when asked (without
-them, the dataset makes them as it builds the batch). Each one closes the iterator it wraps
-when it is closed itself.
+(kafeed.loader.workers.shared_slots) as they are bundled, and the items cross in bundles of
+``bundle`` (kafeed.loader.workers.bundles). In the main process :func:`from_slot` turns a slot
+reference back into its batch as the bundle is taken apart, and on the prefetch thread the
+:func:`pinned` generator copies batches to pinned memory; each gives a token batch its views
+when asked (without them, the dataset makes them as it builds the batch).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -50,9 +50,10 @@ class BatchView(IterableDataset[Any]):
         info = get_worker_info()
         if info is None:
             return items
-        if self.slots is not None:
-            items = _into_slots(items, self.slots)
-        return bundled(items, info.id, self.bundle)
+        slots = self.slots
+        if slots is None:
+            return bundled(items, info.id, self.bundle)
+        return bundled(items, info.id, self.bundle, send=functools.partial(_into_slot, slots))
 
     def batches(self, stop: threading.Event | None = None, pin: bool = False,
                 views: bool = False) -> Iterator[Item]:
@@ -78,36 +79,29 @@ def _closing(source: Iterator[Any]) -> None:
         close()
 
 
-def _into_slots(items: Iterator[Item], slots: SharedSlots) -> Iterator[Item]:
-    """In a worker: each token batch copied into a free shared slot and sent as its
+def _into_slot(slots: SharedSlots, item: Item) -> Item:
+    """In a worker: a token batch copied into a free shared slot and sent as its
     :class:`SlotRef`, or sent itself when no slot is free."""
-    try:
-        for worker, batch, state, delivered in items:
-            if isinstance(batch, dict):
-                batch = slots.put(worker, batch) or batch
-            yield worker, batch, state, delivered
-    finally:
-        _closing(items)
+    worker, batch, state, delivered = item
+    if not isinstance(batch, dict):
+        return item
+    return worker, slots.put(worker, batch) or batch, state, delivered
 
 
-def from_slots(items: Iterable[Item], slots: SharedSlots, pin: bool, views: bool) -> Iterator[Item]:
-    """In the main process: each :class:`SlotRef` as the batch in its slot (copied to
-    pinned memory with ``pin``, which gives the slot back at once), with its token views
-    when ``views``; slots whose batches the caller dropped are given back first."""
-    source = iter(items)
-    try:
-        for worker, batch, state, delivered in source:
-            slots.release_dropped()
-            if isinstance(batch, SlotRef):
-                batch = slots.take(worker, batch)
-            if isinstance(batch, dict):
-                if pin:
-                    batch = _pin(batch)
-                if views:
-                    batch = token_views(batch)
-            yield worker, batch, state, delivered
-    finally:
-        _closing(source)
+def from_slot(slots: SharedSlots, pin: bool, views: bool, item: Item) -> Item:
+    """In the main process: a :class:`SlotRef` as the batch in its slot (copied to pinned
+    memory with ``pin``, which gives the slot back at once), with its token views when
+    ``views``; slots whose batches the caller dropped are given back first."""
+    worker, batch, state, delivered = item
+    slots.release_dropped()
+    if isinstance(batch, SlotRef):
+        batch = slots.take(worker, batch)
+    if isinstance(batch, dict):
+        if pin:
+            batch = _pin(batch)
+        if views:
+            batch = token_views(batch)
+    return worker, batch, state, delivered
 
 
 def _pin(batch: dict[str, Any]) -> dict[str, Any]:

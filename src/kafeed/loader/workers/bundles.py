@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
 from kafeed.loader.settings import LoaderSettings
@@ -52,17 +52,19 @@ def _closing(source: Iterator[Any]) -> None:
         close()
 
 
-def bundled(items: Iterator[T], worker: int, size: int) -> Iterator[tuple[int, list[T], bool]]:
+def bundled(items: Iterator[T], worker: int, size: int,
+            send: Callable[[T], T] | None = None) -> Iterator[tuple[int, list[T], bool]]:
     """In a worker: ``items`` in bundles of up to ``size``, the last one (maybe empty)
-    marked as such: ``(worker, items, last)``. An error raised building an item goes
-    after the items before it."""
+    marked as such: ``(worker, items, last)``; ``send`` readies each item for the crossing
+    as it is bundled (a token batch into a shared slot). An error raised building an item
+    goes after the items before it."""
     pending: list[T] = []
     first = 0.0
     try:
         for item in items:
             if not pending:
                 first = time.monotonic()
-            pending.append(item)
+            pending.append(item if send is None else send(item))
             if len(pending) >= size or time.monotonic() - first >= WAIT_S:
                 yield worker, pending, False
                 pending = []
@@ -75,11 +77,13 @@ def bundled(items: Iterator[T], worker: int, size: int) -> Iterator[tuple[int, l
         _closing(items)
 
 
-def unbundled(bundles: Iterable[tuple[int, list[T], bool]], workers: int) -> Iterator[T]:
+def unbundled(bundles: Iterable[tuple[int, list[T], bool]], workers: int,
+              receive: Callable[[T], T] | None = None) -> Iterator[T]:
     """In the main process: the items of the workers' bundles, one per worker in turn
     (worker 0 first), skipping a worker whose items have ended, as DataLoader orders
-    single items. A bundle is taken from ``bundles`` only when the worker whose turn it
-    is has no item left, so the state of an item is seen only when it is handed on."""
+    single items; ``receive`` turns each back as it is handed on (a shared slot's batch).
+    A bundle is taken from ``bundles`` only when the worker whose turn it is has no item
+    left, so the state of an item is seen only when it is handed on."""
     source = iter(bundles)
     held: list[deque[T]] = [deque() for _ in range(workers)]
     ended = [False] * workers
@@ -96,7 +100,7 @@ def unbundled(bundles: Iterable[tuple[int, list[T], bool]], workers: int) -> Ite
                 held[sender].extend(items)
                 ended[sender] = ended[sender] or last
             if queue:
-                yield queue.popleft()
+                yield queue.popleft() if receive is None else receive(queue.popleft())
             elif all(ended) and not any(held):
                 return
             worker = (worker + 1) % workers

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader
 
-from kafeed.loader.batch_view import BatchView, Item, from_slots
+from kafeed.loader.batch_view import BatchView, Item, from_slot
 from kafeed.loader.workers.bundles import bundle_size, unbundled
 from kafeed.loader.workers.forkserver_guard import in_forkserver
 from kafeed.loader.workers.main_guard import check_main_guard, main_is_guarded
@@ -54,10 +54,10 @@ def worker_items(view: BatchView, *, workers: int, depth: int, slots: bool, pin:
         view, batch_size=None, num_workers=workers, collate_fn=_identity, pin_memory=pin, timeout=timeout,
         prefetch_factor=depth, multiprocessing_context=start,
         worker_init_fn=functools.partial(start_worker, view.origin))
-    loader: Iterable[Item] = unbundled(bundles, workers)
-    if shared is not None:
-        loader = from_slots(loader, shared, pin and torch.cuda.is_available(), views)
-    return loader
+    if shared is None:
+        return unbundled(bundles, workers)
+    return unbundled(bundles, workers,
+                     receive=functools.partial(from_slot, shared, pin and torch.cuda.is_available(), views))
 
 
 def start_worker(origin: int, worker_id: int) -> None:
