@@ -28,7 +28,7 @@ from kafeed.loader.sources.cold_tier import ColdTier
 from kafeed.loader.sources.kafka_flow import KafkaFlow
 from kafeed.loader.sources.kafka_partitions import KafkaPartitions
 from kafeed.loader.sources.partition import Entry, Partition
-from kafeed.loader.sources.read_ahead import REFILL_S, ReadAhead, pull_size
+from kafeed.loader.sources.read_ahead import CHECK_S, REFILL_S, ReadAhead, pull_size
 from kafeed.loader.sources.source import Shards
 from kafeed.loader.workers.parent import ParentWatch
 from kafeed.loader.workers.prefetch import Stopped, check_running
@@ -64,6 +64,9 @@ class KafkaFetcher:
         self._parent = parent  # in a DataLoader worker: end when the trainer is gone
         self.stop: threading.Event | None = None  # on a prefetch thread: end when it is set
         self._log_error = log_error
+        # At the start, when a take's look may pull again: CHECK_S after the last pull ended,
+        # not after the look began (a pull slower than CHECK_S made every take pull again).
+        self._next_look = 0.0
 
     def fetch(self, timeout: float) -> int:
         """Records from librdkafka into the queues: one ``consume()`` waiting up to
@@ -72,12 +75,23 @@ class KafkaFetcher:
 
         Stopping earlier (once the waiting partition had a record, or after half a look's
         time) took 1.35x the CPU per token on a 30M-token read (benchmarks/bench_loader.py):
-        the queues ran dry more often, and each refill paused and resumed partitions."""
+        the queues ran dry more often, and each refill paused and resumed partitions. At the
+        start (:attr:`ReadAhead.starting <kafeed.loader.sources.read_ahead.ReadAhead.starting>`)
+        it makes one more call at most: librdkafka fetches faster than this loop moves its
+        records, so before the first batch the loop went on for the whole topic (a 61 MB one:
+        25,000 records in 170 ms, where the batch needed 2,000), and later takes bring the
+        rest as they need it."""
         queued, more = self.pull(timeout)
         ahead = self._ahead
-        while more and ahead.want_more:
-            got, more = self.pull(0)
-            queued += got
+        if ahead.starting:
+            # One batch's worth: the first call, before any record was seen, asks for 16.
+            if more and ahead.want_more and queued < self._settings.consume_batch:
+                queued += self.pull(0)[0]
+            self._next_look = time.monotonic() + CHECK_S
+        else:
+            while more and ahead.want_more:
+                got, more = self.pull(0)
+                queued += got
         self.hold()
         return queued
 
@@ -241,7 +255,7 @@ class KafkaFetcher:
         (never waiting), so its fetcher keeps going."""
         ahead = self._ahead
         ahead.tick(now)
-        if ahead.want_more:
+        if ahead.want_more and not (ahead.starting and now < self._next_look):
             self.fetch(0)
         else:
             self.hold()

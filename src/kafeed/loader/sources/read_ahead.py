@@ -221,6 +221,12 @@ class ReadAhead:
         return pull_count(self.target - self.held, self.mean, most)
 
     @property
+    def starting(self) -> bool:
+        """Before the queues took in the floor's worth of records: the first batch is still
+        being made, and a fetch moves only what it needs (kafeed.loader.sources.kafka_fetch)."""
+        return self.volume < self.budget.floor
+
+    @property
     def want_more(self) -> bool:
         return self.held < self.target
 
