@@ -19,6 +19,7 @@ import pytest
 from confluent_kafka import KafkaError
 
 from kafeed.config import ConnectionSettings
+from kafeed.errors import TopicError
 from kafeed.kafka import Consumer as TypedConsumer
 from kafeed.kafka import KafkaClients
 from kafeed.loader.nodes.reader import ShardReader
@@ -441,3 +442,90 @@ def test_queued_records_give_the_cyclic_collector_nothing_to_track() -> None:
     assert len(queued) >= CAP
     gc.collect()
     assert [entry for entry in queued if gc.is_tracked(entry)] == []
+
+
+def test_the_first_record_waits_for_one_batch_not_for_all_librdkafka_holds() -> None:
+    # librdkafka fetches faster than the reader moves its records, so a fetch that pulls while
+    # a call comes back full went on, before the first batch, for the whole topic (25,000
+    # records of a 61 MB one where the batch needed 2,000). At the start a fetch brings one
+    # batch (the first call, before any record was seen, asks for 16), and the look right
+    # after it moves nothing more.
+    records = 5000
+    consumer = Consumer({("t", p): [_doc(p, o) for o in range(records)] for p in range(4)})
+    reader = _reader(consumer, end=records, cap=records)
+    first = reader.next()
+    assert first is not None and first[0] == ("t:0", 0)
+    assert consumer.handed == 16 + 1000  # consume_batch
+    # The rest comes as the takes need it, every record once and in turn.
+    taken = [first[0]]
+    reader.delivered(first[0])
+    taken += _take_all(reader)
+    assert taken == [(f"t:{p}", o) for o in range(records) for p in range(4)]
+    assert consumer.handed == 4 * records
+
+
+def test_past_the_start_a_look_pulls_to_the_target_again() -> None:
+    # The start ends once the queues took in the floor's worth (read_ahead_bytes / 16); from
+    # then on a fetch pulls while librdkafka has records and the queues are below the target,
+    # as the steady state's CPU per token needs (kafeed.loader.sources.kafka_fetch.fetch).
+    records = 2000
+    consumer = Consumer({("t", p): [_doc(p, o, tokens=400) for o in range(records)] for p in (0, 1)})
+    reader = _reader(consumer, end=records, cap=records, read_ahead_bytes=4 * 1024 * 1024)
+    ahead = _source(reader).read_ahead
+    first = reader.next()
+    assert first is not None
+    # The first fetch brought one batch (16 + 1000 records of about 835 bytes), past the floor
+    # (256 KiB): the look that follows pulled on to the target (3 MiB).
+    assert not ahead.starting
+    assert consumer.handed > 16 + 1000 and ahead.held >= ahead.target
+    reader.delivered(first[0])
+    assert [first[0], *_take_all(reader)] == _in_turn(records)
+
+
+class Asked(Consumer):
+    """Records the requests a reader makes while it opens."""
+
+    def __init__(self, logs: dict[tuple[str, int], list[bytes]]) -> None:
+        super().__init__(logs)
+        self.asked: list[tuple[str, Any]] = []
+
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any:
+        self.asked.append(("metadata", topic))
+        return super().list_topics(topic, timeout)
+
+    def get_watermark_offsets(self, tp: Any, timeout: float = -1, cached: bool = False) -> tuple[int, int]:
+        self.asked.append(("watermarks", (tp.topic, tp.partition)))
+        return super().get_watermark_offsets(tp, timeout, cached)
+
+
+def test_a_fresh_reader_asks_a_partition_first_and_each_partition_once() -> None:
+    # A metadata request sent first goes to the bootstrap connection, which librdkafka drops
+    # once it learns the brokers, and is sent again only after the connection backoff (50 ms
+    # of a first batch's 100); a partition's request goes to its leader at once. The start
+    # and the end (end="latest") are read from one request per partition, not two.
+    consumer = Asked({("t", p): [_doc(p, o) for o in range(RECORDS)] for p in range(3)})
+    settings = LoaderSettings(topics=("t",), seq_len=8, eos_id=0, end="latest")
+    reader = kafka_reader(settings, index=0, count=1, clients=StandInClients(consumer))
+    reader.open()
+    assert consumer.asked == [("watermarks", ("t", 0)), ("metadata", "t"),
+                              ("watermarks", ("t", 1)), ("watermarks", ("t", 2))]
+    assert reader.state()["partitions"]["t:2"]["end"] == RECORDS
+
+
+class NoTopic(Asked):
+    """A cluster without the topic: its partition's watermarks fail as librdkafka's do."""
+
+    def get_watermark_offsets(self, tp: Any, timeout: float = -1, cached: bool = False) -> tuple[int, int]:
+        from confluent_kafka import KafkaException
+
+        self.asked.append(("watermarks", (tp.topic, tp.partition)))
+        raise KafkaException(KafkaError(KafkaError._UNKNOWN_PARTITION))
+
+
+def test_a_missing_topic_is_told_by_the_listing_as_before() -> None:
+    consumer = NoTopic({("other", 0): []})
+    settings = LoaderSettings(topics=("t",), seq_len=8, eos_id=0)
+    reader = kafka_reader(settings, index=0, count=1, clients=StandInClients(consumer))
+    with pytest.raises(TopicError, match="'t' does not exist"):
+        reader.open()
+    assert consumer.asked == [("watermarks", ("t", 0)), ("metadata", "t")]

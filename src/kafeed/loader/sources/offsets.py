@@ -88,9 +88,11 @@ def _for_time(consumer: Any, topic: str, partition: int, ms: int, settings: Load
     return offset
 
 
-def resolve_start(consumer: Any, topic: str, partition: int, settings: LoaderSettings) -> int:
+def resolve_start(consumer: Any, topic: str, partition: int, settings: LoaderSettings,
+                  marks: tuple[int, int] | None = None) -> int:
+    """Where ``settings.start`` starts the partition; ``marks``: its watermarks, if read already."""
     spec: OffsetSpec = settings.start
-    low, high = watermarks(consumer, topic, partition, settings)
+    low, high = marks or watermarks(consumer, topic, partition, settings)
     if spec == "earliest":
         return low
     if spec == "latest":
@@ -101,12 +103,15 @@ def resolve_start(consumer: Any, topic: str, partition: int, settings: LoaderSet
     return low if explicit is None else max(explicit, low)
 
 
-def resolve_end(consumer: Any, topic: str, partition: int, settings: LoaderSettings) -> int | None:
+def resolve_end(consumer: Any, topic: str, partition: int, settings: LoaderSettings,
+                marks: tuple[int, int] | None = None) -> int | None:
+    """Where ``settings.end`` ends the partition (None: never); ``marks``: its watermarks, if
+    read already."""
     spec: EndSpec = settings.end
     if spec is None:
         return None
     if spec == "latest":
-        return watermarks(consumer, topic, partition, settings)[1]
+        return (marks or watermarks(consumer, topic, partition, settings))[1]
     if isinstance(spec, datetime | int):
         return _for_time(consumer, topic, partition, timestamp_ms(spec), settings)
     return explicit_offset(spec, topic, partition)
