@@ -27,9 +27,11 @@ And, what a user waits for first, each in a fresh process after its imports: the
 from building the loader to its **first batch**, the shuffle buffer on (``--shuffle``):
 kafeed with no workers and with ``--workers``, fresh and resumed from a state saved 20
 batches in (the baseline's too), beside litdata's ``StreamingDataset(shuffle=True)`` in a
-DataLoader with as many workers. The kafeed rows also give tokens/s **start included**
-(every token over the seconds from building the loader to its last batch), whose
-``wN/w0`` ratio is what two workers bring to a whole read.
+DataLoader with as many workers. The kafeed and files rows also give tokens/s and CPU ns per
+token **start included** (every token over the seconds, and the CPU seconds of the process and
+its workers, from building the loader to its last batch): a fetch made before the first batch
+is in these and not in the rate from the first batch on. Their ``wN/w0`` ratio is what two
+workers bring to a whole read.
 
 Each row is the best of ``--repeat`` interleaved runs (the machine may be shared): tokens/s
 over the whole read, and CPU ns per token: the CPU time of the reading process (every
@@ -215,6 +217,18 @@ class CpuClock:
                               (int(fields[13]) + int(fields[14])) / TICK)
         return alive
 
+    def whole(self, since: float) -> float:
+        """CPU seconds since this process's ``process_time()`` was ``since``, with its
+        descendants' whole lives (a read's workers all start after it began)."""
+        alive = self.sample(force=True)
+        spent = time.process_time() - since
+        for pid, (own, reaped) in self.seen.items():
+            if pid in alive:
+                spent += own + reaped
+            elif self.parents[pid] not in alive:
+                spent += own  # no parent to ask: the last figures read
+        return spent
+
     def total(self) -> float:
         alive = self.sample(force=True)
         spent = time.process_time() - self.start
@@ -256,13 +270,16 @@ class FullCollections:
             self.s += time.perf_counter() - self._began
 
 
-def timed(batches: Iterable[Any], warm: int = 1, start: float | None = None) -> dict[str, float]:
+def timed(batches: Iterable[Any], warm: int = 1,
+          start: tuple[float, float] | None = None) -> dict[str, float]:
     """Read every batch (a (B, T) int64 tensor, or a dict with ``tokens``): the tokens, and
     the seconds and CPU seconds, from the ``warm``-th batch on (with workers, one each:
     starting processes and opening consumers are a fixed cost per run, not a rate); and the
-    collector's full passes in the reading process meanwhile. With ``start`` (when the read
-    began building its loader): also the seconds to the first batch and, start included,
-    every token over the seconds from ``start`` to the end."""
+    collector's full passes in the reading process meanwhile. With ``start`` (the
+    ``perf_counter()`` and ``process_time()`` when the read began building its loader): also
+    the seconds to the first batch and, start included, every token over the seconds and the
+    CPU seconds from then to the end (what a fetch before the first batch costs is in these,
+    not in the rate from the ``warm``-th batch)."""
     clock: CpuClock | None = None
     t0 = 0.0
     tokens = every = 0
@@ -285,7 +302,8 @@ def timed(batches: Iterable[Any], warm: int = 1, start: float | None = None) -> 
     out = {"tokens": tokens, "s": end - t0, "cpu_s": clock.total(), "full_gc": full.count,
            "full_gc_s": full.s}
     if start is not None:
-        out.update(first_s=first - start, every_tokens=every, every_s=end - start)
+        out.update(first_s=first - start[0], every_tokens=every, every_s=end - start[0],
+                   every_cpu_s=clock.whole(start[1]))
     return out
 
 
@@ -372,7 +390,7 @@ def read_bare_batches(args: dict[str, Any]) -> dict[str, float]:
 def read_kafeed(args: dict[str, Any]) -> dict[str, float]:
     import kafeed
 
-    start = time.perf_counter()
+    start = time.perf_counter(), time.process_time()
     ds = kafeed.KafkaTokenDataset(args["topic"], seq_len=args["seq_len"], bootstrap=args["bootstrap"],
                                   eos_id=EOS)
     loader = kafeed.StreamLoader(ds, batch_size=args["batch"], num_workers=args["workers"])
@@ -382,7 +400,7 @@ def read_kafeed(args: dict[str, Any]) -> dict[str, float]:
 def read_files(args: dict[str, Any]) -> dict[str, float]:
     import kafeed
 
-    start = time.perf_counter()
+    start = time.perf_counter(), time.process_time()
     ds = kafeed.FileTokenDataset(args["dir"], seq_len=args["seq_len"], eos_id=EOS)
     loader = kafeed.StreamLoader(ds, batch_size=args["batch"], num_workers=args["workers"])
     return timed(loader, warm=max(1, args["workers"]), start=start)
@@ -516,26 +534,36 @@ RATIOS: list[tuple[str, ...]] = [
     ("kafeed/baseline, workers", "kafeed wN", "baseline wN"),
     ("baseline workers/w0", "baseline wN", "baseline w0"),
     ("files/baseline", "files arrow", "baseline files arrow"),
+    ("kafeed/baseline, start incl.", "kafeed w0", "baseline w0", "tokens_s_start", "cpu_ns_token_start"),
+    ("kafeed/baseline, wN, start incl.", "kafeed wN", "baseline wN", "tokens_s_start", "cpu_ns_token_start"),
+    ("files/baseline, start incl.", "files arrow", "baseline files arrow", "tokens_s_start",
+     "cpu_ns_token_start"),
 ]
 
 
 def table(rows: dict[str, dict[str, float]], workers: int) -> tuple[str, dict[str, dict[str, float]]]:
-    lines = [f"{'read':<14} {'M tokens/s':>11} {'CPU ns/token':>13}"]
+    lines = [f"{'read':<20} {'M tokens/s':>11} {'CPU ns/token':>13}   start included: "
+             f"{'M tokens/s':>11} {'CPU ns/token':>13}"]
     for name, row in rows.items():
-        lines.append(f"{name.replace('wN', f'w{workers}'):<14} {row['tokens_s'] / 1e6:>11.1f} "
-                     f"{row['cpu_ns_token']:>13.2f}")
-    lines.append(f"{'ratio':<26} {'tokens/s':>9} {'CPU/token':>10}")
+        line = (f"{name.replace('wN', f'w{workers}'):<20} {row['tokens_s'] / 1e6:>11.1f} "
+                f"{row['cpu_ns_token']:>13.2f}")
+        if "tokens_s_start" in row:
+            line += f"{'':>19}{row['tokens_s_start'] / 1e6:>11.1f} {row['cpu_ns_token_start']:>13.2f}"
+        lines.append(line)
+    lines.append(f"{'ratio':<34} {'tokens/s':>9} {'CPU/token':>10}")
     ratios: dict[str, dict[str, float]] = {}
-    for label, a, b, *rate in RATIOS:
+    for label, a, b, *keys in RATIOS:
         if a in rows and b in rows:
-            if rate:  # tokens/s over the whole read, building the loader included; no CPU figure
-                key = rate[0]
-                ratios[label] = {key: rows[a][key] / rows[b][key]}
-                lines.append(f"{label.replace('workers', f'w{workers}'):<26} {ratios[label][key]:>8.2f}x")
+            if keys:  # over the whole read, building the loader included
+                if not all(key in rows[a] and key in rows[b] for key in keys):
+                    continue
+                ratios[label] = {key: rows[a][key] / rows[b][key] for key in keys}
+                lines.append(f"{label.replace('workers', f'w{workers}').replace('wN', f'w{workers}'):<34} "
+                             + " ".join(f"{ratios[label][key]:>8.2f}x " for key in keys))
                 continue
             ratios[label] = {"tokens_s": rows[a]["tokens_s"] / rows[b]["tokens_s"],
                              "cpu_ns_token": rows[a]["cpu_ns_token"] / rows[b]["cpu_ns_token"]}
-            lines.append(f"{label.replace('workers', f'w{workers}'):<26} {ratios[label]['tokens_s']:>8.2f}x "
+            lines.append(f"{label.replace('workers', f'w{workers}'):<34} {ratios[label]['tokens_s']:>8.2f}x "
                          f"{ratios[label]['cpu_ns_token']:>9.2f}x")
     return "\n".join(lines), ratios
 
@@ -663,11 +691,13 @@ def main() -> int:
                            "full_gc": got["full_gc"], "full_gc_s": got["full_gc_s"]}
                     if "every_s" in got:  # the start included: building the loader to its last batch
                         row["tokens_s_start"] = got["every_tokens"] / got["every_s"]
+                        row["cpu_ns_token_start"] = got["every_cpu_s"] / got["every_tokens"] * 1e9
                     best = rows.get(name)
                     rows[name] = row if best is None else {
                         **row, "tokens_s": max(best["tokens_s"], row["tokens_s"]),
                         "cpu_ns_token": min(best["cpu_ns_token"], row["cpu_ns_token"]),
-                        **({"tokens_s_start": max(best["tokens_s_start"], row["tokens_s_start"])}
+                        **({"tokens_s_start": max(best["tokens_s_start"], row["tokens_s_start"]),
+                            "cpu_ns_token_start": min(best["cpu_ns_token_start"], row["cpu_ns_token_start"])}
                            if "tokens_s_start" in row else {})}
                     print(f"run {attempt + 1} {name}: {row['tokens_s'] / 1e6:.1f}M tokens/s, "
                           f"{row['cpu_ns_token']:.2f} CPU ns/token, {row['full_gc']:.0f} full GC pass(es) "

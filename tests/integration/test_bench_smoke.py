@@ -114,6 +114,7 @@ def test_loader_reads_the_same_tokens_every_way(kafka: ConnectionSettings, admin
     # kafeed's reads count the start too: its first batch, and every token from the build on.
     got = loader.READS["kafeed"]({**common, "workers": 0})
     assert 0 < got["first_s"] < got["every_s"] and got["every_tokens"] > got["tokens"], got
+    assert got["every_cpu_s"] > got["cpu_s"] > 0, got  # building the loader and the first batch too
     # The first batch, shuffling, fresh and from a saved state (in this process: no workers).
     state = tmp_path / "state.json"
     loader.READS["save-state"]({**common, "shuffle": 16, "skip": 3, "state_file": str(state)})
@@ -123,12 +124,17 @@ def test_loader_reads_the_same_tokens_every_way(kafka: ConnectionSettings, admin
     # Every read of the full run is a child process: one, through the same path.
     apart = loader.read_apart("bare", common)
     assert apart["tokens"] > 0 and apart["cpu_s"] >= 0, apart
-    rows = {"kafeed w0": {"tokens_s": 2.0, "cpu_ns_token": 1.0, "tokens_s_start": 1.0},
-            "kafeed wN": {"tokens_s": 2.0, "cpu_ns_token": 1.0, "tokens_s_start": 0.5},
+
+    def row(start_rate: float, start_cpu: float) -> dict[str, float]:
+        return {"tokens_s": 2.0, "cpu_ns_token": 1.0,
+                "tokens_s_start": start_rate, "cpu_ns_token_start": start_cpu}
+
+    rows = {"kafeed w0": row(1.0, 2.0), "kafeed wN": row(0.5, 3.0), "baseline w0": row(2.0, 1.0),
             "bare": {"tokens_s": 4.0, "cpu_ns_token": 0.5}}
     text, ratios = loader.table(rows, 2)
     assert ratios["kafeed/bare"] == {"tokens_s": 0.5, "cpu_ns_token": 2.0} and "kafeed/bare" in text
     assert ratios["workers/w0, start included"] == {"tokens_s_start": 0.5} and "w2/w0, start included" in text
+    assert ratios["kafeed/baseline, start incl."] == {"tokens_s_start": 0.5, "cpu_ns_token_start": 2.0}
 
 
 def test_mixture_reads_the_single_topic_and_the_mixture(kafka: ConnectionSettings, admin: TopicAdmin) -> None:
