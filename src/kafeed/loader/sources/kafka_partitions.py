@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from kafeed.errors import KafeedError
 from kafeed.loader.nodes.decode import RecordDecoder
 from kafeed.loader.settings import LoaderSettings
 from kafeed.loader.sources.assignment import owned, parse_key, partition_key
@@ -24,10 +23,6 @@ from kafeed.loader.state.checkpoint import check_positions
 from kafeed.loader.state.resume import PartitionStart, check_starts, partition_at
 
 log = logging.getLogger("kafeed")
-
-# How long the first request (:meth:`KafkaPartitions._ask_a_leader_first`) may wait: a broker
-# that does not answer within it is waited for by the listing's retries, as before.
-FIRST_ASK_S = 1.0
 
 
 class KafkaPartitions:
@@ -47,9 +42,6 @@ class KafkaPartitions:
         self.by_tp: dict[tuple[str, int], Partition] = {}  # the reader's, by (topic, partition)
         self._log_starts: dict[str, int] = {}
         self.assigned = settings.mode != "group"  # a group's partitions come in a callback
-        # Watermarks read before the partitions were listed (:meth:`_ask_a_leader_first`),
-        # each used once while the source opens.
-        self._first_marks: dict[tuple[str, int], tuple[int, int]] = {}
 
     def open(self) -> None:
         """Take this reader's partitions: now (static, replicated) or as the group assigns
@@ -62,7 +54,6 @@ class KafkaPartitions:
             consumer.subscribe(list(settings.topics), on_assign=self._on_assign,
                                on_revoke=self._on_revoke, on_lost=self._on_revoke)
             return
-        self._ask_a_leader_first()
         every = list_partitions(consumer, settings)
         if self._cold_tier.tables:
             self._cold_tier.open(consumer)
@@ -70,33 +61,11 @@ class KafkaPartitions:
         self._check_starts(every, {partition_key(t, p) for t, p in mine})
         for topic, p in mine:
             self._add(topic, p)
-        self._first_marks.clear()  # a partition a group assigns later is asked when it comes
         self._assign_all()
 
-    def _ask_a_leader_first(self) -> None:
-        """The new consumer's first request: the watermarks of the first topic's partition 0
-        (which every topic has), kept for its start. librdkafka drops its connection to the
-        bootstrap address as soon as the cluster's metadata names the brokers, and a metadata
-        request sent on it meanwhile, as a first ``list_topics`` is, fails and waits out the
-        connection backoff (``reconnect.backoff.ms`` / 2, 50 ms) before it is sent again
-        (measured: 55-70 ms for the partitions of a local topic, not 2). A partition's request
-        goes to its leader, whose connection is made at once; the metadata requests after it
-        find that connection up (5-8 ms for all of them). Should it fail (no such topic, no
-        broker), :func:`~kafeed.loader.sources.offsets.list_partitions` says so, as before."""
-        from kafeed.kafka.types import TopicPartition
-
-        topic = self._settings.topics[0]
-        try:
-            marks = self._consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=FIRST_ASK_S,
-                                                         cached=False)
-        except KafeedError:
-            return
-        self._first_marks[(topic, 0)] = (int(marks[0]), int(marks[1]))
-
     def _watermarks(self, topic: str, partition: int) -> tuple[int, int]:
-        """The partition's (low, high): read first (:meth:`_ask_a_leader_first`), or asked now."""
-        marks = self._first_marks.pop((topic, partition), None)
-        return marks if marks is not None else watermarks(self._consumer, topic, partition, self._settings)
+        """The partition's (low, high), asked now."""
+        return watermarks(self._consumer, topic, partition, self._settings)
 
     def _check_starts(self, every: list[tuple[str, int]], owned: set[str]) -> None:
         """Before anything is fetched: every saved partition exists, every owned one older than
