@@ -420,5 +420,5 @@ def test_a_trainer_under_accelerate_launch_saves_every_ranks_state(
     doc = json.loads((tmp_path / "ckpt" / "checkpoint-4" / "kafeed_loader.json").read_text())
     assert doc["loader"]["world_size"] == 2
     owned = sorted(key for state in doc["loader"]["ranks"] for r in state["readers"].values()
-                   for key in r["partitions"])
+                   for key in r["reader"]["partitions"])
     assert owned == [f"{topic}:{p}" for p in range(3)]

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from kafeed.config import ConnectionSettings
+from kafeed.loader.state.checkpoint import STATE_VERSION
 from tests.integration.loader_data import produce_docs
 from tests.integration.recipe_support import (
     Crash,
@@ -46,7 +47,7 @@ def test_a_resumed_fit_trains_on_exactly_the_batches_of_an_uninterrupted_run(
     assert len(first) == 8
     saved = tmp_path / "cut" / "epoch=0-step=8.ckpt"
     loader_state = torch.load(saved, weights_only=False)["loops"]["fit_loop"]["state_dict"]["combined_loader"]
-    assert [doc["ranks"][0]["version"] for doc in loader_state] == [1]  # every rank's: one
+    assert [doc["ranks"][0]["version"] for doc in loader_state] == [STATE_VERSION]  # every rank's: one
 
     rest: list[list[list[int]]] = []
     fit(kafka, topic, tmp_path / "resumed", rest, ckpt_path=saved)
