@@ -63,10 +63,6 @@ class KafkaPartitions:
             self._add(topic, p)
         self._assign_all()
 
-    def _watermarks(self, topic: str, partition: int) -> tuple[int, int]:
-        """The partition's (low, high), asked now."""
-        return watermarks(self._consumer, topic, partition, self._settings)
-
     def _check_starts(self, every: list[tuple[str, int]], owned: set[str]) -> None:
         """Before anything is fetched: every saved partition exists, every owned one older than
         the state is in it, and the saved positions of the ones this reader resumes lie inside
@@ -76,7 +72,7 @@ class KafkaPartitions:
         for key in sorted(owned & set(starts)):
             start = starts[key]
             topic, partition = parse_key(key)
-            low, high = self._watermarks(topic, partition)
+            low, high = watermarks(self._consumer, topic, partition, self._settings)
             self._log_starts[key] = low
             table = self._cold_tier.tables.get(topic)
             if table is not None:
@@ -91,7 +87,8 @@ class KafkaPartitions:
                 first = committed
                 marks = None
             else:
-                marks = self._watermarks(topic, partition)  # one request for the start and the end
+                # one request for the start and the end
+                marks = watermarks(self._consumer, topic, partition, self._settings)
                 first = resolve_start(self._consumer, topic, partition, self._settings, marks)
                 table = self._cold_tier.tables.get(topic)
                 if table is not None:
